@@ -1,0 +1,148 @@
+"""Helpers for tests and tools: run a model on MLXExecutionProvider and learn what ran there.
+
+The EP writes a JSON report (session option `ep.mlxexecutionprovider.report`, or
+ONNXRUNTIME_EP_MLX_REPORT) after Compile and after every Compute: which nodes it claimed, which
+ORT assigned to it (fused nodes and the nodes inside them), how often each fused node ran, and
+which fast/composed paths were taken. `EpRun` wraps that for tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import ortmlx
+
+
+@dataclass
+class EpReport:
+    raw: dict
+
+    @property
+    def fused(self) -> dict:
+        return self.raw.get("fused", {})
+
+    def assigned_nodes(self) -> set[str]:
+        """Names of the model nodes ORT assigned to the EP (inside fused nodes)."""
+        return {n for f in self.fused.values() for n in f["nodes"]}
+
+    def executed_nodes(self) -> set[str]:
+        """Names of nodes inside fused nodes that ran at least once."""
+        return {n for f in self.fused.values() if f["runs"] > 0 for n in f["nodes"]}
+
+    def executed_op_types(self) -> set[str]:
+        return {op for f in self.fused.values() if f["runs"] > 0 for op in f["op_types"]}
+
+    def refused(self) -> dict:
+        """{op_type: {count, reason, nodes}} merged over all graphs."""
+        out: dict = {}
+        for claim in self.raw.get("claims", {}).values():
+            for op, r in claim["refused"].items():
+                out.setdefault(op, r)
+        return out
+
+    def paths(self) -> dict:
+        return self.raw.get("paths", {})
+
+    def counters(self) -> dict:
+        return self.raw.get("counters", {})
+
+
+@dataclass
+class EpRun:
+    """A session on MLXExecutionProvider (CPU EP as fallback) with its report file."""
+
+    model: object  # onnx.ModelProto or path
+    provider_options: dict = field(default_factory=dict)
+    strict: bool = False  # session.disable_cpu_ep_fallback: every node must be on the EP
+    session_config: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        import onnxruntime as ort
+
+        fd, self.report_path = tempfile.mkstemp(prefix="ortmlx-report-", suffix=".json")
+        os.close(fd)
+        os.unlink(self.report_path)
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        if self.strict:
+            so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        for k, v in self.session_config.items():
+            so.add_session_config_entry(k, str(v))
+        opts = dict(self.provider_options)
+        opts.setdefault("report", self.report_path)
+        ortmlx.append_to_session_options(so, opts)
+        data = self.model if isinstance(self.model, (str, bytes)) else self.model.SerializeToString()
+        self.session = ort.InferenceSession(data, so)
+
+    def run(self, feeds: dict, output_names=None):
+        return self.session.run(output_names, feeds)
+
+    def report(self) -> EpReport:
+        with open(self.report_path) as f:
+            return EpReport(json.load(f))
+
+    def close(self):
+        self.session = None
+        try:
+            os.unlink(self.report_path)
+        except FileNotFoundError:
+            pass
+
+
+def cpu_session(model):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    data = model if isinstance(model, (str, bytes)) else model.SerializeToString()
+    return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+
+
+def run_cpu(model, feeds: dict, output_names=None):
+    return cpu_session(model).run(output_names, feeds)
+
+
+def assert_ran_on_ep(run: EpRun, node_names) -> EpReport:
+    """Asserts that every named node was assigned to the EP and its fused node executed."""
+    report = run.report()
+    executed = report.executed_nodes()
+    missing = [n for n in node_names if n not in executed]
+    assert not missing, (
+        f"nodes not run on MLXExecutionProvider: {missing}; refused: {report.refused()}"
+    )
+    return report
+
+
+def random_array(rng: np.random.Generator, shape, dtype=np.float32, low=-2.0, high=2.0):
+    """Random test data, never all zeros or ones."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        lo, hi = max(info.min, -50), min(info.max, 50)
+        return rng.integers(lo, hi + 1, size=shape, dtype=dtype)
+    return rng.uniform(low, high, size=shape).astype(dtype)
+
+
+# ORT 1.30 reads ONNX IR up to 13; onnx 1.23 writes 14 by default.
+IR_VERSION = 10
+
+
+def make_model(graph, opset: int = 21, extra_opsets=None, functions=None):
+    """onnx ModelProto with an IR version ORT accepts, checked by onnx.checker."""
+    import onnx
+    from onnx import helper
+
+    imports = [helper.make_opsetid("", opset)]
+    for domain, version in (extra_opsets or {}).items():
+        imports.append(helper.make_opsetid(domain, version))
+    model = helper.make_model(graph, opset_imports=imports, functions=functions or [])
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model)
+    return model

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One-time, idempotent set-up: the project-local Python venv (pinned) and the ORT C/C++ headers.
+# Fast when already done (stamp files); never installs anything system-wide.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+venv="$root/.venv"
+stamp="$venv/.ortmlx-requirements.sha"
+want="$(sha256sum requirements.txt | cut -d' ' -f1)"
+
+if [ ! -x "$venv/bin/python" ]; then
+  echo "[setup] creating $venv"
+  python3 -m venv "$venv"
+fi
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "[setup] installing pinned Python packages (requirements.txt)"
+  if ! "$venv/bin/pip" install --disable-pip-version-check -q -r requirements.txt; then
+    echo "[setup] ERROR: pip could not install requirements.txt." >&2
+    echo "[setup] Is the PyPI registry reachable from this machine? Re-run 'make setup' when it is." >&2
+    exit 1
+  fi
+  # The locator package, importable from this checkout (it then finds build/libortmlx.so).
+  site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  echo "$root/python" > "$site/ortmlx-checkout.pth"
+  echo "$want" > "$stamp"
+fi
+
+"$root/scripts/fetch_ort_headers.sh"

@@ -1,0 +1,69 @@
+#include "ortmlx/engine/plan.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#include <mlx/allocator.h>
+#include <mlx/ops.h>
+
+#include "ortmlx/engine/dtype.h"
+
+namespace ortmlx {
+
+namespace mx = mlx::core;
+
+std::string NodeDesc::label() const {
+  return "node '" + name + "' (" + qualified_op() + ")";
+}
+
+mx::array constant_to_array(const ConstTensor& t) {
+  auto dtype = to_mlx_dtype(t.dtype);
+  if (!dtype) throw std::runtime_error(std::string("unsupported constant type ") +
+                                       elem_type_name(t.dtype));
+  mx::Shape shape(t.shape.begin(), t.shape.end());
+  if (t.bytes.empty()) return mx::zeros(shape, *dtype);
+  mx::array a(mx::allocator::malloc(t.bytes.size()), shape, *dtype);
+  std::memcpy(a.data<uint8_t>(), t.bytes.data(), t.bytes.size());
+  return a;
+}
+
+std::shared_ptr<Plan> build_plan(const GraphView& graph, std::string fused_name,
+                                 std::vector<std::string> input_names,
+                                 std::vector<std::string> output_names,
+                                 const OpRegistry& registry) {
+  auto plan = std::make_shared<Plan>();
+  plan->name = std::move(fused_name);
+  plan->input_names = std::move(input_names);
+  plan->output_names = std::move(output_names);
+  for (const auto& out : plan->output_names) {
+    const TensorInfo* info = graph.info(out);
+    plan->output_infos.push_back(info ? *info : TensorInfo{});
+  }
+  for (const auto& node : graph.nodes) {
+    NodeDesc d;
+    static_cast<NodeView&>(d) = node;
+    std::string why;
+    d.entry = registry.find(node.domain, node.op_type, node.since_version, &why);
+    if (!d.entry) throw std::runtime_error(d.label() + ": " + why);
+    for (const auto& in : node.inputs) {
+      const TensorInfo* info = in.empty() ? nullptr : graph.info(in);
+      d.input_infos.push_back(info ? *info : TensorInfo{});
+      if (!in.empty() && graph.is_constant(in) && !plan->constant_host.count(in)) {
+        auto it = graph.constants.find(in);
+        if (it == graph.constants.end())
+          throw std::runtime_error(d.label() + ": constant '" + in + "' has no data");
+        plan->constant_host[in] = it->second;
+        plan->constant_arrays.emplace(in, constant_to_array(*it->second));
+      }
+    }
+    for (const auto& out : node.outputs) {
+      const TensorInfo* info = out.empty() ? nullptr : graph.info(out);
+      d.output_infos.push_back(info ? *info : TensorInfo{});
+    }
+    plan->shape_keyed = plan->shape_keyed || d.entry->shape_keyed;
+    plan->nodes.push_back(std::move(d));
+  }
+  return plan;
+}
+
+}  // namespace ortmlx

@@ -1,0 +1,51 @@
+// A Plan is everything needed to run one fused node: the ordered node descriptors, the fused
+// node's I/O names (in ORT's order), and the constants, copied into MLX arrays once at Compile.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <mlx/array.h>
+
+#include "ortmlx/engine/options.h"
+#include "ortmlx/graph/graph_view.h"
+#include "ortmlx/registry/registry.h"
+
+namespace ortmlx {
+
+struct NodeDesc : NodeView {
+  std::vector<TensorInfo> input_infos;   // static infos (dtype, maybe shape) per input
+  std::vector<TensorInfo> output_infos;  // per output
+  const OpEntry* entry = nullptr;
+
+  // Message prefix naming the node: "node 'attn/MatMul' (MatMul)".
+  std::string label() const;
+};
+
+struct Plan {
+  std::string name;  // the fused node's name
+  std::vector<NodeDesc> nodes;
+  std::vector<std::string> input_names;   // fused node inputs, ORT order (constants dropped)
+  std::vector<std::string> output_names;  // fused node outputs, ORT order
+  std::vector<TensorInfo> output_infos;
+  std::map<std::string, mlx::core::array> constant_arrays;
+  std::map<std::string, std::shared_ptr<const ConstTensor>> constant_host;
+  bool shape_keyed = false;  // some node needs concrete shapes when traced
+  EpOptions options;         // the session's knobs (read by translators, e.g. byte budgets)
+
+  size_t num_nodes() const { return nodes.size(); }
+};
+
+// Builds a Plan from the graph ORT hands to Compile (all constant data copied into `graph`).
+// Throws std::runtime_error naming the node when an op is missing from the registry.
+std::shared_ptr<Plan> build_plan(const GraphView& graph, std::string fused_name,
+                                 std::vector<std::string> input_names,
+                                 std::vector<std::string> output_names,
+                                 const OpRegistry& registry = OpRegistry::global());
+
+// MLX array holding a copy of a constant tensor.
+mlx::core::array constant_to_array(const ConstTensor& t);
+
+}  // namespace ortmlx

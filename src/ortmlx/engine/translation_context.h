@@ -1,0 +1,62 @@
+// TranslationContext: the value environment while a Plan's nodes are turned into MLX ops.
+// Translators resolve input names to arrays, build MLX ops, and bind their outputs.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <mlx/array.h>
+#include <mlx/ops.h>
+
+#include "ortmlx/engine/plan.h"
+
+namespace ortmlx {
+
+class TranslationContext {
+ public:
+  TranslationContext(const Plan& plan, mlx::core::StreamOrDevice stream = {});
+
+  // The array bound to a value name (fused input, constant, or an earlier node's output).
+  mlx::core::array resolve(const std::string& name) const;
+  // Input i of a node; throws with the node's label when absent.
+  mlx::core::array input(const NodeDesc& node, size_t i) const;
+  bool has(const std::string& name) const;
+  void bind(const std::string& name, mlx::core::array value);
+  // Binds output i of a node (absent optional outputs are skipped).
+  void bind_output(const NodeDesc& node, size_t i, mlx::core::array value);
+
+  // Host copy of a constant value, or nullptr when the value is not a constant.
+  const ConstTensor* constant(const std::string& name) const;
+  const ConstTensor* constant_input(const NodeDesc& node, size_t i) const;
+
+  mlx::core::StreamOrDevice stream() const { return stream_; }
+
+  // Records that a fused fast path ran (e.g. "onnax GEMM attention VJP"); read by diagnostics.
+  void mark_fast(const NodeDesc& node, std::string label);
+  // Records that a composed fallback ran where a fast path exists, with the reason.
+  void mark_composed(const NodeDesc& node, std::string reason);
+  struct PathMark {
+    std::string node;
+    std::string label;
+    bool fast;
+  };
+  const std::vector<PathMark>& path_marks() const { return marks_; }
+
+  // Small helpers translators share.
+  mlx::core::array reshape(const mlx::core::array& a, const mlx::core::Shape& shape) const;
+  mlx::core::array transpose(const mlx::core::array& a, const std::vector<int>& axes) const;
+  mlx::core::array contiguous(const mlx::core::array& a) const;
+  mlx::core::array zeros(const mlx::core::Shape& shape, mlx::core::Dtype dtype) const;
+
+ private:
+  const Plan& plan_;
+  mlx::core::StreamOrDevice stream_;
+  std::map<std::string, mlx::core::array> values_;
+  std::vector<PathMark> marks_;
+};
+
+// Normalises a possibly negative axis against a rank; throws when out of range.
+int normalize_axis(int64_t axis, int rank);
+
+}  // namespace ortmlx

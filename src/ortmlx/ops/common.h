@@ -1,0 +1,47 @@
+// Claim and translation helpers shared by the op families.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include <mlx/ops.h>
+
+#include "ortmlx/engine/dtype.h"
+#include "ortmlx/engine/plan.h"
+#include "ortmlx/engine/translation_context.h"
+#include "ortmlx/registry/registry.h"
+
+namespace ortmlx::ops {
+
+namespace mx = mlx::core;
+
+inline bool type_in(ElemType t, std::initializer_list<ElemType> allowed) {
+  for (ElemType a : allowed)
+    if (a == t) return true;
+  return false;
+}
+
+inline std::string type_str(ElemType t) { return elem_type_name(t); }
+
+// Refuses unless input i exists and has a known, MLX-supported type satisfying `pred`.
+template <typename Pred>
+ClaimResult require_input_type(const ClaimContext& c, size_t i, Pred pred, const char* what) {
+  if (!c.has_input(i)) return ClaimResult::no("input " + std::to_string(i) + " is absent");
+  const ElemType t = c.input_type(i);
+  if (t == ElemType::kUndefined)
+    return ClaimResult::no("input " + std::to_string(i) + " has no known tensor type");
+  if (!pred(t))
+    return ClaimResult::no("input " + std::to_string(i) + " type " + type_str(t) + " not supported (" +
+                           what + ")");
+  return ClaimResult::yes();
+}
+
+// All inputs (and output 0, when known) share one type.
+ClaimResult require_same_types(const ClaimContext& c);
+
+// Refuses when an attribute is present that the translator does not implement.
+ClaimResult refuse_unknown_attrs(const ClaimContext& c, std::initializer_list<const char*> known);
+
+inline mx::Shape to_shape(const std::vector<int64_t>& v) { return mx::Shape(v.begin(), v.end()); }
+
+}  // namespace ortmlx::ops

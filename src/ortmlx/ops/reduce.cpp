@@ -1,0 +1,5 @@
+#include "ortmlx/ops/ops.h"
+#include "ortmlx/registry/registry.h"
+namespace ortmlx {
+void register_reduce_ops(OpRegistry&) {}
+}  // namespace ortmlx

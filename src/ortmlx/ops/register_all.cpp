@@ -1,0 +1,17 @@
+#include "ortmlx/ops/ops.h"
+
+#include "ortmlx/registry/registry.h"
+
+namespace ortmlx {
+
+void register_all_ops(OpRegistry& r) {
+  register_elementwise_ops(r);
+  register_matmul_ops(r);
+  register_shape_ops(r);
+  register_cast_ops(r);
+  register_reduce_ops(r);
+  register_norm_ops(r);
+  register_attention_vjp_ops(r);
+}
+
+}  // namespace ortmlx

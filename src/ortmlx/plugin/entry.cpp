@@ -1,0 +1,29 @@
+// The library's only exported symbols: ORT's plugin entry points.
+#include "ortmlx/plugin/factory.h"
+#include "ortmlx/plugin/ort_api.h"
+
+extern "C" {
+
+__attribute__((visibility("default"))) OrtStatus* CreateEpFactories(
+    const char* registered_name, const OrtApiBase* ort_api_base,
+    const OrtLogger* default_logger, OrtEpFactory** factories, size_t max_factories,
+    size_t* num_factories) {
+  using namespace ortmlx::plugin;
+  const OrtApi* api = ort_api_base->GetApi(ORT_API_VERSION);
+  if (api == nullptr) return nullptr;  // cannot even create a status; ORT reports the failure
+  g_ort = api;
+  g_ep_api = api->GetEpApi();
+  return guard("CreateEpFactories", [&] {
+    *num_factories = 0;
+    if (max_factories < 1) throw OrtError(ORT_INVALID_ARGUMENT, "no room for the factory");
+    factories[0] = new MlxEpFactory(registered_name, default_logger);
+    *num_factories = 1;
+  });
+}
+
+__attribute__((visibility("default"))) OrtStatus* ReleaseEpFactory(OrtEpFactory* factory) {
+  delete static_cast<ortmlx::plugin::MlxEpFactory*>(factory);
+  return nullptr;
+}
+
+}  // extern "C"

@@ -1,0 +1,63 @@
+// OrtEpFactory for MLXExecutionProvider. One factory per loaded library, shared by all sessions.
+#pragma once
+
+#include <string>
+
+#include "ortmlx/plugin/ort_api.h"
+
+namespace ortmlx::plugin {
+
+inline constexpr const char* kEpName = "MLXExecutionProvider";
+inline constexpr const char* kVendor = "ortmlx";
+
+class MlxEpFactory : public OrtEpFactory {
+ public:
+  MlxEpFactory(const char* registered_name, const OrtLogger* default_logger);
+
+  const std::string& registered_name() const { return registered_name_; }
+
+ private:
+  static const char* ORT_API_CALL GetNameImpl(const OrtEpFactory* self) noexcept;
+  static const char* ORT_API_CALL GetVendorImpl(const OrtEpFactory* self) noexcept;
+  static uint32_t ORT_API_CALL GetVendorIdImpl(const OrtEpFactory* self) noexcept;
+  static const char* ORT_API_CALL GetVersionImpl(const OrtEpFactory* self) noexcept;
+  static OrtStatus* ORT_API_CALL GetSupportedDevicesImpl(OrtEpFactory* self,
+                                                         const OrtHardwareDevice* const* devices,
+                                                         size_t num_devices,
+                                                         OrtEpDevice** ep_devices,
+                                                         size_t max_ep_devices,
+                                                         size_t* num_ep_devices) noexcept;
+  static OrtStatus* ORT_API_CALL CreateEpImpl(OrtEpFactory* self,
+                                              const OrtHardwareDevice* const* devices,
+                                              const OrtKeyValuePairs* const* ep_metadata,
+                                              size_t num_devices,
+                                              const OrtSessionOptions* session_options,
+                                              const OrtLogger* logger, OrtEp** ep) noexcept;
+  static void ORT_API_CALL ReleaseEpImpl(OrtEpFactory* self, OrtEp* ep) noexcept;
+  static OrtStatus* ORT_API_CALL ValidateCompatibilityImpl(
+      OrtEpFactory* self, const OrtHardwareDevice* const* devices, size_t num_devices,
+      const char* compatibility_info, OrtCompiledModelCompatibility* out) noexcept;
+  static OrtStatus* ORT_API_CALL CreateAllocatorImpl(OrtEpFactory* self,
+                                                     const OrtMemoryInfo* memory_info,
+                                                     const OrtKeyValuePairs* options,
+                                                     OrtAllocator** allocator) noexcept;
+  static void ORT_API_CALL ReleaseAllocatorImpl(OrtEpFactory* self,
+                                                OrtAllocator* allocator) noexcept;
+  static OrtStatus* ORT_API_CALL CreateDataTransferImpl(OrtEpFactory* self,
+                                                        OrtDataTransferImpl** out) noexcept;
+  static bool ORT_API_CALL IsStreamAwareImpl(const OrtEpFactory* self) noexcept;
+  static OrtStatus* ORT_API_CALL CreateSyncStreamImpl(OrtEpFactory* self,
+                                                      const OrtMemoryDevice* memory_device,
+                                                      const OrtKeyValuePairs* options,
+                                                      OrtSyncStreamImpl** stream) noexcept;
+  static OrtStatus* ORT_API_CALL GetNumCustomOpDomainsImpl(OrtEpFactory* self,
+                                                           size_t* num) noexcept;
+  static OrtStatus* ORT_API_CALL GetCustomOpDomainsImpl(OrtEpFactory* self,
+                                                        OrtCustomOpDomain** domains,
+                                                        size_t num) noexcept;
+
+  std::string registered_name_;
+  const OrtLogger* default_logger_;
+};
+
+}  // namespace ortmlx::plugin

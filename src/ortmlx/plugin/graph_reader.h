@@ -1,0 +1,25 @@
+// Copies what we need out of an OrtGraph into a GraphView (valid only during the ORT callback).
+#pragma once
+
+#include <vector>
+
+#include "ortmlx/graph/graph_view.h"
+#include "ortmlx/plugin/ort_api.h"
+
+namespace ortmlx::plugin {
+
+struct ReadGraph {
+  GraphView view;
+  std::vector<const OrtNode*> ort_nodes;  // parallel to view.nodes (valid during the callback)
+  std::vector<std::vector<std::string>> implicit_inputs;  // per node, for the partitioner
+};
+
+// Constant initializers up to `max_constant_bytes` get their data copied (all of them at Compile,
+// small ones at GetCapability where claim predicates need shape/axes inputs).
+ReadGraph read_graph(const OrtGraph* graph, size_t max_constant_bytes);
+
+// Static info of a value, read from its OrtValueInfo.
+TensorInfo read_value_info(const OrtValueInfo* value_info);
+std::string value_name(const OrtValueInfo* value_info);
+
+}  // namespace ortmlx::plugin
