@@ -122,6 +122,7 @@ void MlxEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* info) {
   }
   report_->record_claim(key, std::move(summary));
   if (options_.claim_debug) std::cerr << report_->claim_debug_text() << std::flush;
+  flush_report();
 }
 
 OrtStatus* MlxEp::CompileImpl(OrtEp* self, const OrtGraph** graphs, const OrtNode** fused_nodes,
