@@ -15,3 +15,16 @@ if(NOT EXISTS "${ORT_INCLUDE_DIR}/onnxruntime_c_api.h")
   message(FATAL_ERROR "ORT headers not found in ${ORT_INCLUDE_DIR}: run 'make setup' first")
 endif()
 message(STATUS "ORT headers: ${ORT_INCLUDE_DIR}")
+
+# OpenBLAS from the scipy-openblas32 wheel (symbols prefixed scipy_): sgemm for the fused CPU
+# kernels (AttentionVJP tiled path). MLX's own CPU matmul is not used for those.
+if(NOT ORTMLX_OPENBLAS_DIR)
+  file(GLOB _oblas "${ORTMLX_VENV}/lib/python3*/site-packages/scipy_openblas32")
+  set(ORTMLX_OPENBLAS_DIR "${_oblas}" CACHE PATH "scipy_openblas32 package folder")
+endif()
+find_library(ORTMLX_OPENBLAS_LIB scipy_openblas PATHS "${ORTMLX_OPENBLAS_DIR}/lib" NO_DEFAULT_PATH REQUIRED)
+add_library(ortmlx_openblas SHARED IMPORTED)
+set_target_properties(ortmlx_openblas PROPERTIES
+  IMPORTED_LOCATION "${ORTMLX_OPENBLAS_LIB}"
+  INTERFACE_INCLUDE_DIRECTORIES "${ORTMLX_OPENBLAS_DIR}/include")
+message(STATUS "OpenBLAS: ${ORTMLX_OPENBLAS_LIB}")
