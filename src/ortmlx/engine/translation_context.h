@@ -31,6 +31,8 @@ class TranslationContext {
   const ConstTensor* constant_input(const NodeDesc& node, size_t i) const;
 
   mlx::core::StreamOrDevice stream() const { return stream_; }
+  // The session's knobs (e.g. the AttentionVJP dense byte budget).
+  const EpOptions& options() const { return plan_.options; }
 
   // Records that a fused fast path ran (e.g. "onnax GEMM attention VJP"); read by diagnostics.
   void mark_fast(const NodeDesc& node, std::string label);
