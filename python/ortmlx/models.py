@@ -1,0 +1,117 @@
+"""Small, deterministic models built in code (no downloads): the demo, tests and benchmarks use them."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from ortmlx.testing import make_model
+
+
+class _GraphBuilder:
+    def __init__(self, rng: np.random.Generator):
+        self.rng = rng
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self._n = 0
+
+    def weight(self, name, shape, scale):
+        arr = (self.rng.standard_normal(shape) * scale).astype(np.float32)
+        self.inits.append(numpy_helper.from_array(arr, name))
+        return name
+
+    def const_i64(self, name, values):
+        self.inits.append(numpy_helper.from_array(np.asarray(values, dtype=np.int64), name))
+        return name
+
+    def const_f32(self, name, value):
+        self.inits.append(numpy_helper.from_array(np.asarray(value, dtype=np.float32), name))
+        return name
+
+    def op(self, op_type, inputs, prefix, n_out=1, **attrs):
+        self._n += 1
+        name = f"{prefix}/{op_type}_{self._n}"
+        outs = [f"{name}:{i}" for i in range(n_out)]
+        self.nodes.append(helper.make_node(op_type, inputs, outs, name=name, **attrs))
+        return outs[0] if n_out == 1 else outs
+
+
+def transformer_encoder(batch=2, seq=16, embed=64, heads=4, ffn=128, layers=2, seed=0):
+    """Pre-LN transformer encoder (self-attention + GELU MLP), float32, static shapes.
+
+    Returns (model, feeds). Uses LayerNormalization, MatMul, Add, Reshape, Transpose, Mul,
+    Softmax, Gelu: all claimed by the MLX EP.
+    """
+    rng = np.random.default_rng(seed)
+    g = _GraphBuilder(rng)
+    head_dim = embed // heads
+    split_shape = g.const_i64("shape_split", [batch, seq, heads, head_dim])
+    merge_shape = g.const_i64("shape_merge", [batch, seq, embed])
+    scale = g.const_f32("attn_scale", 1.0 / np.sqrt(head_dim))
+    x = "x"
+    for layer in range(layers):
+        p = f"layer{layer}"
+        ln1_s = g.weight(f"{p}.ln1.scale", [embed], 0.1)
+        g.inits[-1] = numpy_helper.from_array(
+            (1.0 + rng.standard_normal(embed) * 0.1).astype(np.float32), ln1_s)
+        ln1_b = g.weight(f"{p}.ln1.bias", [embed], 0.1)
+        h = g.op("LayerNormalization", [x, ln1_s, ln1_b], p, axis=-1, epsilon=1e-5)
+        heads_out = []
+        for proj in ("q", "k", "v"):
+            w = g.weight(f"{p}.attn.{proj}.weight", [embed, embed], 1.0 / np.sqrt(embed))
+            b = g.weight(f"{p}.attn.{proj}.bias", [embed], 0.02)
+            t = g.op("Add", [g.op("MatMul", [h, w], p), b], p)
+            t = g.op("Reshape", [t, split_shape], p)
+            perm = [0, 2, 3, 1] if proj == "k" else [0, 2, 1, 3]
+            heads_out.append(g.op("Transpose", [t], p, perm=perm))
+        q, kt, v = heads_out
+        scores = g.op("Mul", [g.op("MatMul", [q, kt], p), scale], p)
+        probs = g.op("Softmax", [scores], p, axis=-1)
+        ctx = g.op("Transpose", [g.op("MatMul", [probs, v], p)], p, perm=[0, 2, 1, 3])
+        ctx = g.op("Reshape", [ctx, merge_shape], p)
+        wo = g.weight(f"{p}.attn.out.weight", [embed, embed], 1.0 / np.sqrt(embed))
+        bo = g.weight(f"{p}.attn.out.bias", [embed], 0.02)
+        x = g.op("Add", [x, g.op("Add", [g.op("MatMul", [ctx, wo], p), bo], p)], p)
+        ln2_s = g.weight(f"{p}.ln2.scale", [embed], 0.1)
+        g.inits[-1] = numpy_helper.from_array(
+            (1.0 + rng.standard_normal(embed) * 0.1).astype(np.float32), ln2_s)
+        ln2_b = g.weight(f"{p}.ln2.bias", [embed], 0.1)
+        h = g.op("LayerNormalization", [x, ln2_s, ln2_b], p, axis=-1, epsilon=1e-5)
+        w1 = g.weight(f"{p}.mlp.fc1.weight", [embed, ffn], 1.0 / np.sqrt(embed))
+        b1 = g.weight(f"{p}.mlp.fc1.bias", [ffn], 0.02)
+        w2 = g.weight(f"{p}.mlp.fc2.weight", [ffn, embed], 1.0 / np.sqrt(ffn))
+        b2 = g.weight(f"{p}.mlp.fc2.bias", [embed], 0.02)
+        f = g.op("Gelu", [g.op("Add", [g.op("MatMul", [h, w1], p), b1], p)], p)
+        x = g.op("Add", [x, g.op("Add", [g.op("MatMul", [f, w2], p), b2], p)], p)
+    g.nodes.append(helper.make_node("Identity", [x], ["y"], name="output"))
+    graph = helper.make_graph(
+        g.nodes, "transformer_encoder",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, embed])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, seq, embed])],
+        g.inits)
+    model = onnx.shape_inference.infer_shapes(make_model(graph, opset=21))
+    feeds = {"x": rng.standard_normal((batch, seq, embed)).astype(np.float32)}
+    return model, feeds
+
+
+def mlp(batch=8, dims=(32, 64, 64, 10), seed=0):
+    """Gemm/Relu MLP with a Softmax head: the smallest end-to-end model."""
+    rng = np.random.default_rng(seed)
+    g = _GraphBuilder(rng)
+    x = "x"
+    for i, (din, dout) in enumerate(zip(dims[:-1], dims[1:])):
+        w = g.weight(f"fc{i}.weight", [dout, din], 1.0 / np.sqrt(din))
+        b = g.weight(f"fc{i}.bias", [dout], 0.05)
+        x = g.op("Gemm", [x, w, b], f"fc{i}", transB=1)
+        if i < len(dims) - 2:
+            x = g.op("Relu", [x], f"fc{i}")
+    g.nodes.append(helper.make_node("Softmax", [x], ["y"], name="head/Softmax", axis=-1))
+    graph = helper.make_graph(
+        g.nodes, "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, dims[0]])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, dims[-1]])],
+        g.inits)
+    model = onnx.shape_inference.infer_shapes(make_model(graph, opset=21))
+    feeds = {"x": rng.standard_normal((batch, dims[0])).astype(np.float32)}
+    return model, feeds
