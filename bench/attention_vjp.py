@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""AttentionVJP contract: MLXExecutionProvider vs ORT CPU running the contract's ONNX body.
+
+    .venv/bin/python bench/attention_vjp.py            # full grid (< 20 min on 2 cores)
+    .venv/bin/python bench/attention_vjp.py --quick    # two sizes, a smoke run
+
+Every (configuration, S, runner) is measured in a fresh subprocess: build the model, create
+the session, run once to warm up (compile), then time runs on rotating fresh random inputs
+(never zeros) and take the median; the process's peak RSS (getrusage ru_maxrss, whole process
+including Python/ORT/MLX) is read after the runs. The EP runs with its default settings unless
+a configuration forces a path (ONNXRUNTIME_EP_MLX_ATTENTION_VJP_DENSE_LIMIT_BYTES=0: tiled),
+and the report says which path ran. Writes bench/results/attention_vjp.{md,json,png}.
+
+FLOPs: the backward as 10*B*H*Sq*Sk*D (QK^T, dV, dP, dQ, dK), halved when causal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+SIZES = [256, 512, 1024, 2048, 4096]
+
+# name, batch, heads, head dim, causal, EP path forced ("" = default), largest S for ORT CPU.
+# The body on ORT CPU materialises several (B, H, S, S) fp32 tensors: at B1 H8 S4096 it peaks
+# near 4 GiB and ~10 s a run; B2 H16 would need ~4x that, so it is capped at S=2048.
+CONFIGS = [
+    ("B1 H8 D64", 1, 8, 64, 0, "", 4096),
+    ("B1 H8 D128 causal", 1, 8, 128, 1, "", 2048),
+    ("B2 H16 D64 causal", 2, 16, 64, 1, "", 2048),
+    ("B2 H16 D128", 2, 16, 128, 0, "", 1024),
+    ("B1 H8 D64 tiled", 1, 8, 64, 0, "tiled", 0),  # memory vs S on the tiled path
+]
+QUICK_SIZES = [256, 1024]
+
+
+# ------------------------------------------------------------------------------------------
+# worker: one measurement in this (fresh) process
+# ------------------------------------------------------------------------------------------
+
+def worker(args) -> dict:
+    import resource
+
+    import numpy as np
+
+    import ortmlx
+    from ortmlx.contracts import attention_vjp_model
+    from ortmlx.testing import EpRun, cpu_session
+
+    b, h, s, d, causal = args.b, args.h, args.s, args.d, args.causal
+    model = attention_vjp_model(b, s, s, h, h, d, rank=3, causal=causal, mask_kind=0,
+                                mask_shape=(1,))
+    rng = np.random.default_rng(args.seed)
+
+    def fresh():
+        x = {n: rng.standard_normal((b, s, h * d)).astype(np.float32)
+             for n in ("Q", "K", "V", "Y", "dY")}
+        x["Mask"] = np.ones((1,), dtype=bool)
+        return x
+
+    inputs = [fresh() for _ in range(2)]  # rotated, so no run reuses the previous one's data
+    run = None
+    if args.runner == "ep":
+        if args.path == "tiled":
+            os.environ["ONNXRUNTIME_EP_MLX_ATTENTION_VJP_DENSE_LIMIT_BYTES"] = "0"
+        ortmlx.register_execution_provider_library()
+        run = EpRun(model)
+        session = run.session
+    else:
+        session = cpu_session(model)
+    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    session.run(None, inputs[0])
+    first = time.perf_counter() - t0
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < 3 or (len(times) < args.runs and time.perf_counter() - start < 15.0):
+        feeds = inputs[(len(times) + 1) % len(inputs)]
+        t0 = time.perf_counter()
+        session.run(None, feeds)
+        times.append(time.perf_counter() - t0)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    out = {"median_s": float(np.median(times)), "min_s": min(times), "runs": len(times),
+           "first_s": first, "peak_rss_mib": peak / 1024, "base_rss_mib": base_rss / 1024}
+    if run is not None:
+        report = run.report()
+        out["paths"] = sorted(report.paths())
+        out["on_ep"] = "attention_vjp" in report.executed_nodes()
+        run.close()
+    return out
+
+
+def measure(runner, b, h, s, d, causal, path, timeout) -> dict:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--runner", runner,
+           "--b", str(b), "--h", str(h), "--s", str(s), "--d", str(d), "--causal", str(causal),
+           "--path", path]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout}s"}
+    if r.returncode != 0:
+        tail = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+        return {"error": f"exit {r.returncode}: {tail[:200]}"}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------------------------------------
+# driver
+# ------------------------------------------------------------------------------------------
+
+def flops(b, h, s, d, causal):
+    return 10.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+
+
+def short_path(paths):
+    names = {"onnax GEMM attention VJP": "dense", "onnax tiled attention VJP": "tiled"}
+    got = [names.get(p, p) for p in paths or []]
+    return "+".join(got) if got else "-"
+
+
+def machine() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        model = next((ln.split(":", 1)[1].strip() for ln in out.splitlines()
+                      if ln.startswith("Model name")), platform.processor())
+    except OSError:
+        model = platform.processor()
+    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}"
+
+
+def versions() -> str:
+    from importlib import metadata
+
+    import onnxruntime
+
+    import ortmlx
+
+    mlx = next((f"{n} {metadata.version(n)}" for n in ("mlx-cpu", "mlx-cuda-13", "mlx")
+                if _has_dist(n)), "mlx ?")
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    return (f"onnxruntime {onnxruntime.__version__}, {mlx}, ortmlx {ortmlx.version()} "
+            f"(commit {commit}), Python {platform.python_version()}")
+
+
+def _has_dist(name):
+    from importlib import metadata
+
+    try:
+        metadata.version(name)
+        return True
+    except metadata.PackageNotFoundError:
+        return False
+
+
+def fmt_ms(x):
+    return f"{x * 1e3:.1f}" if x is not None else "-"
+
+
+def table(rows) -> list[str]:
+    head = ("| config | S | EP path | EP ms | ORT CPU ms | speed-up | EP peak MiB | "
+            "CPU peak MiB | memory ratio | EP GFLOP/s |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        ep, cpu = r["ep"], r["cpu"]
+        ep_t = ep.get("median_s")
+        cpu_t = cpu.get("median_s") if cpu else None
+        speed = f"{cpu_t / ep_t:.1f}x" if ep_t and cpu_t else "-"
+        ep_m = ep.get("peak_rss_mib")
+        cpu_m = cpu.get("peak_rss_mib") if cpu else None
+        mem = f"{cpu_m / ep_m:.1f}x" if ep_m and cpu_m else "-"
+        gf = f"{r['flops'] / ep_t / 1e9:.1f}" if ep_t else "-"
+        cpu_cell = fmt_ms(cpu_t) if cpu_t else (cpu.get("error", "capped") if cpu else "capped")
+        ep_cell = fmt_ms(ep_t) if ep_t else ep.get("error", "?")
+        path = short_path(ep.get("paths"))
+        if ep.get("on_ep") is False:
+            path += " (NOT on EP)"
+        lines.append(f"| {r['config']} | {r['s']} | {path} | {ep_cell} | {cpu_cell} | {speed} | "
+                     f"{ep_m and f'{ep_m:.0f}' or '-'} | {cpu_m and f'{cpu_m:.0f}' or '-'} | "
+                     f"{mem} | {gf} |")
+    return lines
+
+
+def targets(rows) -> list[str]:
+    """The goals we report against: at S=2048 >= 3x faster and >= 10x lower peak memory than
+    the body on ORT CPU; on the tiled path, memory flat in S past the dense budget."""
+    out = ["## Against the targets", ""]
+    for r in rows:
+        if r["s"] != 2048 or not r["cpu"] or not r["cpu"].get("median_s") \
+                or not r["ep"].get("median_s"):
+            continue
+        sp = r["cpu"]["median_s"] / r["ep"]["median_s"]
+        mem = r["cpu"]["peak_rss_mib"] / r["ep"]["peak_rss_mib"]
+        out.append(f"- S=2048, {r['config']}: {sp:.1f}x faster (target 3x: "
+                   f"{'met' if sp >= 3 else 'NOT met'}), {mem:.1f}x lower peak RSS (target 10x: "
+                   f"{'met' if mem >= 10 else 'NOT met'}).")
+    for name in dict.fromkeys(r["config"] for r in rows):
+        tiled = [r for r in rows if r["config"] == name and r["ep"].get("peak_rss_mib")
+                 and short_path(r["ep"].get("paths")) == "tiled"]
+        if len(tiled) >= 2:
+            lo, hi = tiled[0], tiled[-1]
+            out.append(f"- {name}, tiled path: EP peak RSS {lo['ep']['peak_rss_mib']:.0f} MiB at "
+                       f"S={lo['s']} -> {hi['ep']['peak_rss_mib']:.0f} MiB at S={hi['s']} "
+                       f"({hi['s'] // lo['s']}x longer sequence).")
+    return out
+
+
+def plot(rows, path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(13, 5))
+    configs = list(dict.fromkeys(r["config"] for r in rows))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, name in enumerate(configs):
+        rs = [r for r in rows if r["config"] == name]
+        c = colors[i % len(colors)]
+        for key, style, label in (("ep", "-o", "EP"), ("cpu", "--s", "ORT CPU body")):
+            pts = [(r["s"], r[key]) for r in rs if r[key] and r[key].get("median_s")]
+            if not pts:
+                continue
+            xs = [p[0] for p in pts]
+            ax_t.plot(xs, [p[1]["median_s"] * 1e3 for p in pts], style, color=c,
+                      label=f"{name}: {label}")
+            ax_m.plot(xs, [p[1]["peak_rss_mib"] for p in pts], style, color=c,
+                      label=f"{name}: {label}")
+    for ax, title, unit in ((ax_t, "median time per backward", "ms"),
+                            (ax_m, "process peak RSS", "MiB")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length S (Sq = Sk)")
+        ax.set_ylabel(unit)
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+    ax_t.legend(fontsize=7)
+    fig.suptitle("AttentionVJP (pkg.onnax): MLX EP vs the ONNX body on ORT CPU, fp32")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--worker", action="store_true")
+    ap.add_argument("--runner", choices=["ep", "cpu"], default="ep")
+    ap.add_argument("--b", type=int, default=1)
+    ap.add_argument("--h", type=int, default=8)
+    ap.add_argument("--s", type=int, default=256)
+    ap.add_argument("--d", type=int, default=64)
+    ap.add_argument("--causal", type=int, default=0)
+    ap.add_argument("--path", default="")
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--timeout", type=int, default=420)
+    ap.add_argument("--out", default=str(RESULTS / "attention_vjp"))
+    args = ap.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args)))
+        return 0
+
+    sizes = QUICK_SIZES if args.quick else SIZES
+    rows = []
+    started = time.time()
+    for name, b, h, d, causal, path, cpu_max in CONFIGS:
+        for s in sizes:
+            ep = measure("ep", b, h, s, d, causal, path, args.timeout)
+            cpu = measure("cpu", b, h, s, d, causal, "", args.timeout) if s <= cpu_max else None
+            row = {"config": name, "b": b, "h": h, "d": d, "causal": causal, "s": s,
+                   "forced_path": path, "flops": flops(b, h, s, d, causal), "ep": ep, "cpu": cpu}
+            rows.append(row)
+            print(table([row])[-1], flush=True)
+    elapsed = time.time() - started
+    lines = table(rows)
+    print("\n".join(lines))
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cmd = "ORTMLX_LIBRARY=... .venv/bin/python bench/attention_vjp.py" + (
+        " --quick" if args.quick else "")
+    json_rows = {"machine": machine(), "versions": versions(), "elapsed_s": elapsed,
+                 "rows": rows}
+    out.with_suffix(".json").write_text(json.dumps(json_rows, indent=1) + "\n")
+    has_plot = plot(rows, out.with_suffix(".png"))
+    md = [
+        "# AttentionVJP: MLX EP vs ORT CPU running the contract body",
+        "",
+        f"Command: `{cmd}` ({elapsed / 60:.1f} min)",
+        "",
+        f"Machine: {machine()}",
+        "",
+        f"Versions: {versions()}",
+        "",
+        "Plain form (`AttentionVJP_r3_..._o012_m0`, Y given), Sq = Sk = S, HQ = HK, fp32, "
+        "random inputs rotated between runs. Times: median after one warm-up run (which also "
+        "compiles). Memory: peak RSS of the whole measuring process (Python + ORT + MLX + "
+        "inputs), one fresh process per cell; the ratio is CPU / EP. The EP runs with default "
+        "settings (dense while 4*B*H*S^2 bytes <= 64 MiB, else tiled) except the `tiled` rows, "
+        "which force the tiled path with ONNXRUNTIME_EP_MLX_ATTENTION_VJP_DENSE_LIMIT_BYTES=0. "
+        "`capped`: the ORT CPU body is not run there (it materialises several (B, H, S, S) "
+        "fp32 tensors: too slow and too large for this 2-core, 24 GiB machine shared with "
+        "other work). GFLOP/s counts 10*B*H*S^2*D, halved when causal.",
+        "",
+        *lines,
+        "",
+    ]
+    md += targets(rows) + [""]
+    if has_plot:
+        md += [f"![time and memory]({out.with_suffix('.png').name})", ""]
+    out.with_suffix(".md").write_text("\n".join(md))
+    print(f"wrote {out.with_suffix('.md')}" + (" and .png" if has_plot else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
