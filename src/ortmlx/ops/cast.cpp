@@ -1,5 +1,49 @@
+// Cast family: Cast between the element types MLX runs (bool, int8..int64, uint8..uint64, float16,
+// bfloat16, float32). mx::astype follows C++ static_cast like ORT's CPU kernel: float -> int
+// truncates toward zero, anything -> bool is `!= 0`. NaN/out-of-range float -> int is
+// implementation-defined in both, and not relied upon.
+#include "ortmlx/ops/common.h"
 #include "ortmlx/ops/ops.h"
-#include "ortmlx/registry/registry.h"
+
 namespace ortmlx {
-void register_cast_ops(OpRegistry&) {}
+namespace {
+
+using namespace ortmlx::ops;
+
+constexpr const char* kCastTypes =
+    "bool, int8..int64, uint8..uint64, float16, bfloat16, float32 only";
+
+ClaimResult claim_cast(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() == 1, "expects 1 input");
+  ORTMLX_REQUIRE(c.num_outputs() == 1, "expects 1 output");
+  // `saturate` (opset 19) only affects float8 targets, which are never claimed.
+  auto r = refuse_unknown_attrs(c, {"to", "saturate", "round_mode"});
+  if (!r.ok) return r;
+  ORTMLX_REQUIRE(!c.node().has_attr("round_mode"),
+                 "round_mode (float8 rounding) is not implemented");
+  ORTMLX_REQUIRE(c.node().has_attr("to"), "attribute 'to' is required");
+  const auto to = static_cast<ElemType>(c.node().attr_int("to", 0));
+  ORTMLX_REQUIRE(mlx_supports(to), std::string("cast to ") + type_str(to) + " not supported (" +
+                                       kCastTypes + ")");
+  r = require_input_type(c, 0, mlx_supports, kCastTypes);
+  if (!r.ok) return r;
+  const ElemType out = c.output_type(0);
+  ORTMLX_REQUIRE(out == ElemType::kUndefined || out == to, "output type differs from 'to'");
+  return ClaimResult::yes();
+}
+
+void translate_cast(TranslationContext& ctx, const NodeDesc& n) {
+  const auto to = to_mlx_dtype(static_cast<ElemType>(n.attr_int("to", 0)));
+  if (!to) throw std::runtime_error("unsupported Cast target type");
+  mx::array x = ctx.input(n, 0);
+  ctx.bind_output(n, 0, x.dtype() == *to ? x : mx::astype(x, *to, ctx.stream()));
+}
+
+}  // namespace
+
+void register_cast_ops(OpRegistry& r) {
+  // Cast 1-5 named the target type with a string; not implemented.
+  r.add("", "Cast", 6, 1 << 30, claim_cast, translate_cast);
+}
+
 }  // namespace ortmlx

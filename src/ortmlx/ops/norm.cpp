@@ -1,5 +1,147 @@
+// Normalisation family: LayerNormalization (opset 17) and Softmax (all opsets).
+//
+// LayerNormalization is composed from MLX ops in float32 with the two-pass variance of the ONNX
+// function body (mean, then mean of squared deviations), on pivot-shifted rows (see below).
+// mx::fast::layer_norm is not used: its CPU path computes E[x^2] - E[x]^2, which loses all
+// precision for rows with a large mean (checked: a row near 1000 with spread 1e-3 came out wrong
+// by 3x), and it only covers the last axis with 1-D weights.
+#include <algorithm>
+
+#include "ortmlx/ops/common.h"
 #include "ortmlx/ops/ops.h"
-#include "ortmlx/registry/registry.h"
+
 namespace ortmlx {
-void register_norm_ops(OpRegistry&) {}
+namespace {
+
+using namespace ortmlx::ops;
+
+int64_t input_rank(const ClaimContext& c, size_t i) {
+  const TensorInfo* t = c.input(i);
+  return t ? t->rank() : -1;
+}
+
+// ---------------------------------------------------------------- LayerNormalization
+
+ClaimResult claim_layer_norm(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() == 2 || c.num_inputs() == 3, "expects 2 or 3 inputs (X, Scale, B)");
+  ORTMLX_REQUIRE(c.num_outputs() >= 1 && c.num_outputs() <= 3, "expects 1 to 3 outputs");
+  auto r = refuse_unknown_attrs(c, {"axis", "epsilon", "stash_type"});
+  if (!r.ok) return r;
+  for (size_t i = 0; i < c.num_inputs(); ++i) {
+    if (i == 2 && !c.has_input(2)) continue;
+    r = require_input_type(c, i, is_float_type, "float16/bfloat16/float32 only");
+    if (!r.ok) return r;
+  }
+  r = require_same_types(c);
+  if (!r.ok) return r;
+  // stash_type=1 computes in float32. Other stash types differ only for half inputs.
+  const int64_t stash = c.node().attr_int("stash_type", 1);
+  ORTMLX_REQUIRE(stash == 1 || c.input_type(0) == ElemType::kFloat,
+                 "stash_type " + std::to_string(stash) + " with a half-precision input is not implemented");
+  // Mean and InvStdDev are float32 (the stash type).
+  for (size_t i = 1; i < c.num_outputs(); ++i) {
+    const ElemType t = c.output_type(i);
+    ORTMLX_REQUIRE(t == ElemType::kUndefined || t == ElemType::kFloat,
+                   "output " + std::to_string(i) + " type " + type_str(t) + " is not float32");
+  }
+  const int64_t rank = input_rank(c, 0);
+  const int64_t axis = c.node().attr_int("axis", -1);
+  ORTMLX_REQUIRE(rank < 0 || (axis >= -rank && axis < rank),
+                 "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return ClaimResult::yes();
+}
+
+// Scale and B broadcast unidirectionally to X (right-aligned dims equal or 1).
+void check_unidirectional(const mx::array& p, const mx::array& x, const char* what) {
+  bool ok = p.ndim() <= x.ndim();
+  for (int i = 1; ok && i <= static_cast<int>(p.ndim()); ++i)
+    ok = p.shape(-i) == 1 || p.shape(-i) == x.shape(-i);
+  if (!ok) throw std::runtime_error(std::string(what) + " is not broadcastable to X");
+}
+
+void translate_layer_norm(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  mx::array x = ctx.input(n, 0);
+  mx::array scale = ctx.input(n, 1);
+  const int rank = static_cast<int>(x.ndim());
+  const int axis = normalize_axis(n.attr_int("axis", -1), rank);
+  std::vector<int> axes;
+  for (int i = axis; i < rank; ++i) axes.push_back(i);
+  const float eps = n.attr_float("epsilon", 1e-5f);
+
+  const mx::Dtype dt = x.dtype();
+  auto f32 = [&](const mx::array& a) { return a.dtype() == mx::float32 ? a : mx::astype(a, mx::float32, s); };
+  mx::array xf = f32(x);
+  // Shift each row by one of its own elements before averaging: for rows with a large mean and a
+  // small spread the float32 sum of raw values loses the spread, the sum of shifted values does
+  // not (x - pivot is exact when both are close). Mathematically a no-op.
+  mx::Shape stop = xf.shape();
+  for (int a : axes) stop[a] = std::min(stop[a], 1);
+  mx::array pivot = mx::slice(xf, mx::Shape(rank, 0), stop, s);
+  mx::array xs = mx::subtract(xf, pivot, s);
+  mx::array mean_s = mx::mean(xs, axes, /*keepdims=*/true, s);
+  mx::array d = mx::subtract(xs, mean_s, s);
+  mx::array mean = mx::add(pivot, mean_s, s);
+  mx::array var = mx::mean(mx::square(d, s), axes, /*keepdims=*/true, s);
+  mx::array inv_std = mx::reciprocal(mx::sqrt(mx::add(var, mx::array(eps), s), s), s);
+  // Scale and shift in float32 as ORT's CPU kernel does, rounding to X's type once at the end.
+  check_unidirectional(scale, x, "Scale");
+  mx::array y = mx::multiply(mx::multiply(d, inv_std, s), f32(scale), s);
+  if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+    mx::array b = ctx.input(n, 2);
+    check_unidirectional(b, x, "B");
+    y = mx::add(y, f32(b), s);
+  }
+  ctx.bind_output(n, 0, y.dtype() == dt ? y : mx::astype(y, dt, s));
+  ctx.bind_output(n, 1, mean);
+  ctx.bind_output(n, 2, inv_std);
+}
+
+// ---------------------------------------------------------------- Softmax
+
+ClaimResult claim_softmax(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() == 1, "expects 1 input");
+  ORTMLX_REQUIRE(c.num_outputs() == 1, "expects 1 output");
+  auto r = refuse_unknown_attrs(c, {"axis"});
+  if (!r.ok) return r;
+  r = require_input_type(c, 0, is_float_type, "float16/bfloat16/float32 only");
+  if (!r.ok) return r;
+  r = require_same_types(c);
+  if (!r.ok) return r;
+  const bool old_form = c.node().since_version < 13;
+  const int64_t rank = input_rank(c, 0);
+  const int64_t axis = c.node().attr_int("axis", old_form ? 1 : -1);
+  ORTMLX_REQUIRE(rank < 0 || (axis >= -rank && axis < rank),
+                 "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return ClaimResult::yes();
+}
+
+// Opset 13+: softmax along `axis`. Opsets 1-12: the input is coerced to 2-D at `axis`
+// ([0, axis) and [axis, rank) flattened) and the softmax runs over the second dimension.
+// precise=true accumulates half inputs in float32 (max-subtracted, numerically stable).
+void translate_softmax(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  mx::array x = ctx.input(n, 0);
+  const bool old_form = n.since_version < 13;
+  const int rank = static_cast<int>(x.ndim());
+  const int axis = normalize_axis(n.attr_int("axis", old_form ? 1 : -1), rank);
+  if (!old_form) {
+    ctx.bind_output(n, 0, mx::softmax(x, {axis}, /*precise=*/true, s));
+    return;
+  }
+  int64_t rows = 1, cols = 1;
+  for (int i = 0; i < rank; ++i) (i < axis ? rows : cols) *= x.shape(i);
+  constexpr int64_t kMaxDim = 0x7fffffff;  // MLX shapes are int32
+  if (rows > kMaxDim || cols > kMaxDim) throw std::runtime_error("Softmax 2-D view exceeds int32 dims");
+  mx::array x2 = mx::reshape(x, {static_cast<int32_t>(rows), static_cast<int32_t>(cols)}, s);
+  ctx.bind_output(n, 0, mx::reshape(mx::softmax(x2, {1}, /*precise=*/true, s), x.shape(), s));
+}
+
+}  // namespace
+
+void register_norm_ops(OpRegistry& r) {
+  r.add("", "LayerNormalization", 17, 1 << 30, claim_layer_norm, translate_layer_norm);
+  r.add("", "Softmax", 1, 1 << 30, claim_softmax, translate_softmax);
+}
+
 }  // namespace ortmlx

@@ -1,0 +1,200 @@
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from opcheck import check_on_ep, refusal, single_node_model
+from ortmlx.testing import EpRun, assert_ran_on_ep, make_model, random_array
+
+
+def run_on_ep(model, feeds, node_names=("node",)):
+    """Outputs of the model run on the EP (asserting the nodes ran there)."""
+    run = EpRun(model, strict=True)
+    try:
+        out = run.run(feeds)
+        assert_ran_on_ep(run, node_names)
+        return out
+    finally:
+        run.close()
+
+
+def layer_norm_ref(x, scale, bias, axis, eps):
+    """The ONNX function body in float64 (two-pass variance)."""
+    x = x.astype(np.float64)
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    mean = x.mean(axis=axes, keepdims=True)
+    d = x - mean
+    inv = 1.0 / np.sqrt((d * d).mean(axis=axes, keepdims=True) + eps)
+    y = d * inv * scale.astype(np.float64)
+    if bias is not None:
+        y = y + bias.astype(np.float64)
+    return y, mean, inv
+
+
+# ---------------------------------------------------------------- LayerNormalization
+
+LN_CASES = [
+    # X shape, axis, Scale shape, B shape (None = absent)
+    ((2, 3, 8), -1, (8,), (8,)),
+    ((2, 3, 8), -1, (8,), None),
+    ((2, 3, 8), 1, (3, 8), (3, 8)),
+    ((2, 3, 8), -2, (1, 8), (3, 1)),  # Scale/B broadcast over the normalized shape
+    ((2, 3, 8), 0, (2, 3, 8), (8,)),
+    ((4, 16), 1, (16,), (16,)),
+    ((1, 1), -1, (1,), (1,)),
+    ((0, 5), -1, (5,), (5,)),  # no rows
+    ((3, 1, 4), 1, (1, 4), None),
+]
+
+
+@pytest.mark.parametrize("case", LN_CASES, ids=str)
+def test_layer_norm(case, rng):
+    shape, axis, s_shape, b_shape = case
+    feeds = {"x": random_array(rng, shape), "scale": random_array(rng, s_shape)}
+    if b_shape is not None:
+        feeds["bias"] = random_array(rng, b_shape)
+    model = single_node_model("LayerNormalization", feeds, attrs={"axis": axis}, opset=17)
+    check_on_ep(model, feeds, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_layer_norm_mean_and_inv_std_outputs(axis, rng):
+    feeds = {"x": random_array(rng, (2, 3, 6)), "scale": random_array(rng, (6,)),
+             "bias": random_array(rng, (6,))}
+    model = single_node_model("LayerNormalization", feeds, attrs={"axis": axis, "epsilon": 1e-3},
+                              n_outputs=3, opset=17)
+    got = check_on_ep(model, feeds, rtol=1e-5, atol=1e-5)
+    assert got[1].dtype == np.float32 and got[1].shape == ((2, 1, 1) if axis == 1 else (2, 3, 1))
+
+
+def test_layer_norm_only_inv_std_requested(rng):
+    # Optional outputs may be skipped by name: Y and InvStdDev without Mean.
+    x = random_array(rng, (3, 5))
+    scale = random_array(rng, (5,))
+    node = helper.make_node("LayerNormalization", ["x", "scale"], ["out0", "", "out2"], name="node")
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 5]),
+                      helper.make_tensor_value_info("scale", onnx.TensorProto.FLOAT, [5])],
+        [helper.make_tensor_value_info("out0", onnx.TensorProto.FLOAT, [3, 5]),
+         helper.make_tensor_value_info("out2", onnx.TensorProto.FLOAT, [3, 1])])
+    check_on_ep(make_model(graph, opset=17), {"x": x, "scale": scale}, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("n_outputs", [1, 3])
+def test_layer_norm_float16(n_outputs, rng):
+    feeds = {"x": random_array(rng, (4, 32), np.float16), "scale": random_array(rng, (32,), np.float16),
+             "bias": random_array(rng, (32,), np.float16)}
+    model = single_node_model("LayerNormalization", feeds, n_outputs=n_outputs, opset=17)
+    check_on_ep(model, feeds, rtol=1e-3, atol=2e-3)
+
+
+def test_layer_norm_constant_weights(rng):
+    x = random_array(rng, (2, 7, 16))
+    scale = random_array(rng, (16,))
+    bias = random_array(rng, (16,))
+    model = single_node_model("LayerNormalization", {"x": x, "scale": scale, "bias": bias},
+                              attrs={"epsilon": 1e-6}, initializers={"scale": scale, "bias": bias}, opset=17)
+    check_on_ep(model, {"x": x}, rtol=1e-5, atol=1e-5)
+
+
+def test_layer_norm_large_mean_is_stable(rng):
+    # Rows far from zero with a small spread: E[x^2] - E[x]^2 in float32 is garbage here (x^2 ~ 1e6
+    # has an ulp of 0.06, the variance is ~1e-3) and even a plain float32 two-pass mean loses ~1e-4
+    # of a 0.03 spread. The EP shifts rows by a pivot first; ORT's CPU kernel is also accurate.
+    # Reference: float64 numpy.
+    x = (1000.0 + random_array(rng, (3, 64), low=-0.05, high=0.05)).astype(np.float32)
+    scale = random_array(rng, (64,))
+    bias = random_array(rng, (64,))
+    feeds = {"x": x, "scale": scale, "bias": bias}
+    got = run_on_ep(single_node_model("LayerNormalization", feeds, n_outputs=3, opset=17), feeds)
+    y, mean, inv = layer_norm_ref(x, scale, bias, -1, 1e-5)
+    np.testing.assert_allclose(got[0], y, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got[1], mean, rtol=1e-7)
+    np.testing.assert_allclose(got[2], inv, rtol=1e-4)
+
+
+def test_layer_norm_stash_type_0_half_is_refused(rng):
+    feeds = {"x": random_array(rng, (2, 4), np.float16), "scale": random_array(rng, (4,), np.float16)}
+    model = single_node_model("LayerNormalization", feeds, attrs={"stash_type": 0}, opset=17)
+    reason = refusal(model, "LayerNormalization")
+    assert reason and "stash_type" in reason
+
+
+def test_layer_norm_float64_is_refused(rng):
+    feeds = {"x": rng.uniform(size=(2, 4)), "scale": rng.uniform(size=(4,))}
+    reason = refusal(single_node_model("LayerNormalization", feeds, opset=17), "LayerNormalization")
+    assert reason and "float64" in reason
+
+
+# ---------------------------------------------------------------- Softmax
+
+SOFTMAX_CASES = [((2, 3, 5), -1), ((2, 3, 5), 0), ((2, 3, 5), 1), ((2, 3, 5), -2), ((7,), 0),
+                 ((1, 1), 1), ((3, 0), 0), ((0, 4), -1), ((2, 1, 4), 2)]
+
+
+@pytest.mark.parametrize("case", SOFTMAX_CASES, ids=str)
+@pytest.mark.parametrize("opset", [11, 13])
+def test_softmax(case, opset, rng):
+    # Opset 11 coerces the input to 2-D at `axis` (flattens [0, axis) and [axis, rank)) and
+    # normalises over the second dim; opset 13 normalises along `axis` only.
+    shape, axis = case
+    x = random_array(rng, shape, low=-5, high=5)
+    check_on_ep(single_node_model("Softmax", {"x": x}, attrs={"axis": axis}, opset=opset), {"x": x},
+                rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("opset", [1, 11, 13])
+def test_softmax_default_axis(opset, rng):
+    # The default axis is 1 before opset 13 and -1 from 13 on.
+    x = random_array(rng, (2, 3, 4))
+    check_on_ep(single_node_model("Softmax", {"x": x}, opset=opset), {"x": x}, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_softmax_float16(opset, rng):
+    x = random_array(rng, (3, 4, 16), np.float16, low=-6, high=6)
+    check_on_ep(single_node_model("Softmax", {"x": x}, attrs={"axis": 1}, opset=opset), {"x": x},
+                rtol=1e-3, atol=1e-3)
+
+
+def test_softmax_is_numerically_stable():
+    x = np.array([[1000.0, 1001.0, 999.0], [-1000.0, -1000.5, -1e4], [88.0, 89.0, 90.0]], np.float32)
+    got = check_on_ep(single_node_model("Softmax", {"x": x}, opset=13), {"x": x}, rtol=1e-5, atol=1e-7)
+    assert np.isfinite(got[0]).all()
+
+
+def test_softmax_float64_is_refused(rng):
+    x = rng.uniform(size=(2, 3))
+    reason = refusal(single_node_model("Softmax", {"x": x}, opset=13), "Softmax")
+    assert reason and "float64" in reason
+
+
+# ---------------------------------------------------------------- bfloat16 (via casts)
+
+def test_bfloat16_layer_norm_softmax_matmul_chain(rng):
+    """Cast to bfloat16 -> LayerNormalization -> MatMul -> Softmax -> Cast to float32, all on the
+    EP. numpy has no bfloat16 and ORT CPU lacks some bf16 kernels, so the reference is float64
+    numpy at bfloat16 tolerance."""
+    x = random_array(rng, (4, 8))
+    scale = random_array(rng, (8,))
+    w = random_array(rng, (8, 5))
+    bf = onnx.TensorProto.BFLOAT16
+    nodes = [
+        helper.make_node("Cast", ["x"], ["xb"], name="cx", to=bf),
+        helper.make_node("Cast", ["scale"], ["sb"], name="cs", to=bf),
+        helper.make_node("Cast", ["w"], ["wb"], name="cw", to=bf),
+        helper.make_node("LayerNormalization", ["xb", "sb"], ["ln"], name="ln"),
+        helper.make_node("MatMul", ["ln", "wb"], ["mm"], name="mm"),
+        helper.make_node("Softmax", ["mm"], ["sm"], name="sm"),
+        helper.make_node("Cast", ["sm"], ["out0"], name="co", to=onnx.TensorProto.FLOAT),
+    ]
+    inputs = [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, list(v.shape))
+              for n, v in (("x", x), ("scale", scale), ("w", w))]
+    graph = helper.make_graph(nodes, "g", inputs,
+                              [helper.make_tensor_value_info("out0", onnx.TensorProto.FLOAT, [4, 5])])
+    got = run_on_ep(make_model(graph, opset=17), {"x": x, "scale": scale, "w": w},
+                    node_names=("cx", "cs", "cw", "ln", "mm", "sm", "co"))
+    y, _, _ = layer_norm_ref(x, scale, None, -1, 1e-5)
+    logits = y @ w.astype(np.float64)
+    e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(got[0], e / e.sum(axis=-1, keepdims=True), rtol=0.05, atol=0.02)

@@ -1,0 +1,122 @@
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from opcheck import check_on_ep, refusal, single_node_model
+from ortmlx.testing import make_model, random_array
+
+# Opset where the axes move from an attribute to an input.
+INPUT_AXES_OPSET = {"ReduceSum": 13, "ReduceMean": 18}
+OPSETS = {"ReduceSum": [11, 13], "ReduceMean": [13, 18]}
+
+
+def reduce_model(op, x, axes, keepdims=None, noop=None, opset=21):
+    """op over x with axes as attribute or constant input, per opset. axes=None: not given."""
+    attrs = {}
+    if keepdims is not None:
+        attrs["keepdims"] = keepdims
+    if noop is not None:
+        attrs["noop_with_empty_axes"] = noop
+    if opset < INPUT_AXES_OPSET[op]:
+        if axes is not None:
+            attrs["axes"] = axes
+        return single_node_model(op, {"x": x}, attrs=attrs, opset=opset)
+    if axes is None:
+        return single_node_model(op, {"x": x}, attrs=attrs, opset=opset)
+    a = np.asarray(axes, dtype=np.int64)
+    return single_node_model(op, {"x": x, "axes": a}, attrs=attrs, initializers={"axes": a}, opset=opset)
+
+
+CASES = [
+    ((2, 3, 4), [1], 1),
+    ((2, 3, 4), [1], 0),
+    ((2, 3, 4), [-1], 1),
+    ((2, 3, 4), [0, 2], 0),
+    ((2, 3, 4), [-3, -1], 1),
+    ((2, 3, 4), None, 1),  # all axes
+    ((2, 3, 4), None, 0),
+    ((5,), [0], 0),
+    ((1, 1), [0], 1),
+    ((), None, 0),
+    ((2, 0, 3), [1], 0),  # reduce over an empty axis
+    ((2, 0, 3), [2], 1),  # empty input, non-empty axis
+]
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean"])
+@pytest.mark.parametrize("opset_idx", [0, 1], ids=["axes-attr", "axes-input"])
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_reduce(op, opset_idx, case, rng):
+    shape, axes, keepdims = case
+    x = random_array(rng, shape)
+    model = reduce_model(op, x, axes, keepdims=keepdims, opset=OPSETS[op][opset_idx])
+    check_on_ep(model, {"x": x}, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean"])
+def test_reduce_default_keepdims_and_opset1(op, rng):
+    x = random_array(rng, (3, 4))
+    check_on_ep(reduce_model(op, x, [0], opset=1), {"x": x})
+    check_on_ep(reduce_model(op, x, None, opset=11), {"x": x})
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean"])
+@pytest.mark.parametrize("axes", [None, []], ids=["absent", "empty"])
+@pytest.mark.parametrize("noop", [0, 1])
+def test_reduce_empty_axes(op, axes, noop, rng):
+    # No (or empty) axes: reduce everything, or the identity with noop_with_empty_axes=1.
+    x = random_array(rng, (2, 3))
+    model = reduce_model(op, x, axes, noop=noop, opset=INPUT_AXES_OPSET[op])
+    got = check_on_ep(model, {"x": x})
+    assert got[0].shape == ((2, 3) if noop else (1, 1))
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean"])
+@pytest.mark.parametrize("opset", [13, 18])
+def test_reduce_float16(op, opset, rng):
+    x = random_array(rng, (3, 4, 5), np.float16)
+    check_on_ep(reduce_model(op, x, [-1], opset=opset), {"x": x}, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("opset", [11, 13])
+def test_reduce_sum_integers(dtype, opset, rng):
+    x = random_array(rng, (3, 4, 5), dtype)
+    for axes, keepdims in [([1], 0), ([0, 2], 1), (None, 0)]:
+        check_on_ep(reduce_model("ReduceSum", x, axes, keepdims=keepdims, opset=opset), {"x": x})
+
+
+def test_reduce_chain_fused(rng):
+    """ReduceMean over the last axis feeding a ReduceSum: one fused node, both on the EP."""
+    x = random_array(rng, (4, 6))
+    axes = np.array([1], dtype=np.int64)
+    nodes = [helper.make_node("ReduceMean", ["x", "axes"], ["m"], name="mean", keepdims=0),
+             helper.make_node("ReduceSum", ["m"], ["out0"], name="sum", keepdims=0)]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 6])],
+        [helper.make_tensor_value_info("out0", onnx.TensorProto.FLOAT, [])],
+        [onnx.numpy_helper.from_array(axes, "axes")])
+    check_on_ep(make_model(graph, opset=18), {"x": x}, node_names=("mean", "sum"))
+
+
+def test_reduce_non_constant_axes_is_refused():
+    node = helper.make_node("ReduceSum", ["x", "axes"], ["out0"], name="node")
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3]),
+                      helper.make_tensor_value_info("axes", onnx.TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("out0", onnx.TensorProto.FLOAT, ["a", "b"])])
+    reason = refusal(make_model(graph, opset=13), "ReduceSum")
+    assert reason and "axes input is not a constant initializer" in reason
+
+
+def test_reduce_mean_integer_is_refused(rng):
+    x = random_array(rng, (2, 3), np.int32)
+    reason = refusal(reduce_model("ReduceMean", x, [1], opset=18), "ReduceMean")
+    assert reason and "int32" in reason
+
+
+def test_reduce_sum_float64_is_refused(rng):
+    x = rng.uniform(size=(2, 3))
+    reason = refusal(reduce_model("ReduceSum", x, [1], opset=13), "ReduceSum")
+    assert reason and "float64" in reason

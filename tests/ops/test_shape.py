@@ -1,0 +1,269 @@
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from opcheck import NP_TO_ONNX, check_on_ep, refusal, single_node_model
+from ortmlx.testing import make_model, random_array
+
+I64 = np.int64
+
+
+def const_input_model(op, x, name, values, attrs=None, opset=21):
+    """op(x, <constant int64 input `name`>) with the constant as an initializer."""
+    c = np.asarray(values, dtype=I64)
+    return single_node_model(op, {"x": x, name: c}, attrs=attrs, initializers={name: c}, opset=opset)
+
+
+def dynamic_model(op, x_dims, dtype, attrs=None, const_inputs=None, opset=21):
+    """op(x, consts...) where x has symbolic dims (strings in x_dims): the EP only learns the
+    shape at run time."""
+    const_inputs = const_inputs or {}
+    x = helper.make_tensor_value_info("x", NP_TO_ONNX[np.dtype(dtype)], list(x_dims))
+    inits = [onnx.numpy_helper.from_array(np.asarray(v, dtype=I64), k) for k, v in const_inputs.items()]
+    node = helper.make_node(op, ["x", *const_inputs], ["out0"], name="node", **(attrs or {}))
+    # The output has a type but no shape (its rank may depend on the live input): valid ONNX, but
+    # onnx.checker insists on a shape for graph outputs, so it is not run here.
+    out = helper.make_tensor_value_info("out0", NP_TO_ONNX[np.dtype(dtype)], None)
+    return make_model(helper.make_graph([node], "g", [x], [out], inits), opset=opset, check=False)
+
+
+def finish(graph, opset=21):
+    """Model with ONNX-inferred output types (the EP needs them), checked."""
+    model = onnx.shape_inference.infer_shapes(make_model(graph, opset=opset, check=False))
+    onnx.checker.check_model(model)
+    return model
+
+
+# ---------------------------------------------------------------- Reshape
+
+RESHAPES = [
+    ((2, 3, 4), [6, 4], 0),
+    ((2, 3, 4), [-1, 4], 0),
+    ((2, 3, 4), [0, -1], 0),  # 0 copies dim 0
+    ((2, 3, 4), [0, 0, 2, 2], 0),
+    ((2, 3, 4), [-1], 0),
+    ((2, 3, 4), [4, 1, 3, 2, 1], 0),
+    ((1,), [], 0),  # to a scalar
+    ((), [1, 1], 0),
+    ((0, 3), [3, 0], 1),  # allowzero: 0 is a real zero-sized dim
+    ((0, 3), [0, 3], 0),
+    ((0, 3), [-1, 3], 0),
+    ((2, 6), [3, 2, 2], 1),  # allowzero without zeros: a plain reshape
+]
+
+
+@pytest.mark.parametrize("case", RESHAPES, ids=str)
+def test_reshape(case, rng):
+    shape, spec, allowzero = case
+    x = random_array(rng, shape)
+    model = const_input_model("Reshape", x, "shape", spec, attrs={"allowzero": allowzero})
+    check_on_ep(model, {"x": x})
+
+
+@pytest.mark.parametrize("opset", [5, 13, 14, 19])
+def test_reshape_opsets(opset, rng):
+    x = random_array(rng, (2, 3, 4), np.int64)
+    check_on_ep(const_input_model("Reshape", x, "shape", [4, -1], opset=opset), {"x": x})
+
+
+def test_reshape_dynamic_input_shape(rng):
+    # 0 and -1 resolve against the live shape.
+    model = dynamic_model("Reshape", ["B", "S", 8], np.float32, const_inputs={"shape": [0, -1, 2, 4]})
+    for shape in [(2, 3, 8), (1, 5, 8)]:
+        x = random_array(rng, shape)
+        check_on_ep(model, {"x": x})
+
+
+def test_reshape_non_constant_shape_is_refused(rng):
+    x = random_array(rng, (2, 6))
+    shape = np.array([3, 4], dtype=I64)
+    reason = refusal(single_node_model("Reshape", {"x": x, "shape": shape}), "Reshape")
+    assert reason and "shape input is not a constant initializer" in reason
+
+
+# ---------------------------------------------------------------- Transpose
+
+@pytest.mark.parametrize("case", [((2, 3, 4), None), ((2, 3, 4), [1, 0, 2]), ((2, 3, 4), [2, 0, 1]),
+                                  ((5,), None), ((), None), ((2, 0, 3), [2, 1, 0]),
+                                  ((1, 2, 1, 3), [3, 1, 0, 2])], ids=str)
+def test_transpose(case, rng):
+    shape, perm = case
+    x = random_array(rng, shape)
+    attrs = {"perm": perm} if perm is not None else None
+    check_on_ep(single_node_model("Transpose", {"x": x}, attrs=attrs), {"x": x})
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.int64, np.int8, np.uint16, np.bool_])
+@pytest.mark.parametrize("opset", [1, 13, 21])
+def test_transpose_types_and_opsets(dtype, opset, rng):
+    x = random_array(rng, (3, 4), dtype)
+    check_on_ep(single_node_model("Transpose", {"x": x}, opset=opset), {"x": x})
+
+
+def test_transpose_float64_is_refused(rng):
+    x = rng.uniform(size=(2, 3))
+    assert "float64" in refusal(single_node_model("Transpose", {"x": x}), "Transpose")
+
+
+# ---------------------------------------------------------------- Unsqueeze / Squeeze
+
+UNSQUEEZE = [((3, 4), [0]), ((3, 4), [-1]), ((3, 4), [0, 3]), ((3, 4), [1, -1]), ((), [0]),
+             ((), [0, 1]), ((0, 2), [1]), ((2, 3), [2, 0, 4])]
+
+
+@pytest.mark.parametrize("case", UNSQUEEZE, ids=str)
+@pytest.mark.parametrize("opset", [11, 13])
+def test_unsqueeze(case, opset, rng):
+    shape, axes = case
+    x = random_array(rng, shape)
+    if opset < 13:  # axes attribute
+        model = single_node_model("Unsqueeze", {"x": x}, attrs={"axes": axes}, opset=opset)
+    else:  # axes input
+        model = const_input_model("Unsqueeze", x, "axes", axes, opset=opset)
+    check_on_ep(model, {"x": x})
+
+
+def test_unsqueeze_opset1_and_int(rng):
+    x = random_array(rng, (2, 3), np.int32)
+    check_on_ep(single_node_model("Unsqueeze", {"x": x}, attrs={"axes": [1]}, opset=1), {"x": x})
+
+
+def test_unsqueeze_non_constant_axes_is_refused():
+    node = helper.make_node("Unsqueeze", ["x", "axes"], ["out0"], name="node")
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3]),
+                      helper.make_tensor_value_info("axes", onnx.TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("out0", onnx.TensorProto.FLOAT, ["a", "b", "c"])])
+    reason = refusal(finish(graph), "Unsqueeze")
+    assert reason and "axes input is not a constant initializer" in reason
+
+
+SQUEEZE = [((1, 3, 1, 4), [0]), ((1, 3, 1, 4), [-2]), ((1, 3, 1, 4), [0, 2]), ((1, 3, 1, 4), None),
+           ((3, 4), None), ((1,), None), ((1,), [0]), ((1, 0, 1), None), ((1, 0, 1), [2])]
+
+
+@pytest.mark.parametrize("case", SQUEEZE, ids=str)
+@pytest.mark.parametrize("opset", [11, 13])
+def test_squeeze(case, opset, rng):
+    shape, axes = case
+    x = random_array(rng, shape)
+    if axes is None:
+        model = single_node_model("Squeeze", {"x": x}, opset=opset)
+    elif opset < 13:
+        model = single_node_model("Squeeze", {"x": x}, attrs={"axes": axes}, opset=opset)
+    else:
+        model = const_input_model("Squeeze", x, "axes", axes, opset=opset)
+    check_on_ep(model, {"x": x})
+
+
+def test_squeeze_without_axes_uses_live_shape(rng):
+    # A symbolic dim that is 1 at run time is squeezed; the same model keeps it when it is not 1.
+    model = dynamic_model("Squeeze", ["N", 3, 1], np.float32)
+    for shape in [(1, 3, 1), (4, 3, 1)]:
+        x = random_array(rng, shape)
+        got = check_on_ep(model, {"x": x})
+        assert got[0].shape == tuple(d for d in shape if d != 1)
+
+
+# ---------------------------------------------------------------- Flatten
+
+@pytest.mark.parametrize("case", [((2, 3, 4), 1), ((2, 3, 4), 0), ((2, 3, 4), 3), ((2, 3, 4), -1),
+                                  ((2, 3, 4), -3), ((5,), 1), ((2, 0, 3), 2), ((1, 1), 1)], ids=str)
+def test_flatten(case, rng):
+    shape, axis = case
+    x = random_array(rng, shape)
+    check_on_ep(single_node_model("Flatten", {"x": x}, attrs={"axis": axis}), {"x": x})
+
+
+@pytest.mark.parametrize("opset", [9, 11, 13])
+def test_flatten_default_axis_and_opsets(opset, rng):
+    x = random_array(rng, (2, 3, 4), np.int64)
+    check_on_ep(single_node_model("Flatten", {"x": x}, opset=opset), {"x": x})
+
+
+# ---------------------------------------------------------------- Concat
+
+CONCATS = [
+    ([(2, 3), (2, 5)], 1),
+    ([(2, 3), (4, 3), (1, 3)], 0),
+    ([(2, 3, 4), (2, 1, 4)], -2),
+    ([(2, 0), (2, 3)], 1),  # an empty input
+    ([(0, 3), (0, 3)], 0),  # all empty
+    ([(3,)], 0),  # a single input
+    ([(1,), (1,), (1,), (1,), (1,)], -1),
+]
+
+
+@pytest.mark.parametrize("case", CONCATS, ids=str)
+def test_concat(case, rng):
+    shapes, axis = case
+    feeds = {f"x{i}": random_array(rng, s) for i, s in enumerate(shapes)}
+    check_on_ep(single_node_model("Concat", feeds, attrs={"axis": axis}), feeds)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.bool_, np.float16, np.uint8])
+@pytest.mark.parametrize("opset", [4, 11, 13])
+def test_concat_types_and_opsets(dtype, opset, rng):
+    axis = 0 if opset < 11 else -1  # negative axes are valid from opset 11
+    feeds = {"a": random_array(rng, (3,), dtype), "b": random_array(rng, (2,), dtype)}
+    check_on_ep(single_node_model("Concat", feeds, attrs={"axis": axis}, opset=opset), feeds)
+
+
+def test_concat_with_constant_input(rng):
+    x = random_array(rng, (2, 3))
+    c = random_array(rng, (1, 3))
+    model = single_node_model("Concat", {"x": x, "c": c}, attrs={"axis": 0}, initializers={"c": c})
+    check_on_ep(model, {"x": x})
+
+
+def test_concat_float64_is_refused(rng):
+    feeds = {"a": rng.uniform(size=(2,)), "b": rng.uniform(size=(3,))}
+    assert "float64" in refusal(single_node_model("Concat", feeds, attrs={"axis": 0}), "Concat")
+
+
+# ---------------------------------------------------------------- Identity
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int64, np.bool_, np.uint32])
+@pytest.mark.parametrize("opset", [1, 13, 16, 21])
+def test_identity(dtype, opset, rng):
+    x = random_array(rng, (2, 3), dtype)
+    check_on_ep(single_node_model("Identity", {"x": x}, opset=opset), {"x": x})
+
+
+def test_identity_empty_and_scalar(rng):
+    for shape in [(0, 4), ()]:
+        x = random_array(rng, shape)
+        check_on_ep(single_node_model("Identity", {"x": x}), {"x": x})
+
+
+def test_identity_string_is_refused():
+    x = np.array(["a", "b"], dtype=object)
+    node = helper.make_node("Identity", ["x"], ["out0"], name="node")
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.STRING, [2])],
+        [helper.make_tensor_value_info("out0", onnx.TensorProto.STRING, [2])])
+    reason = refusal(make_model(graph), "Identity")
+    assert reason and "string" in reason
+
+
+# ---------------------------------------------------------------- chained
+
+def test_shape_chain_runs_fused(rng):
+    """Reshape -> Transpose -> Unsqueeze -> Squeeze -> Flatten, all on the EP in one fused node."""
+    x = random_array(rng, (2, 12))
+    shape = np.array([2, 3, 4], dtype=I64)
+    axes = np.array([0], dtype=I64)
+    nodes = [
+        helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"),
+        helper.make_node("Transpose", ["r"], ["t"], name="transpose", perm=[2, 0, 1]),
+        helper.make_node("Unsqueeze", ["t", "axes"], ["u"], name="unsqueeze"),
+        helper.make_node("Squeeze", ["u", "axes"], ["s"], name="squeeze"),
+        helper.make_node("Flatten", ["s"], ["out0"], name="flatten", axis=2),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 12])],
+        [onnx.ValueInfoProto(name="out0")],
+        [onnx.numpy_helper.from_array(shape, "shape"), onnx.numpy_helper.from_array(axes, "axes")])
+    model = finish(graph)
+    check_on_ep(model, {"x": x}, node_names=("reshape", "transpose", "unsqueeze", "squeeze", "flatten"))
