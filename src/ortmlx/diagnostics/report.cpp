@@ -1,5 +1,6 @@
 #include "ortmlx/diagnostics/report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
@@ -33,6 +34,7 @@ std::string json_escape(const std::string& s) {
 void SessionReport::record_claim(const std::string& graph_key, ClaimSummary summary) {
   std::lock_guard<std::mutex> lock(mu_);
   claims_[graph_key] = std::move(summary);
+  counters_["getcapability.calls"] += 1;
 }
 
 void SessionReport::record_fused(const std::string& fused_name, std::vector<std::string> nodes,
@@ -48,6 +50,43 @@ void SessionReport::record_compute(const std::string& fused_name, double seconds
   auto& f = fused_[fused_name];
   f.runs += 1;
   f.seconds += seconds;
+}
+
+void SessionReport::record_run(const std::string& fused_name, const RunRecord& run) {
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_["compute.runs"] += 1;
+  times_["compute"] += run.total_s;
+  times_["copy"] += run.copy_s;
+  times_["translate"] += run.translate_s;
+  times_["compile"] += run.compile_s;
+  times_["eval"] += run.eval_s;
+  if (run.cache == "HIT") counters_["cache.hit"] += 1;
+  else if (run.cache == "MISS") counters_["cache.miss"] += 1;
+  else if (run.cache == "RETRACE") counters_["cache.retrace"] += 1;
+  if (run.evictions) counters_["cache.evict"] += static_cast<int64_t>(run.evictions);
+  if (run.fallback) counters_["compile.fallback"] += 1;
+  auto& f = fused_[fused_name];
+  if (!run.ok) {
+    counters_["compute.error"] += 1;
+    return;
+  }
+  counters_[run.compiled ? "compute.compiled" : "compute.eager"] += 1;
+  counters_["input.wrap"] += static_cast<int64_t>(run.inputs_wrapped);
+  counters_["input.copy"] += static_cast<int64_t>(run.inputs_copied);
+  counters_["input.wrap_bytes"] += static_cast<int64_t>(run.bytes_wrapped);
+  counters_["input.copy_bytes"] += static_cast<int64_t>(run.bytes_copied);
+  counters_["output.copy"] += static_cast<int64_t>(run.outputs);
+  counters_["output.bytes"] += static_cast<int64_t>(run.bytes_out);
+  f.runs += 1;
+  f.seconds += run.total_s;
+  if (run.compiled) f.compiled_runs += 1;
+  f.cache_entries = run.cache_entries;
+  if (run.fallback) f.eager_only = true;
+  for (const auto& [label, fast] : run.paths) {
+    auto& p = paths_[label];
+    p.first += 1;
+    p.second = fast;
+  }
 }
 
 void SessionReport::record_path(const std::string& label, bool fast) {
@@ -73,20 +112,55 @@ int64_t SessionReport::counter(const std::string& name) const {
   return it == counters_.end() ? 0 : it->second;
 }
 
+void SessionReport::claim_text(std::ostream& os, const std::string& graph, const ClaimSummary& c) {
+  os << "[ortmlx] claim: graph '" << graph << "': " << c.claimed_nodes << "/" << c.total_nodes
+     << " nodes claimed in " << c.clusters << " cluster(s)\n";
+  for (const auto& [op, r] : c.refused) {
+    os << "[ortmlx]   refused " << op << " x" << r.count << ": " << r.first_reason << " [";
+    for (size_t i = 0; i < r.nodes.size(); ++i) os << (i ? ", " : "") << r.nodes[i];
+    if (r.count > r.nodes.size()) os << ", ... " << (r.count - r.nodes.size()) << " more";
+    os << "]\n";
+  }
+}
+
 std::string SessionReport::claim_debug_text() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::ostringstream os;
-  for (const auto& [graph, c] : claims_) {
-    os << "[ortmlx] claim: graph '" << graph << "': " << c.claimed_nodes << "/" << c.total_nodes
-       << " nodes claimed in " << c.clusters << " cluster(s)\n";
-    for (const auto& [op, r] : c.refused) {
-      os << "[ortmlx]   refused " << op << " x" << r.count << ": " << r.first_reason << " [";
-      for (size_t i = 0; i < r.nodes.size(); ++i) os << (i ? ", " : "") << r.nodes[i];
-      os << "]\n";
-    }
-  }
+  for (const auto& [graph, c] : claims_) claim_text(os, graph, c);
   return os.str();
 }
+
+std::string SessionReport::claim_debug_text(const std::string& graph_key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::ostringstream os;
+  auto it = claims_.find(graph_key);
+  if (it != claims_.end()) claim_text(os, it->first, it->second);
+  return os.str();
+}
+
+namespace {
+
+std::string pct(size_t part, size_t whole) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(1)
+     << (whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0) << "%";
+  return os.str();
+}
+
+std::string mib(int64_t bytes) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(2) << static_cast<double>(bytes) / (1024.0 * 1024.0)
+     << " MiB";
+  return os.str();
+}
+
+std::string ms(double seconds) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(3) << seconds * 1e3 << "ms";
+  return os.str();
+}
+
+}  // namespace
 
 std::string SessionReport::summary_text() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -102,31 +176,52 @@ std::string SessionReport::summary_text() const {
       agg.count += r.count;
     }
   }
-  size_t assigned = 0, runs = 0;
+  size_t assigned = 0, executed = 0, fused_run = 0;
   for (const auto& [name, f] : fused_) {
     assigned += f.nodes.size();
-    runs += f.runs;
+    if (f.runs > 0) {
+      executed += f.nodes.size();
+      ++fused_run;
+    }
   }
   auto ctr = [&](const char* k) {
     auto it = counters_.find(k);
     return it == counters_.end() ? int64_t{0} : it->second;
   };
+  auto tm = [&](const char* k) {
+    auto it = times_.find(k);
+    return it == times_.end() ? 0.0 : it->second;
+  };
+  // Top 8 refused op types by count.
+  std::vector<std::pair<std::string, Refusal>> top(refused.begin(), refused.end());
+  std::stable_sort(top.begin(), top.end(),
+                   [](const auto& a, const auto& b) { return a.second.count > b.second.count; });
+  if (top.size() > 8) top.resize(8);
+
   std::ostringstream os;
-  os << std::fixed << std::setprecision(1);
   os << "===== MLX EP session summary =====\n";
-  os << "  claim:   " << claimed << "/" << total << " nodes claimed ("
-     << (total ? 100.0 * static_cast<double>(claimed) / static_cast<double>(total) : 0.0)
-     << "%), " << assigned << " assigned in " << fused_.size() << " fused subgraph(s)\n";
-  if (!refused.empty()) os << "           unclaimed (-> CPU):\n";
-  for (const auto& [op, r] : refused)
+  os << "  claim:   " << claimed << "/" << total << " nodes claimed (" << pct(claimed, total)
+     << ") in " << clusters << " cluster(s), " << ctr("getcapability.calls")
+     << " GetCapability call(s)\n";
+  os << "  nodes:   " << executed << "/" << total << " nodes ran on the EP (" << pct(executed, total)
+     << "); " << assigned << " assigned in " << fused_.size() << " fused subgraph(s), "
+     << fused_run << " of them ran\n";
+  if (!top.empty()) os << "           unclaimed (-> CPU):\n";
+  for (const auto& [op, r] : top)
     os << "             - " << op << " x" << r.count << ": " << r.first_reason << "\n";
-  os << "  compute: " << runs << " run(s); compiled=" << ctr("compute.compiled")
-     << " eager=" << ctr("compute.eager") << " (cache: " << ctr("cache.hit") << " HIT / "
-     << ctr("cache.miss") << " MISS / " << ctr("cache.retrace") << " RETRACE, "
+  os << "  compute: " << ctr("compute.runs") << " run(s): compiled=" << ctr("compute.compiled")
+     << " eager=" << ctr("compute.eager") << " failed=" << ctr("compute.error")
+     << "  (cache: " << ctr("cache.hit") << " HIT / " << ctr("cache.miss") << " MISS / "
+     << ctr("cache.retrace") << " RETRACE, " << ctr("cache.evict") << " evicted; "
      << ctr("compile.fallback") << " eager fallback(s))\n";
-  os << "  timing: ";
-  for (const auto& [phase, s] : times_) os << " " << phase << "=" << s * 1e6 << "us";
-  os << "\n";
+  os << "  memory:  inputs " << ctr("input.wrap") << " wrapped in place (" << mib(ctr("input.wrap_bytes"))
+     << "), " << ctr("input.copy") << " copied (" << mib(ctr("input.copy_bytes")) << "); outputs "
+     << ctr("output.copy") << " copied out (" << mib(ctr("output.bytes")) << ")\n";
+  const double phases = tm("translate") + tm("compile") + tm("eval") + tm("copy");
+  os << "  timing:  translate=" << ms(tm("translate")) << " compile=" << ms(tm("compile")) << " (x"
+     << ctr("cache.miss") + ctr("cache.retrace") << ") eval=" << ms(tm("eval"))
+     << " copy=" << ms(tm("copy")) << " other=" << ms(std::max(0.0, tm("compute") - phases))
+     << " total=" << ms(tm("compute")) << "\n";
   for (const auto& [label, p] : paths_)
     os << "  path:    " << (p.second ? "fast " : "composed ") << label << " x" << p.first << "\n";
   os << "==================================\n";
@@ -167,7 +262,9 @@ std::string SessionReport::to_json() const {
     str_list(f.nodes);
     os << ",\"op_types\":";
     str_list(f.op_types);
-    os << ",\"runs\":" << f.runs << ",\"seconds\":" << f.seconds << "}";
+    os << ",\"runs\":" << f.runs << ",\"seconds\":" << f.seconds
+       << ",\"compiled_runs\":" << f.compiled_runs << ",\"cache_entries\":" << f.cache_entries
+       << ",\"eager_only\":" << (f.eager_only ? "true" : "false") << "}";
     first = false;
   }
   os << "},\"paths\":{";

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,23 @@ struct ClaimSummary {
   std::vector<std::string> claimed;        // node names
 };
 
+// What one Compute did (filled by plugin/compute.cpp from the executor's RunStats).
+struct RunRecord {
+  bool ok = true;               // false: the run failed (error returned to ORT)
+  bool compiled = false;        // outputs came from a compiled function
+  std::string cache;            // "HIT", "MISS", "RETRACE", or "" (eager run)
+  bool fallback = false;        // compiled path failed, eager produced the outputs
+  size_t evictions = 0;
+  size_t cache_entries = 0;     // compiled functions held by the fused node after the run
+  double translate_s = 0, compile_s = 0, eval_s = 0, copy_s = 0;
+  double total_s = 0;           // wall time of the Compute call (includes waiting for MLX)
+  size_t inputs_wrapped = 0;    // inputs MLX used in place (no copy)
+  size_t inputs_copied = 0;
+  uint64_t bytes_wrapped = 0, bytes_copied = 0, bytes_out = 0;
+  size_t outputs = 0;
+  std::vector<std::pair<std::string, bool>> paths;  // (label, fast) marks of this run
+};
+
 class SessionReport {
  public:
   // One GetCapability answer for a graph (keyed so repeated calls replace, not add up).
@@ -32,11 +50,14 @@ class SessionReport {
   void record_fused(const std::string& fused_name, std::vector<std::string> node_names,
                     std::vector<std::string> op_types);
   void record_compute(const std::string& fused_name, double seconds);
+  // Counters, times and paths of one Compute (one lock).
+  void record_run(const std::string& fused_name, const RunRecord& run);
   void record_path(const std::string& label, bool fast);
   void count(const std::string& counter, int64_t delta = 1);
   void add_time(const std::string& phase, double seconds);
 
   std::string claim_debug_text() const;  // refusals, for ONNXRUNTIME_EP_MLX_CLAIM_DEBUG
+  std::string claim_debug_text(const std::string& graph_key) const;  // one graph
   std::string summary_text() const;      // for ONNXRUNTIME_EP_MLX_VERBOSE
   std::string to_json() const;           // for ONNXRUNTIME_EP_MLX_REPORT
   void write_json(const std::string& path) const;
@@ -51,11 +72,16 @@ class SessionReport {
     std::vector<std::string> op_types;
     size_t runs = 0;
     double seconds = 0;
+    size_t compiled_runs = 0;
+    size_t cache_entries = 0;
+    bool eager_only = false;  // compilation switched off after a fallback
   };
   std::map<std::string, Fused> fused_;
   std::map<std::string, std::pair<size_t, bool>> paths_;  // label -> (count, fast)
   std::map<std::string, int64_t> counters_;
   std::map<std::string, double> times_;
+
+  static void claim_text(std::ostream& os, const std::string& graph, const ClaimSummary& c);
 };
 
 std::string json_escape(const std::string& s);

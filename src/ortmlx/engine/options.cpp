@@ -1,70 +1,138 @@
 #include "ortmlx/engine/options.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
+#include <map>
 #include <stdexcept>
 
 namespace ortmlx {
 
 const std::vector<OptionSpec>& option_specs() {
   static const std::vector<OptionSpec> specs = {
-      {"claim_debug", "ONNXRUNTIME_EP_MLX_CLAIM_DEBUG",
+      {"claim_debug", "ONNXRUNTIME_EP_MLX_CLAIM_DEBUG", "flag",
        "print, per refused op type, count, first reason and up to 16 node names (stderr)"},
-      {"verbose", "ONNXRUNTIME_EP_MLX_VERBOSE", "print a session summary at session end (stderr)"},
-      {"trace", "ONNXRUNTIME_EP_MLX_TRACE", "write a Chrome/Perfetto trace JSON to this path"},
-      {"report", "ONNXRUNTIME_EP_MLX_REPORT",
-       "write a JSON report (claimed, assigned and executed nodes) to this path"},
-      {"no_compile", "ONNXRUNTIME_EP_MLX_NO_COMPILE", "disable every mlx::compile path (eager)"},
-      {"no_general_compile", "ONNXRUNTIME_EP_MLX_NO_GENERAL_COMPILE",
-       "disable the general shape-keyed compiled path"},
+      {"verbose", "ONNXRUNTIME_EP_MLX_VERBOSE", "flag",
+       "print a session summary at session end (stderr); the variable must be exactly 1"},
+      {"trace", "ONNXRUNTIME_EP_MLX_TRACE", "path",
+       "write a Chrome/Perfetto trace JSON to this path at session end"},
+      {"report", "ONNXRUNTIME_EP_MLX_REPORT", "path",
+       "write a JSON report (claimed, assigned and executed nodes, counters) to this path"},
+      {"no_compile", "ONNXRUNTIME_EP_MLX_NO_COMPILE", "flag",
+       "disable every mlx::compile path (eager only)"},
+      {"no_general_compile", "ONNXRUNTIME_EP_MLX_NO_GENERAL_COMPILE", "flag",
+       "disable the general shape-keyed compiled path (A/B numerics)"},
       {"attention_vjp_dense_limit_bytes", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_DENSE_LIMIT_BYTES",
-       "byte budget of the dense AttentionVJP pullback (default 64 MiB)"},
-      {"compile_cache_size", "ONNXRUNTIME_EP_MLX_COMPILE_CACHE_SIZE",
-       "compiled functions kept per fused node, LRU (default 16)"},
+       "integer", "byte budget of the dense AttentionVJP pullback (default 64 MiB)"},
+      {"compile_cache_size", "ONNXRUNTIME_EP_MLX_COMPILE_CACHE_SIZE", "integer",
+       "compiled functions kept per fused node, LRU (default 16, at least 1)"},
   };
   return specs;
+}
+
+std::string option_keys_text() {
+  std::string s;
+  for (const auto& spec : option_specs()) s += (s.empty() ? "" : ", ") + std::string(spec.key);
+  return s;
 }
 
 bool parse_flag(const std::string& v) {
   return !v.empty() && v != "0" && v != "false" && v != "off" && v != "FALSE" && v != "OFF";
 }
 
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// Where a value came from, for error messages.
+std::string origin(const OptionSpec& spec, bool from_session) {
+  return from_session ? std::string("provider option ") + kOptionPrefix + spec.key
+                      : std::string("environment variable ") + spec.env;
+}
+
+// Session values are strict: a typo in a flag must not silently mean "on".
+bool parse_strict_flag(const OptionSpec& spec, const std::string& v) {
+  const std::string l = lower(v);
+  if (l == "1" || l == "true" || l == "on" || l == "yes") return true;
+  if (l == "0" || l == "false" || l == "off" || l == "no" || l.empty()) return false;
+  throw std::invalid_argument(origin(spec, true) + "='" + v +
+                              "': expected a flag (1/0, true/false, on/off, yes/no)");
+}
+
+uint64_t parse_count(const OptionSpec& spec, const std::string& v, bool from_session,
+                     uint64_t minimum) {
+  size_t pos = 0;
+  unsigned long long n = 0;
+  bool ok = !v.empty() && std::isdigit(static_cast<unsigned char>(v[0]));
+  if (ok) {
+    try {
+      n = std::stoull(v, &pos);
+    } catch (const std::exception&) {
+      ok = false;
+    }
+  }
+  if (!ok || pos != v.size() || n < minimum)
+    throw std::invalid_argument(origin(spec, from_session) + "='" + v + "': expected an integer >= " +
+                                std::to_string(minimum));
+  return n;
+}
+
+}  // namespace
+
 EpOptions EpOptions::resolve(
     const std::function<std::optional<std::string>(const std::string&)>& session_value) {
-  auto get = [&](const OptionSpec& spec) -> std::optional<std::string> {
-    if (session_value) {
-      if (auto v = session_value(spec.key)) return v;
-    }
-    if (const char* e = std::getenv(spec.env)) return std::string(e);
-    return std::nullopt;
-  };
   EpOptions o;
   for (const auto& spec : option_specs()) {
-    auto v = get(spec);
+    std::optional<std::string> v;
+    bool from_session = false;
+    if (session_value) {
+      v = session_value(spec.key);
+      from_session = v.has_value();
+    }
+    if (!v) {
+      if (const char* e = std::getenv(spec.env)) v = std::string(e);
+    }
     if (!v) continue;
     const std::string key = spec.key;
-    if (key == "claim_debug") o.claim_debug = parse_flag(*v);
-    else if (key == "verbose") o.verbose = (*v == "1" || *v == "true");
+    auto flag = [&] { return from_session ? parse_strict_flag(spec, *v) : parse_flag(*v); };
+    if (key == "claim_debug") o.claim_debug = flag();
+    else if (key == "verbose") o.verbose = from_session ? parse_strict_flag(spec, *v) : *v == "1";
     else if (key == "trace") o.trace_path = *v;
     else if (key == "report") o.report_path = *v;
-    else if (key == "no_compile") o.no_compile = parse_flag(*v);
-    else if (key == "no_general_compile") o.no_general_compile = parse_flag(*v);
-    else if (key == "attention_vjp_dense_limit_bytes" || key == "compile_cache_size") {
-      if (v->empty()) continue;
-      size_t pos = 0;
-      unsigned long long n = 0;
-      try {
-        n = std::stoull(*v, &pos);
-      } catch (const std::exception&) {
-        pos = 0;
-      }
-      if (pos != v->size() || (*v)[0] == '-')
-        throw std::invalid_argument(std::string("option ") + spec.key + " / " + spec.env +
-                                    ": expected a non-negative integer, got '" + *v + "'");
-      if (key == "compile_cache_size") o.compile_cache_size = n ? n : 1;
-      else o.attention_vjp_dense_limit_bytes = n;
+    else if (key == "no_compile") o.no_compile = flag();
+    else if (key == "no_general_compile") o.no_general_compile = flag();
+    else if (key == "attention_vjp_dense_limit_bytes") {
+      if (!v->empty() || from_session) o.attention_vjp_dense_limit_bytes = parse_count(spec, *v, from_session, 0);
+    } else if (key == "compile_cache_size") {
+      if (!v->empty() || from_session) o.compile_cache_size = parse_count(spec, *v, from_session, 1);
     }
   }
   return o;
+}
+
+EpOptions EpOptions::resolve_entries(
+    const std::vector<std::pair<std::string, std::string>>& entries) {
+  const std::string prefix = kOptionPrefix;
+  std::map<std::string, std::string> ours;
+  for (const auto& [k, v] : entries) {
+    if (k.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string key = k.substr(prefix.size());
+    bool known = false;
+    for (const auto& spec : option_specs()) known = known || key == spec.key;
+    if (!known)
+      throw std::invalid_argument("unknown provider option '" + k + "' (known options: " +
+                                  option_keys_text() + ")");
+    ours[key] = v;
+  }
+  return resolve([&](const std::string& key) -> std::optional<std::string> {
+    auto it = ours.find(key);
+    if (it == ours.end()) return std::nullopt;
+    return it->second;
+  });
 }
 
 }  // namespace ortmlx

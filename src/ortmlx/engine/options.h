@@ -10,13 +10,17 @@
 
 namespace ortmlx {
 
+inline constexpr const char* kOptionPrefix = "ep.mlxexecutionprovider.";
+
 struct OptionSpec {
   const char* key;      // provider option key (after "ep.mlxexecutionprovider.")
   const char* env;      // environment variable
+  const char* kind;     // "flag", "path", "integer"
   const char* meaning;  // one line for README / --help
 };
 
-// Every knob, in one table (README's option list is generated from it by `python -m ortmlx options`).
+// Every knob, in one table. python/ortmlx/options.py mirrors it; tests/engine/test_options.py
+// checks the mirror against this table through the EP's unknown-key error message.
 const std::vector<OptionSpec>& option_specs();
 
 struct EpOptions {
@@ -29,12 +33,24 @@ struct EpOptions {
   std::optional<uint64_t> attention_vjp_dense_limit_bytes;
   size_t compile_cache_size = 16;  // compiled functions kept per fused node (LRU)
 
+  // True when Compute may use mlx::compile (neither kill switch is set).
+  bool compile_enabled() const { return !no_compile && !no_general_compile; }
+
   // `session_value(key)` returns the session config value for "ep.mlxexecutionprovider.<key>".
+  // Environment values follow the reference EP (lenient flags, VERBOSE must be "1"); session
+  // values are strict. Throws std::invalid_argument naming the key/variable on a bad value.
   static EpOptions resolve(
       const std::function<std::optional<std::string>(const std::string&)>& session_value);
+
+  // Same, from every session config entry: entries under "ep.mlxexecutionprovider." whose key
+  // is not in option_specs() are rejected (a typo must not be silently ignored).
+  static EpOptions resolve_entries(const std::vector<std::pair<std::string, std::string>>& entries);
 };
 
-// "1", "true", "on", any non-empty value other than "0"/"false"/"off" -> true.
+// Environment flag semantics: any non-empty value other than "0"/"false"/"off" -> true.
 bool parse_flag(const std::string& v);
+
+// "key1, key2, ..." of option_specs(), for messages.
+std::string option_keys_text();
 
 }  // namespace ortmlx

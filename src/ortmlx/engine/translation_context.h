@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,13 @@
 #include "ortmlx/engine/plan.h"
 
 namespace ortmlx {
+
+// Thrown by a translator that cannot be traced for mlx::compile (e.g. it needs input data on
+// the host, or a custom kernel refuses placeholders): the executor runs that plan eagerly.
+class NotCompilable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class TranslationContext {
  public:
@@ -33,6 +41,11 @@ class TranslationContext {
   mlx::core::StreamOrDevice stream() const { return stream_; }
   // The session's knobs (e.g. the AttentionVJP dense byte budget).
   const EpOptions& options() const { return plan_.options; }
+
+  // True while the plan is traced for mlx::compile: inputs are placeholders without data and
+  // must not be evaluated or read. A translator that needs them throws NotCompilable.
+  bool compiling() const { return compiling_; }
+  void set_compiling(bool compiling) { compiling_ = compiling; }
 
   // Records that a fused fast path ran (e.g. "onnax GEMM attention VJP"); read by diagnostics.
   void mark_fast(const NodeDesc& node, std::string label);
@@ -56,6 +69,7 @@ class TranslationContext {
   mlx::core::StreamOrDevice stream_;
   std::map<std::string, mlx::core::array> values_;
   std::vector<PathMark> marks_;
+  bool compiling_ = false;
 };
 
 // Normalises a possibly negative axis against a rank; throws when out of range.

@@ -1,4 +1,6 @@
 // OrtNodeComputeInfo for one fused node: moves tensors between ORT and MLX around the Executor.
+// Compute may be called from several ORT threads at once (IsConcurrentRunSupported = true):
+// all MLX work of a call runs as one job on the MLX thread (engine/mlx_thread.h).
 #pragma once
 
 #include <memory>
@@ -16,6 +18,8 @@ class MlxComputeInfo : public OrtNodeComputeInfo {
  public:
   // all_inputs: the fused node's inputs including constants, in case ORT feeds them anyway.
   MlxComputeInfo(MlxEp& ep, std::shared_ptr<Plan> plan, std::vector<std::string> all_inputs);
+  // Destroys the executor (its compiled functions and MLX cache entries) on the MLX thread.
+  ~MlxComputeInfo();
 
  private:
   static OrtStatus* ORT_API_CALL CreateStateImpl(OrtNodeComputeInfo* self,
@@ -28,7 +32,7 @@ class MlxComputeInfo : public OrtNodeComputeInfo {
   void compute(OrtKernelContext* kernel_context);
 
   MlxEp& ep_;
-  Executor executor_;
+  std::unique_ptr<Executor> executor_;
   std::vector<std::string> all_inputs_;
 };
 

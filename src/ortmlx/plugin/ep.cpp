@@ -1,11 +1,13 @@
 #include "ortmlx/plugin/ep.h"
 
+#include <atomic>
 #include <iostream>
 #include <limits>
 #include <optional>
 #include <vector>
 
 #include "ortmlx/engine/executor.h"
+#include "ortmlx/engine/mlx_thread.h"
 #include "ortmlx/engine/plan.h"
 #include "ortmlx/graph/partitioner.h"
 #include "ortmlx/plugin/compute.h"
@@ -22,18 +24,24 @@ namespace {
 constexpr size_t kClaimConstantBytes = 64 * 1024;
 constexpr size_t kMaxRefusalNames = 16;
 
-std::optional<std::string> session_config(const OrtSessionOptions* so, const std::string& key) {
-  if (so == nullptr) return std::nullopt;
-  int has = 0;
-  ORTMLX_CHECK(g_ort->HasSessionConfigEntry(so, key.c_str(), &has));
-  if (!has) return std::nullopt;
-  size_t size = 0;
-  ORTMLX_CHECK(g_ort->GetSessionConfigEntry(so, key.c_str(), nullptr, &size));
-  std::string value(size, '\0');
-  ORTMLX_CHECK(g_ort->GetSessionConfigEntry(so, key.c_str(), value.data(), &size));
-  while (!value.empty() && value.back() == '\0') value.pop_back();
-  return value;
+// Every session config entry (the provider options arrive as "ep.mlxexecutionprovider.<key>").
+std::vector<std::pair<std::string, std::string>> session_config_entries(
+    const OrtSessionOptions* so) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (so == nullptr) return out;
+  OrtKeyValuePairs* raw = nullptr;
+  ORTMLX_CHECK(g_ort->GetSessionOptionsConfigEntries(so, &raw));
+  std::unique_ptr<OrtKeyValuePairs, KeyValuePairsDeleter> kvps(raw);
+  const char* const* keys = nullptr;
+  const char* const* values = nullptr;
+  size_t n = 0;
+  g_ort->GetKeyValuePairs(kvps.get(), &keys, &values, &n);
+  for (size_t i = 0; i < n; ++i)
+    out.emplace_back(keys[i] ? keys[i] : "", values[i] ? values[i] : "");
+  return out;
 }
+
+std::atomic<uint64_t> g_next_session_id{1};
 
 std::vector<std::string> value_names(const std::vector<const OrtValueInfo*>& infos) {
   std::vector<std::string> names;
@@ -52,15 +60,31 @@ MlxEp::MlxEp(MlxEpFactory& factory, const OrtSessionOptions* session_options,
   Compile = CompileImpl;
   ReleaseNodeComputeInfos = ReleaseNodeComputeInfosImpl;
   IsConcurrentRunSupported = IsConcurrentRunSupportedImpl;
-  options_ = EpOptions::resolve([&](const std::string& key) {
-    return session_config(session_options, std::string("ep.mlxexecutionprovider.") + key);
-  });
+  try {
+    options_ = EpOptions::resolve_entries(session_config_entries(session_options));
+  } catch (const std::invalid_argument& e) {
+    throw OrtError(ORT_INVALID_ARGUMENT, e.what());
+  }
+  session_id_ = g_next_session_id.fetch_add(1);
+  if (!options_.trace_path.empty()) {
+    trace_ = TraceSink::open(options_.trace_path);
+    trace_->instant("mlx.session_start", "ep",
+                    TraceArgs().add("session", session_id_).add("trace", options_.trace_path));
+  }
 }
 
 MlxEp::~MlxEp() {
   try {
     flush_report();
-    if (options_.verbose) std::cerr << report_->summary_text() << std::flush;
+    const bool summary = options_.verbose || trace_;  // the trace implies the summary (reference)
+    const std::string text = summary ? report_->summary_text() : std::string();
+    if (summary) std::cerr << text << std::flush;
+    if (trace_) {
+      trace_->instant("mlx.session_summary", "ep",
+                      TraceArgs().add("session", session_id_).add("summary", text)
+                          .add("report", report_->to_json()));
+      trace_->write();
+    }
   } catch (...) {
     // never throw from a destructor; diagnostics are best effort at teardown
   }
@@ -120,8 +144,25 @@ void MlxEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* info) {
     ORTMLX_CHECK(g_ort->Node_GetName(parent, &pname));
     key = std::string(pname ? pname : "") + "/" + key;
   }
+  if (trace_) {
+    TraceArgs args;
+    args.add("graph", key).add("session", session_id_)
+        .add("claimed", summary.claimed_nodes).add("total", summary.total_nodes)
+        .add("unclaimed", summary.total_nodes - summary.claimed_nodes)
+        .add("fused_subgraphs", summary.clusters);
+    for (const auto& [op, r] : summary.refused) {
+      std::string names;
+      for (const auto& n : r.nodes) names += (names.empty() ? "" : ",") + n;
+      args.add("fallback_" + op, "count=" + std::to_string(r.count) + "; reason=" +
+                                     r.first_reason + "; nodes=" + names);
+    }
+    trace_->instant("mlx.getcapability", "ep.claim", args);
+    trace_->counter("mlx.claimed_nodes",
+                    TraceArgs().add("claimed", summary.claimed_nodes)
+                        .add("unclaimed", summary.total_nodes - summary.claimed_nodes));
+  }
   report_->record_claim(key, std::move(summary));
-  if (options_.claim_debug) std::cerr << report_->claim_debug_text() << std::flush;
+  if (options_.claim_debug) std::cerr << report_->claim_debug_text(key) << std::flush;
   flush_report();
 }
 
@@ -161,11 +202,10 @@ void MlxEp::compile(const OrtGraph** graphs, const OrtNode** fused_nodes, size_t
     for (const auto& name : all_inputs)
       if (!read.view.is_constant(name)) live_inputs.push_back(name);
 
-    std::shared_ptr<Plan> plan;
-    {
-      std::lock_guard<std::mutex> lock(mlx_mutex());
-      plan = build_plan(read.view, fused_name ? fused_name : "", live_inputs, value_names(outs));
-    }
+    // Constants become MLX arrays once, here, on the MLX thread (see engine/mlx_thread.h).
+    std::shared_ptr<Plan> plan = MlxThread::get().run([&] {
+      return build_plan(read.view, fused_name ? fused_name : "", live_inputs, value_names(outs));
+    });
     plan->options = options_;
     std::vector<std::string> names, ops;
     for (const auto& n : plan->nodes) {
@@ -184,9 +224,10 @@ void MlxEp::ReleaseNodeComputeInfosImpl(OrtEp*, OrtNodeComputeInfo** infos,
 }
 
 OrtStatus* MlxEp::IsConcurrentRunSupportedImpl(OrtEp*, bool* supported) noexcept {
-  // MLX graphs are built and evaluated under one process-wide lock; concurrent Run calls on one
-  // session would only queue on it, so ORT serialises them for us.
-  *supported = false;
+  // Compute is safe to call from several threads at once: all MLX work is queued onto the one
+  // MLX thread (engine/mlx_thread.h), and the report and trace are locked. So concurrent Run
+  // calls on one session are allowed; their CPU-EP parts overlap, their MLX parts take turns.
+  *supported = true;
   return nullptr;
 }
 

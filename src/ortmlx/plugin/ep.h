@@ -1,10 +1,12 @@
 // OrtEp for MLXExecutionProvider: GetCapability (claim + convex partition) and Compile (Plans).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
 #include "ortmlx/diagnostics/report.h"
+#include "ortmlx/diagnostics/trace.h"
 #include "ortmlx/engine/options.h"
 #include "ortmlx/plugin/ort_api.h"
 
@@ -19,6 +21,10 @@ class MlxEp : public OrtEp {
 
   const EpOptions& options() const { return options_; }
   SessionReport& report() { return *report_; }
+  // The trace sink (ONNXRUNTIME_EP_MLX_TRACE / provider option "trace"), or nullptr when off.
+  TraceSink* trace() const { return trace_.get(); }
+  // Distinguishes the sessions of a process in traces.
+  uint64_t session_id() const { return session_id_; }
   // Rewrites the JSON report when one was requested (after Compile and each Compute).
   void flush_report() const;
 
@@ -43,6 +49,8 @@ class MlxEp : public OrtEp {
   const OrtLogger* logger_;
   EpOptions options_;
   std::unique_ptr<SessionReport> report_;
+  std::shared_ptr<TraceSink> trace_;
+  uint64_t session_id_ = 0;
 };
 
 }  // namespace ortmlx::plugin
