@@ -37,6 +37,10 @@ class EpReport:
     def executed_op_types(self) -> set[str]:
         return {op for f in self.fused.values() if f["runs"] > 0 for op in f["op_types"]}
 
+    def total_nodes(self) -> int:
+        """Nodes ORT offered to the EP (its optimised graph), summed over graphs."""
+        return sum(c["total_nodes"] for c in self.raw.get("claims", {}).values())
+
     def refused(self) -> dict:
         """{op_type: {count, reason, nodes}} merged over all graphs."""
         out: dict = {}
