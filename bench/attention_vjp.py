@@ -121,7 +121,8 @@ def flops(b, h, s, d, causal):
 
 
 def short_path(paths):
-    names = {"onnax GEMM attention VJP": "dense", "onnax tiled attention VJP": "tiled"}
+    names = {"onnax GEMM attention VJP": "dense", "onnax tiled attention VJP": "tiled",
+             "onnax native SDPA attention VJP": "native"}
     got = [names.get(p, p) for p in paths or []]
     return "+".join(got) if got else "-"
 

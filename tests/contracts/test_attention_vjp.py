@@ -38,9 +38,10 @@ PATHS = {
     "dense": (HUGE_LIMIT, "onnax GEMM attention VJP"),
     "tiled": ("0", "onnax tiled attention VJP"),
     "auto": (None, "onnax GEMM attention VJP"),  # plain form, small shapes: under 64 MiB
-    "native": (None, None),  # Recompute form without the variable: MLX's fused SDPA vjp
+    # Recompute form without the variable: vjp of MLX's fused SDPA.
+    "native": (None, "onnax native SDPA attention VJP"),
 }
-FUSED_LABELS = {PATHS["dense"][1], PATHS["tiled"][1]}
+FUSED_LABELS = {label for _, label in PATHS.values()}
 
 
 # ------------------------------------------------------------------------------------------
@@ -374,11 +375,8 @@ def test_on_ep_matches_reference_and_cpu(case, rng, monkeypatch, claim_landed):
     got, report = run_on_ep(model, feeds)
     label = PATHS[case.path][1]
     paths = report.paths()
-    if label is not None:
-        assert label in paths, f"expected path {label!r}, report has {sorted(paths)}"
-        assert not (FUSED_LABELS - {label}) & set(paths), sorted(paths)
-    else:  # native: neither of the dense/tiled kernels ran
-        assert not FUSED_LABELS & set(paths), sorted(paths)
+    assert label in paths, f"expected path {label!r}, report has {sorted(paths)}"
+    assert not (FUSED_LABELS - {label}) & set(paths), sorted(paths)
     want = attention_vjp_reference_for(model, feeds)
     body = run_cpu(model, feeds)
     assert len(got) == len(case.outputs)
