@@ -1,5 +1,160 @@
+// pkg.onnax AttentionVJP family: the pullback of scaled-dot-product attention, recognised by the
+// name of an onnax model-local function (shared/design/ATTENTION_VJP.md). Claim: contract.cpp.
+// Paths: attention_vjp/dense.cpp (MLX GEMMs), tiled_cpu.cpp (fused CPU kernel, also used for the
+// dense path on the CPU backend), native.cpp (vjp of MLX's fused SDPA).
+#include <stdexcept>
+#include <string>
+
+#include <mlx/utils.h>
+
+#include "ortmlx/ops/attention_vjp/contract.h"
+#include "ortmlx/ops/attention_vjp/paths.h"
+#include "ortmlx/ops/common.h"
 #include "ortmlx/ops/ops.h"
-#include "ortmlx/registry/registry.h"
+
 namespace ortmlx {
-void register_attention_vjp_ops(OpRegistry&) {}
+namespace {
+
+using namespace ortmlx::attention_vjp;
+namespace mx = mlx::core;
+
+std::string shape_str(const mx::Shape& s) {
+  std::string out = "(";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + ")";
+}
+
+const char* kInputNames[] = {"Q", "K", "V", "Y", "dY"};
+
+// Name of tensor input i (Recompute has no Y).
+const char* input_name(const Config& c, size_t i) {
+  return c.recompute && i >= 3 ? kInputNames[i + 1] : kInputNames[i];
+}
+
+// Checks one tensor input's live rank, dtype, head count and head size.
+void check_tensor(const Config& c, size_t i, const mx::array& a) {
+  const int heads = c.heads_of_input(static_cast<int>(i));
+  const bool ok = a.dtype() == mx::float32 && a.ndim() == static_cast<size_t>(c.rank) &&
+                  (c.rank == 4 ? a.shape(1) == heads && a.shape(3) == c.d
+                               : a.shape(2) == heads * c.d);
+  if (!ok)
+    throw std::runtime_error(std::string("AttentionVJP input ") + input_name(c, i) + " has shape " +
+                             shape_str(a.shape()) + "; expected float32 " +
+                             (c.rank == 4 ? "(B, " + std::to_string(heads) + ", S, " +
+                                                std::to_string(c.d) + ")"
+                                          : "(B, S, " + std::to_string(heads * c.d) + ")"));
+}
+
+// (B, S, H*D) -> (B, H, S, D); rank 4 passes through.
+mx::array to_bhsd(const Config& c, const mx::array& a, int heads, mx::StreamOrDevice s) {
+  if (c.rank == 4) return a;
+  return mx::transpose(mx::reshape(a, {a.shape(0), a.shape(1), heads, c.d}, s), {0, 2, 1, 3}, s);
+}
+
+mx::array from_bhsd(const Config& c, const mx::array& a, const mx::Shape& like,
+                    mx::StreamOrDevice s) {
+  if (c.rank == 4) return a;
+  return mx::reshape(mx::transpose(a, {0, 2, 1, 3}, s), like, s);
+}
+
+void translate(TranslationContext& ctx, const NodeDesc& node) {
+  const auto parsed = Config::parse(node.op_type);
+  if (!parsed) throw std::runtime_error("invalid AttentionVJP contract '" + node.op_type + "'");
+  const Config& c = *parsed;
+  const size_t tensors = static_cast<size_t>(c.tensor_inputs());
+  if (node.inputs.size() != tensors + 1 || node.outputs.size() != c.outputs.size())
+    throw std::runtime_error("AttentionVJP interface mismatch");
+  const mx::StreamOrDevice s = ctx.stream();
+
+  std::vector<mx::array> in;
+  for (size_t i = 0; i <= tensors; ++i) in.push_back(ctx.input(node, i));
+  for (size_t i = 0; i < tensors; ++i) check_tensor(c, i, in[i]);
+  const mx::array& q = in[0];
+  const mx::array& k = in[1];
+  const mx::array& mask = in[tensors];
+  if (mask.ndim() < 1 || mask.ndim() > 4)
+    throw std::runtime_error("AttentionVJP mask rank must be 1..4, got " + shape_str(mask.shape()));
+  if (c.mask == 2 ? mask.dtype() != mx::float32 : mask.dtype() != mx::bool_)
+    throw std::runtime_error("AttentionVJP mask type mismatch");
+
+  const int b = q.shape(0);
+  const int sq = c.rank == 4 ? q.shape(2) : q.shape(1);
+  const int sk = c.rank == 4 ? k.shape(2) : k.shape(1);
+  if (b == 0 || sq == 0 || sk == 0) {
+    // Every requested gradient is zeros of its input's shape (nothing to attend, or no one).
+    for (size_t i = 0; i < c.outputs.size(); ++i)
+      ctx.bind(node.outputs[i], ctx.zeros(in[static_cast<size_t>(c.outputs[i])].shape(), mx::float32));
+    return;
+  }
+
+  // Live shapes: Y and dY like Q, V like K, same batch, mask broadcastable (its last axis may
+  // have any width: keys beyond a narrow mask are masked, a wide one is sliced).
+  for (size_t i = 3; i < tensors; ++i)
+    if (in[i].shape() != q.shape())
+      throw std::runtime_error(std::string("AttentionVJP incompatible live tensor shapes: ") +
+                               input_name(c, i) + " " + shape_str(in[i].shape()) +
+                               " must equal Q " + shape_str(q.shape()));
+  if (in[2].shape() != k.shape() || k.shape(0) != b)
+    throw std::runtime_error("AttentionVJP incompatible live tensor shapes: Q " +
+                             shape_str(q.shape()) + ", K " + shape_str(k.shape()) + ", V " +
+                             shape_str(in[2].shape()));
+  const int target[4] = {b, c.hq, sq, sk};
+  const int mrank = static_cast<int>(mask.ndim());
+  for (int axis = 0; axis < mrank; ++axis) {
+    const int size = mask.shape(axis);
+    if (size != 1 && size != target[4 - mrank + axis] && axis + 1 != mrank)
+      throw std::runtime_error("AttentionVJP incompatible mask broadcast: mask " +
+                               shape_str(mask.shape()) + " against (B, HQ, Sq, Sk) = " +
+                               shape_str({b, c.hq, sq, sk}));
+  }
+
+  const auto explicit_limit = ctx.options().attention_vjp_dense_limit_bytes;
+  const bool dense = use_dense(c, {b, c.hq, sq, c.d}, {b, c.hk, sk, c.d}, explicit_limit);
+  const bool on_cpu = mx::to_stream(s).device.type == mx::Device::cpu;
+
+  std::vector<mx::array> results;  // in the order of c.outputs, original layout
+  auto bind_bhsd = [&](const std::array<mx::array, 3>& grads) {
+    for (int o : c.outputs)
+      results.push_back(from_bhsd(c, grads[static_cast<size_t>(o)], in[static_cast<size_t>(o)].shape(), s));
+  };
+  auto bhsd_inputs = [&]() {
+    Bhsd t{to_bhsd(c, in[0], c.hq, s), to_bhsd(c, in[1], c.hk, s), to_bhsd(c, in[2], c.hk, s),
+           std::nullopt, to_bhsd(c, in[tensors - 1], c.hq, s), mask};
+    if (!c.recompute) t.y = to_bhsd(c, in[3], c.hq, s);
+    return t;
+  };
+
+  if (c.recompute && dense && !explicit_limit) {
+    bind_bhsd(native_sdpa(c, bhsd_inputs(), s));
+    ctx.mark_fast(node, kNativeLabel);
+  } else if (dense) {
+    // On the CPU backend MLX's own matmul is slow: the fused kernel with whole-head score panels.
+    if (on_cpu) results = cpu_kernel(c, in, KernelMode::kDense, s);
+    else bind_bhsd(dense_mlx(c, bhsd_inputs(), s));
+    ctx.mark_fast(node, kDenseLabel);
+  } else {
+    results = cpu_kernel(c, in, KernelMode::kTiled, s);  // GPU: clear "not implemented" error
+    ctx.mark_fast(node, kTiledLabel);
+  }
+  for (size_t i = 0; i < c.outputs.size(); ++i) ctx.bind(node.outputs[i], results[i]);
+}
+
+}  // namespace
+
+void register_attention_vjp_ops(OpRegistry& r) {
+  OpEntry e;
+  e.domain = "pkg.onnax";
+  e.op_type = "AttentionVJP";  // prefix: AttentionVJP_... and AttentionVJPRecompute_...
+  e.by_prefix = true;
+  e.min_opset = 1;
+  e.max_opset = 1;
+  e.claim = attention_vjp::claim;
+  e.translate = translate;
+  e.shape_keyed = true;
+  e.shape_key_reason =
+      "the dense/tiled choice and the fused kernels' tiles, work split and output shapes depend "
+      "on concrete B, Sq and Sk (custom kernels have no shapeless output_shapes)";
+  r.add(std::move(e));
+}
+
 }  // namespace ortmlx

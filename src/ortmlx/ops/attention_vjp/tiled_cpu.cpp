@@ -1,0 +1,440 @@
+// The fused CPU AttentionVJP kernel: a custom MLX primitive whose eval_cpu runs a multithreaded
+// C++ kernel (std::thread workers, OpenBLAS sgemm for every tile product, AVX-512 row math).
+//
+// Work item = (batch b, kv head g, part p). An item owns dK/dV of (b, g) (part 0 writes the
+// output, parts > 0 private partials summed at the end: no atomics) and the dQ rows of the query
+// tiles it visits (tiles t with t % parts == p, for each query head of the group). Per query tile
+// of `rows` rows and query head h it builds a score panel over the live keys (causal: keys < the
+// tile's end; a narrow mask: keys < its width):
+//     S = scale Q K^T + bias -> P = softmax rows (exact: the panel holds whole rows, so the row's
+//     log-sum-exp needs no separate pass; a row with every key masked gives P = 0)
+//     [Recompute: Y = P V]    delta = rowsum(dY * Y)
+//     dV += P^T dY     dP = dY V^T     dS = P (dP - delta)     dQ = scale dS K     dK += scale dS^T Q
+// which is 5 GEMMs over the scores (the minimum) and one exp per score. Extra memory per worker is
+// two rows x Sk panels, independent of Sq; "dense" mode uses whole-head panels (rows = Sq).
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include <cblas.h>
+#include <mlx/allocator.h>
+#include <mlx/backend/cpu/encoder.h>
+#include <mlx/ops.h>
+#include <mlx/primitives.h>
+#include <mlx/utils.h>
+
+#include "ortmlx/ops/attention_vjp/cpu_rows.h"
+#include "ortmlx/ops/attention_vjp/paths.h"
+
+namespace ortmlx::attention_vjp {
+
+namespace {
+
+// Everything the kernel needs besides the data pointers (also the primitive's identity).
+struct Geometry {
+  int64_t b = 0, hq = 0, hk = 0, sq = 0, sk = 0, d = 0;
+  int rank = 4;
+  float scale = 1.f;
+  bool causal = false;
+  int mask_kind = 0;
+  bool recompute = false;
+  bool want[3] = {false, false, false};  // dQ, dK, dV
+  int64_t rows = 0;                      // query rows per panel
+  bool operator==(const Geometry& o) const {
+    return b == o.b && hq == o.hq && hk == o.hk && sq == o.sq && sk == o.sk && d == o.d &&
+           rank == o.rank && scale == o.scale && causal == o.causal &&
+           mask_kind == o.mask_kind && recompute == o.recompute && want[0] == o.want[0] &&
+           want[1] == o.want[1] && want[2] == o.want[2] && rows == o.rows;
+  }
+};
+
+// Element strides of the mask against (B, HQ, Sq, Sk) (0 where it broadcasts) and its width.
+struct MaskView {
+  const void* data = nullptr;
+  int64_t stride[4] = {0, 0, 0, 0};
+  int64_t width = 1;
+};
+
+// Row-major (rows, cols) view of head h of a (B, H, S, D) or (B, S, H*D) tensor.
+inline int64_t head_offset(const Geometry& g, int64_t b, int64_t h, int64_t heads, int64_t seq) {
+  return g.rank == 4 ? (b * heads + h) * seq * g.d : b * seq * heads * g.d + h * g.d;
+}
+inline int64_t row_stride(const Geometry& g, int64_t heads) { return g.rank == 4 ? g.d : heads * g.d; }
+
+void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  scipy_cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha,
+                    a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
+                    static_cast<blasint>(ldc));
+}
+
+struct Pointers {
+  const float *q, *k, *v, *y, *dy;  // y null for Recompute
+  MaskView mask;
+  float* out[3];                    // dQ, dK, dV (null when not requested)
+};
+
+struct Scratch {
+  std::unique_ptr<float[]> s, dp, y;
+  int64_t ld = 0;
+};
+
+// Our workers already cover the cores, so every sgemm runs on its caller's thread. This wheel's
+// OpenBLAS has no per-thread setting (openblas_set_num_threads_local is not exported), so the
+// process-wide BLAS thread count is set to 1 once; no other part of ortmlx uses OpenBLAS.
+void single_threaded_blas() {
+  static std::once_flag once;
+  std::call_once(once, [] { scipy_openblas_set_num_threads(1); });
+}
+
+class Kernel {
+ public:
+  Kernel(const Geometry& g, const Pointers& p) : g_(g), p_(p) {
+    group_ = g.hq / g.hk;
+    tiles_ = (g.sq + g.rows - 1) / g.rows;
+    const int threads = cpu_threads();
+    const int64_t pairs = g.b * g.hk;
+    // Enough items for every worker (and some slack for balance), never more parts than tiles.
+    parts_ = std::max<int64_t>(1, std::min<int64_t>(tiles_, (4 * threads + pairs - 1) / pairs));
+    items_ = pairs * parts_;
+    threads_ = static_cast<int>(std::min<int64_t>(threads, items_));
+    kv_ = g.want[1] || g.want[2];
+    ld_ = (g.sk + 15) / 16 * 16;
+  }
+
+  // Allocations happen here, before the work is dispatched, so failures surface as exceptions.
+  void allocate() {
+    if (kv_ && parts_ > 1) {
+      const size_t n = static_cast<size_t>((parts_ - 1) * g_.b * g_.hk * g_.sk * g_.d);
+      for (int o = 1; o < 3; ++o)
+        if (g_.want[o]) partial_[o].reset(new float[n]);
+    }
+    scratch_.resize(static_cast<size_t>(threads_));
+    const bool need_dp = g_.want[0] || g_.want[1];
+    for (auto& s : scratch_) {
+      s.ld = ld_;
+      s.s.reset(new float[static_cast<size_t>(g_.rows * ld_)]);
+      if (need_dp) s.dp.reset(new float[static_cast<size_t>(g_.rows * ld_)]);
+      if (g_.recompute && need_dp) s.y.reset(new float[static_cast<size_t>(g_.rows * g_.d)]);
+    }
+  }
+
+  // Runs the whole pullback. Never throws (it runs on MLX's stream thread).
+  void run() noexcept {
+    single_threaded_blas();
+    std::atomic<int64_t> next{0};
+    auto worker = [&](int tid) {
+      for (int64_t it; (it = next.fetch_add(1)) < items_;) item(it, scratch_[static_cast<size_t>(tid)]);
+    };
+    run_parallel(threads_, worker);
+    if (kv_ && parts_ > 1) reduce_partials();
+  }
+
+ private:
+  template <typename F>
+  static void run_parallel(int threads, F&& fn) noexcept {
+    std::vector<std::thread> pool;
+    int started = 1;
+    try {
+      for (int t = 1; t < threads; ++t, ++started) pool.emplace_back(fn, t);
+    } catch (...) {
+      // Could not start a thread: the running ones and this one finish the queue.
+    }
+    fn(0);
+    for (auto& th : pool) th.join();
+    (void)started;
+  }
+
+  // Destination of dK or dV rows of (b, g) for a part: the output, or a private partial.
+  float* kv_dest(int o, int64_t b, int64_t kvh, int64_t part, int64_t* ld) const {
+    if (part == 0) {
+      *ld = row_stride(g_, g_.hk);
+      return p_.out[o] + head_offset(g_, b, kvh, g_.hk, g_.sk);
+    }
+    *ld = g_.d;
+    return partial_[o].get() + (((part - 1) * g_.b + b) * g_.hk + kvh) * g_.sk * g_.d;
+  }
+
+  static void zero_rows(float* x, int64_t rows, int64_t cols, int64_t ld) {
+    for (int64_t r = 0; r < rows; ++r) std::memset(x + r * ld, 0, static_cast<size_t>(cols) * sizeof(float));
+  }
+
+  void item(int64_t it, Scratch& sc) const {
+    const int64_t part = it % parts_;
+    const int64_t pair = it / parts_;
+    const int64_t b = pair / g_.hk, kvh = pair % g_.hk;
+    float* dk = nullptr;
+    float* dv = nullptr;
+    int64_t lddk = 0, lddv = 0;
+    if (g_.want[1]) {
+      dk = kv_dest(1, b, kvh, part, &lddk);
+      zero_rows(dk, g_.sk, g_.d, lddk);
+    }
+    if (g_.want[2]) {
+      dv = kv_dest(2, b, kvh, part, &lddv);
+      zero_rows(dv, g_.sk, g_.d, lddv);
+    }
+    for (int64_t t = part; t < tiles_; t += parts_)
+      for (int64_t h = kvh * group_; h < (kvh + 1) * group_; ++h) panel(b, h, kvh, t, sc, dk, lddk, dv, lddv);
+  }
+
+  // Applies causal/mask to row i (keys [0, live)), then softmax in place; keys [live, n) -> 0.
+  void softmax_row(float* s, int64_t b, int64_t h, int64_t i, int64_t n) const {
+    int64_t live = g_.causal ? std::min(n, i + 1) : n;
+    if (g_.mask_kind != 0 && live > 0) {
+      const MaskView& m = p_.mask;
+      const int64_t off = b * m.stride[0] + h * m.stride[1] + i * m.stride[2];
+      if (g_.mask_kind == 1) {
+        const uint8_t* row = static_cast<const uint8_t*>(m.data) + off;
+        if (m.width == 1) {
+          if (!row[0]) live = 0;
+        } else if (m.stride[3] == 1) {
+          rows::keep(s, row, static_cast<int>(live));
+        } else {
+          for (int64_t j = 0; j < live; ++j)
+            if (!row[j * m.stride[3]]) s[j] = rows::kNegInf;
+        }
+      } else {
+        const float* row = static_cast<const float*>(m.data) + off;
+        if (m.width == 1) {
+          const float a = row[0];
+          for (int64_t j = 0; j < live; ++j) s[j] += a;
+        } else if (m.stride[3] == 1) {
+          rows::add(s, row, static_cast<int>(live));
+        } else {
+          for (int64_t j = 0; j < live; ++j) s[j] += row[j * m.stride[3]];
+        }
+      }
+    }
+    const float mx = live > 0 ? rows::row_max(s, static_cast<int>(live)) : rows::kNegInf;
+    if (mx == rows::kNegInf) live = 0;  // every key masked: the row contributes nothing
+    if (live > 0) {
+      const float sum = rows::exp_sum(s, static_cast<int>(live), mx);
+      rows::scale(s, static_cast<int>(live), 1.f / sum);
+    }
+    if (live < n) std::memset(s + live, 0, static_cast<size_t>(n - live) * sizeof(float));
+  }
+
+  void panel(int64_t b, int64_t h, int64_t kvh, int64_t t, Scratch& sc, float* dk, int64_t lddk,
+             float* dv, int64_t lddv) const {
+    const int64_t i0 = t * g_.rows;
+    const int64_t m = std::min(g_.rows, g_.sq - i0);
+    int64_t n = g_.sk;
+    if (g_.causal) n = std::min(n, i0 + m);
+    if (g_.mask_kind != 0 && p_.mask.width != 1) n = std::min(n, p_.mask.width);
+    const int64_t ldq = row_stride(g_, g_.hq), ldk = row_stride(g_, g_.hk);
+    const float* q = p_.q + head_offset(g_, b, h, g_.hq, g_.sq) + i0 * ldq;
+    const float* dy = p_.dy + head_offset(g_, b, h, g_.hq, g_.sq) + i0 * ldq;
+    const float* k = p_.k + head_offset(g_, b, kvh, g_.hk, g_.sk);
+    const float* v = p_.v + head_offset(g_, b, kvh, g_.hk, g_.sk);
+    float* dq = g_.want[0] ? p_.out[0] + head_offset(g_, b, h, g_.hq, g_.sq) + i0 * ldq : nullptr;
+    if (n <= 0) {  // no live key for any row of the tile
+      if (dq) zero_rows(dq, m, g_.d, ldq);
+      return;
+    }
+    const int64_t ld = sc.ld;
+    float* s = sc.s.get();
+    sgemm(false, true, m, n, g_.d, g_.scale, q, ldq, k, ldk, 0.f, s, ld);
+    for (int64_t r = 0; r < m; ++r) softmax_row(s + r * ld, b, h, i0 + r, n);
+
+    if (dv) sgemm(true, false, n, g_.d, m, 1.f, s, ld, dy, ldq, 1.f, dv, lddv);
+    if (!dq && !dk) return;
+
+    const float* y;
+    int64_t ldy;
+    if (g_.recompute) {
+      sgemm(false, false, m, g_.d, n, 1.f, s, ld, v, ldk, 0.f, sc.y.get(), g_.d);
+      y = sc.y.get();
+      ldy = g_.d;
+    } else {
+      y = p_.y + head_offset(g_, b, h, g_.hq, g_.sq) + i0 * ldq;
+      ldy = ldq;
+    }
+    float* dp = sc.dp.get();
+    sgemm(false, true, m, n, g_.d, 1.f, dy, ldq, v, ldk, 0.f, dp, ld);
+    for (int64_t r = 0; r < m; ++r) {
+      const float delta = rows::dot(dy + r * ldq, y + r * ldy, static_cast<int>(g_.d));
+      rows::ds(s + r * ld, dp + r * ld, static_cast<int>(n), delta);
+    }
+    if (dq) sgemm(false, false, m, g_.d, n, g_.scale, dp, ld, k, ldk, 0.f, dq, ldq);
+    if (dk) sgemm(true, false, n, g_.d, m, g_.scale, dp, ld, q, ldq, 1.f, dk, lddk);
+  }
+
+  // dK/dV of part 0 (in the output) += the other parts' partials; parallel over (b, g, row block).
+  void reduce_partials() noexcept {
+    const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(g_.sk, 4 * threads_));
+    const int64_t block_rows = (g_.sk + blocks - 1) / blocks;
+    const int64_t jobs = g_.b * g_.hk * blocks;
+    std::atomic<int64_t> next{0};
+    run_parallel(threads_, [&](int) {
+      for (int64_t job; (job = next.fetch_add(1)) < jobs;) {
+        const int64_t blk = job % blocks, pair = job / blocks;
+        const int64_t b = pair / g_.hk, kvh = pair % g_.hk;
+        const int64_t r0 = blk * block_rows, r1 = std::min(g_.sk, r0 + block_rows);
+        for (int o = 1; o < 3; ++o) {
+          if (!g_.want[o]) continue;
+          int64_t ld0 = 0, ldp = 0;
+          float* dst = kv_dest(o, b, kvh, 0, &ld0);
+          for (int64_t part = 1; part < parts_; ++part) {
+            const float* src = kv_dest(o, b, kvh, part, &ldp);
+            for (int64_t r = r0; r < r1; ++r) {
+              float* drow = dst + r * ld0;
+              const float* srow = src + r * ldp;
+              for (int64_t c = 0; c < g_.d; ++c) drow[c] += srow[c];
+            }
+          }
+        }
+      }
+    });
+  }
+
+  Geometry g_;
+  Pointers p_;
+  int64_t group_ = 1, tiles_ = 0, parts_ = 1, items_ = 0;
+  int threads_ = 1;
+  bool kv_ = false;
+  int64_t ld_ = 0;
+  std::unique_ptr<float[]> partial_[3];
+  std::vector<Scratch> scratch_;
+};
+
+class AttentionVjpCpu : public mx::Primitive {
+ public:
+  AttentionVjpCpu(mx::Stream stream, Geometry g) : mx::Primitive(stream), g_(g) {}
+
+  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override {
+    const size_t tensors = g_.recompute ? 4 : 5;
+    if (inputs.size() != tensors + 1)
+      throw std::runtime_error("AttentionVJP CPU kernel: wrong number of inputs");
+    for (size_t i = 0; i < tensors; ++i)
+      if (!inputs[i].flags().row_contiguous || inputs[i].dtype() != mx::float32)
+        throw std::runtime_error("AttentionVJP CPU kernel: input " + std::to_string(i) +
+                                 " must be row-contiguous float32");
+    const mx::array& mask = inputs[tensors];
+    for (auto& out : outputs) out.set_data(mx::allocator::malloc(out.nbytes()));
+
+    Pointers p{};
+    p.q = inputs[0].data<float>();
+    p.k = inputs[1].data<float>();
+    p.v = inputs[2].data<float>();
+    p.y = g_.recompute ? nullptr : inputs[3].data<float>();
+    p.dy = inputs[tensors - 1].data<float>();
+    if (g_.mask_kind != 0) {
+      // Strides against (B, HQ, Sq, Sk): the mask's trailing axes, 0 where it broadcasts.
+      const int nd = mask.ndim();
+      for (int a = 0; a < nd; ++a) {
+        const int target = 4 - nd + a;
+        p.mask.stride[target] = mask.shape(a) == 1 ? 0 : static_cast<int64_t>(mask.strides()[a]);
+      }
+      p.mask.width = mask.shape(-1);
+      if (g_.mask_kind == 1 ? mask.dtype() != mx::bool_ : mask.dtype() != mx::float32)
+        throw std::runtime_error("AttentionVJP CPU kernel: mask has the wrong type");
+      p.mask.data = g_.mask_kind == 1 ? static_cast<const void*>(mask.data<bool>())
+                                      : static_cast<const void*>(mask.data<float>());
+    }
+    size_t slot = 0;
+    for (int o = 0; o < 3; ++o) p.out[o] = g_.want[o] ? outputs[slot++].data<float>() : nullptr;
+
+    auto& encoder = mx::cpu::get_command_encoder(stream());
+    for (const auto& in : inputs) encoder.set_input_array(in);
+    for (auto& out : outputs) encoder.set_output_array(out);
+
+    const bool empty = g_.b == 0 || g_.sq == 0 || g_.sk == 0;
+    std::shared_ptr<Kernel> kernel;
+    if (!empty) {
+      kernel = std::make_shared<Kernel>(g_, p);
+      kernel->allocate();
+    }
+    // The arrays are captured to keep their buffers alive until the task has run.
+    encoder.dispatch([kernel, keep_in = inputs, keep_out = outputs]() mutable {
+      if (kernel) {
+        kernel->run();
+      } else {
+        for (auto& out : keep_out)
+          if (out.nbytes()) std::memset(out.data<float>(), 0, out.nbytes());
+      }
+    });
+  }
+
+  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
+    throw std::runtime_error(
+        "the AttentionVJP CPU kernel is not implemented on this backend (GPU); GPU kernels come "
+        "later: use the dense path (raise ONNXRUNTIME_EP_MLX_ATTENTION_VJP_DENSE_LIMIT_BYTES)");
+  }
+
+  const char* name() const override { return "OnnaxAttentionVJPCpu"; }
+  bool is_equivalent(const mx::Primitive& other) const override {
+    auto* o = dynamic_cast<const AttentionVjpCpu*>(&other);
+    return o && o->g_ == g_;
+  }
+
+ private:
+  Geometry g_;
+};
+
+}  // namespace
+
+int cpu_threads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(std::min(n, 64u));
+}
+
+int cpu_tile_rows(int sk) {
+  // About 64K floats (256 KiB) per panel, 16..128 rows, a multiple of 8.
+  const int64_t rows = (int64_t{1} << 16) / std::max(1, sk);
+  return static_cast<int>(std::clamp<int64_t>(rows / 8 * 8, 16, 128));
+}
+
+std::vector<mx::array> cpu_kernel(const Config& c, const std::vector<mx::array>& inputs,
+                                  KernelMode mode, mx::StreamOrDevice s) {
+  const mx::Stream stream = mx::to_stream(s);
+  if (stream.device.type != mx::Device::cpu)
+    throw std::runtime_error(
+        "the tiled AttentionVJP kernel is not implemented on the GPU backend yet (GPU kernels "
+        "come later); raise ONNXRUNTIME_EP_MLX_ATTENTION_VJP_DENSE_LIMIT_BYTES to use the dense "
+        "path");
+  const size_t tensors = static_cast<size_t>(c.tensor_inputs());
+  const mx::array& q = inputs[0];
+  const mx::array& k = inputs[1];
+  Geometry g;
+  g.rank = c.rank;
+  g.b = q.shape(0);
+  g.hq = c.hq;
+  g.hk = c.hk;
+  g.d = c.d;
+  g.sq = c.rank == 4 ? q.shape(2) : q.shape(1);
+  g.sk = c.rank == 4 ? k.shape(2) : k.shape(1);
+  g.scale = c.scale;
+  g.causal = c.causal != 0;
+  g.mask_kind = c.mask;
+  g.recompute = c.recompute;
+  for (int o : c.outputs) g.want[o] = true;
+  if (mode == KernelMode::kDense) {
+    // Whole-head panels, split only as much as needed to give every worker some work.
+    const int64_t pairs = std::max<int64_t>(1, g.b * g.hk);
+    const int64_t splits = std::clamp<int64_t>((2 * cpu_threads() + pairs - 1) / pairs, 1, std::max<int64_t>(1, g.sq));
+    g.rows = std::max<int64_t>(1, (g.sq + splits - 1) / splits);
+  } else {
+    g.rows = cpu_tile_rows(static_cast<int>(std::min<int64_t>(g.sk, 1 << 30)));
+  }
+  std::vector<mx::array> in;
+  in.reserve(inputs.size());
+  for (size_t i = 0; i < tensors; ++i) in.push_back(mx::contiguous(inputs[i], false, stream));
+  in.push_back(inputs[tensors]);  // the mask is read through its strides (broadcasts stay cheap)
+  std::vector<mx::Shape> shapes;
+  std::vector<mx::Dtype> dtypes;
+  for (int o : c.outputs) {
+    shapes.push_back(inputs[static_cast<size_t>(o)].shape());
+    dtypes.push_back(mx::float32);
+  }
+  return mx::array::make_arrays(std::move(shapes), dtypes,
+                                std::make_shared<AttentionVjpCpu>(stream, g), in);
+}
+
+}  // namespace ortmlx::attention_vjp

@@ -1,0 +1,692 @@
+// AttentionVJP (pkg.onnax): the seed's own unit cases (contract parsing, the dense-budget rule,
+// tile memory bounds) and numeric checks of every path (dense MLX, CPU kernel dense/tiled, native
+// SDPA vjp, and the translator end to end) against a float64 reference computed here.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+
+#include <mlx/mlx.h>
+
+#include "ortmlx/engine/plan.h"
+#include "ortmlx/engine/translation_context.h"
+#include "ortmlx/ops/attention_vjp/contract.h"
+#include "ortmlx/ops/attention_vjp/paths.h"
+#include "ortmlx/registry/registry.h"
+
+namespace ortmlx::attention_vjp {
+namespace {
+
+namespace mx = mlx::core;
+
+const std::string kValid = "AttentionVJP_r3_q16_k8_d128_s3db504f3_c1_o012_m1_0123456789abcdef";
+
+std::string replace(std::string s, const std::string& from, const std::string& to) {
+  const size_t pos = s.find(from);
+  if (pos != std::string::npos) s.replace(pos, from.size(), to);
+  return s;
+}
+
+// ---- the seed's unit cases ------------------------------------------------------------------
+
+TEST(AttentionVjpContract, RecomputedContractIsExplicit) {
+  const std::string name = "AttentionVJPRecompute_r3_q4_k2_d40_s3e21e89b_c0_o012_m0_0123456789abcdef";
+  const auto c = Config::parse(name);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_TRUE(c->recompute);
+  for (auto [from, to] : {std::pair{"d40_", "d8_"}, {"d40_", "d264_"}, {"c0_", "c2_"}, {"m0_", "m3_"}})
+    EXPECT_FALSE(Config::parse(replace(name, from, to)).has_value()) << to;
+  EXPECT_FALSE(Config::parse(kValid)->recompute);
+  EXPECT_TRUE(Config::parse(replace(kValid, "AttentionVJP_", "AttentionVJPRecompute_"))->recompute);
+}
+
+TEST(AttentionVjpContract, ExplicitScoreBudgetAppliesToRecomputedPullbacks) {
+  Config c = *Config::parse(kValid);
+  const std::array<int64_t, 4> query{1, 16, 4096, 128}, key{1, 8, 4096, 128};
+  const uint64_t score_bytes = 1024ull * 1024 * 1024;
+  EXPECT_FALSE(use_dense(c, query, key, std::nullopt));
+  EXPECT_TRUE(use_dense(c, query, key, score_bytes));
+  EXPECT_FALSE(use_dense(c, query, key, score_bytes - 1));
+  c.recompute = true;
+  EXPECT_TRUE(use_dense(c, query, key, std::nullopt));
+  EXPECT_TRUE(use_dense(c, query, key, score_bytes));
+  EXPECT_FALSE(use_dense(c, query, key, 0));
+  EXPECT_FALSE(use_dense(c, query, key, score_bytes - 1));
+}
+
+TEST(AttentionVjpContract, DefaultBudgetIs64MiBAndOverflowIsNotDense) {
+  const Config c = *Config::parse(kValid);  // hq = 16
+  // 4 * 1 * 16 * 1024 * 1024 bytes = 64 MiB exactly: dense; one more key row: tiled.
+  EXPECT_TRUE(use_dense(c, {1, 16, 1024, 128}, {1, 8, 1024, 128}, std::nullopt));
+  EXPECT_FALSE(use_dense(c, {1, 16, 1024, 128}, {1, 8, 1025, 128}, std::nullopt));
+  const int64_t huge = int64_t{1} << 40;
+  EXPECT_FALSE(use_dense(c, {huge, 16, huge, 128}, {huge, 8, huge, 128}, ~uint64_t{0}));
+  EXPECT_TRUE(use_dense(c, {0, 16, 4096, 128}, {0, 8, 4096, 128}, 0));  // 0 bytes fit
+}
+
+TEST(AttentionVjpContract, WideTilesFitThreadgroupMemory) {
+  for (int d = 8; d <= 256; d += 8) {
+    const auto c = Config::parse(replace(kValid, "d128_", "d" + std::to_string(d) + "_"));
+    ASSERT_TRUE(c.has_value()) << d;
+    EXPECT_LE(dkv_tile_bytes(*c), kThreadgroupBytes) << d;
+    EXPECT_LE(dq_tile_bytes(*c), kThreadgroupBytes) << d;
+    EXPECT_EQ((4 * c->kv_rows() * 32 + 2 * c->kv_rows() * d) * 4, dkv_tile_bytes(*c));
+    EXPECT_EQ((3 * 16 * 32 + 16 * d) * 4, dq_tile_bytes(*c));
+    EXPECT_EQ(c->kv_rows(), d >= 128 ? 8 : 16);
+  }
+}
+
+TEST(AttentionVjpContract, ParameterizedFunctionContract) {
+  const auto c = Config::parse(kValid);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->rank, 3);
+  EXPECT_EQ(c->hq, 16);
+  EXPECT_EQ(c->hk, 8);
+  EXPECT_EQ(c->d, 128);
+  EXPECT_EQ(c->causal, 1);
+  EXPECT_EQ(c->mask, 1);
+  EXPECT_FLOAT_EQ(c->scale, 1.f / std::sqrt(128.f));
+  EXPECT_EQ(c->outputs, (std::vector<int>{0, 1, 2}));
+  const std::pair<const char*, const char*> bad[] = {
+      {"AttentionVJP_", "AttentionVJP_v1_"}, {"q16_", "q15_"}, {"q16_", "q2147483640_"},
+      {"d128_", "d512_"}, {"d128_", "d0_"}, {"d128_", "d41_"}, {"s3db504f3_", "s7f800000_"},
+      {"c1_", "c2_"}, {"o012_", "o210_"}, {"m1_", "m3_"}};
+  for (auto [from, to] : bad) EXPECT_FALSE(Config::parse(replace(kValid, from, to)).has_value()) << to;
+  EXPECT_FALSE(Config::parse("AttentionVJP").has_value());
+  EXPECT_FALSE(Config::parse(kValid + "_extra").has_value());
+}
+
+TEST(AttentionVjpContract, EveryMalformedFieldIsRefused) {
+  const std::pair<const char*, const char*> bad[] = {
+      {"r3_", "r5_"}, {"r3_", "x3_"}, {"r3_", "r_"}, {"q16_", "q0_"}, {"q16_", "q-16_"},
+      {"k8_", "k0_"}, {"k8_", "k3_"}, {"q16_", "q99999999999_"}, {"d128_", "d4_"},
+      {"d128_", "d12_"}, {"d128_", "d264_"}, {"s3db504f3_", "s_"}, {"s3db504f3_", "s3db5g4f3_"},
+      {"s3db504f3_", "s00000000_"}, {"s3db504f3_", "sbf800000_"}, {"s3db504f3_", "s7fc00000_"},
+      {"s3db504f3_", "s13db504f3_"}, {"c1_", "c-1_"}, {"o012_", "o_"}, {"o012_", "o3_"},
+      {"o012_", "o011_"}, {"o012_", "o01a_"}, {"m1_", "m-1_"}, {"0123456789abcdef", "0123456789abcde"},
+      {"0123456789abcdef", "0123456789abcdeg"}, {"0123456789abcdef", "0123456789abcdef0"},
+      {"_m1_", "_m1__"}, {"AttentionVJP_", "AttentionVJPX_"}, {"AttentionVJP_", "attentionVJP_"}};
+  for (auto [from, to] : bad) {
+    const std::string name = replace(kValid, from, to);
+    ASSERT_NE(name, kValid) << from;
+    EXPECT_FALSE(Config::parse(name).has_value()) << name;
+  }
+  // The seed's integer and hex parsers (Rust from_str / from_str_radix) accept a '+' sign,
+  // leading zeros, upper-case hex and short hex fields; the fingerprint may be upper case.
+  for (auto [from, to] : {std::pair{"r3_", "r+3_"}, {"q16_", "q016_"}, {"s3db504f3_", "s3DB504F3_"},
+                          {"s3db504f3_", "s3f80_"}, {"0123456789abcdef", "0123456789ABCDEF"},
+                          {"c1_", "c-0_"}, {"o012_", "o1_"}, {"o012_", "o02_"}})
+    EXPECT_TRUE(Config::parse(replace(kValid, from, to)).has_value()) << to;
+  // Recompute needs D >= 32.
+  const std::string rec = replace(kValid, "AttentionVJP_", "AttentionVJPRecompute_");
+  EXPECT_FALSE(Config::parse(replace(rec, "d128_", "d24_")).has_value());
+  EXPECT_TRUE(Config::parse(replace(rec, "d128_", "d32_")).has_value());
+}
+
+// ---- claim from static value infos ----------------------------------------------------------
+
+struct ClaimFixture {
+  GraphView graph;
+  NodeView node;
+  ClaimResult claim() const { return OpRegistry::global().claim(graph, node); }
+};
+
+ClaimFixture claim_case(const std::string& op, int rank, int hq, int hk, int d, ElemType mask_type,
+                        std::vector<int64_t> mask_shape, size_t outputs = 3) {
+  ClaimFixture f;
+  f.node.name = "attention_vjp";
+  f.node.op_type = op;
+  f.node.domain = "pkg.onnax";
+  f.node.since_version = 1;
+  const bool recompute = op.rfind("AttentionVJPRecompute_", 0) == 0;
+  std::vector<std::string> names = {"Q", "K", "V", "Y", "dY"};
+  if (recompute) names = {"Q", "K", "V", "dY"};
+  for (size_t i = 0; i < names.size(); ++i) {
+    const int64_t heads = (i == 1 || i == 2) ? hk : hq;
+    TensorInfo t;
+    t.dtype = ElemType::kFloat;
+    t.has_shape = true;
+    t.shape = rank == 3 ? std::vector<int64_t>{2, 8, heads * d} : std::vector<int64_t>{2, heads, 8, d};
+    f.graph.value_infos[names[i]] = t;
+    f.node.inputs.push_back(names[i]);
+  }
+  TensorInfo m;
+  m.dtype = mask_type;
+  m.has_shape = true;
+  m.shape = std::move(mask_shape);
+  f.graph.value_infos["Mask"] = m;
+  f.node.inputs.push_back("Mask");
+  for (size_t o = 0; o < outputs; ++o) f.node.outputs.push_back("out" + std::to_string(o));
+  return f;
+}
+
+TEST(AttentionVjpClaim, InterfaceChecks) {
+  const std::string plain = "AttentionVJP_r4_q4_k2_d16_s3e800000_c1_o012_m1_0123456789abcdef";
+  EXPECT_TRUE(claim_case(plain, 4, 4, 2, 16, ElemType::kBool, {8, 8}).claim().ok);
+  // Wrong output count, mask type, mask rank.
+  EXPECT_FALSE(claim_case(plain, 4, 4, 2, 16, ElemType::kBool, {8, 8}, 2).claim().ok);
+  EXPECT_FALSE(claim_case(plain, 4, 4, 2, 16, ElemType::kFloat, {8, 8}).claim().ok);
+  EXPECT_FALSE(claim_case(plain, 4, 4, 2, 16, ElemType::kBool, {1, 1, 1, 8, 8}).claim().ok);
+  EXPECT_FALSE(claim_case(plain, 4, 4, 2, 16, ElemType::kBool, {}).claim().ok);
+  // Heads or head size unlike the name.
+  EXPECT_FALSE(claim_case(plain, 4, 2, 2, 16, ElemType::kBool, {8, 8}).claim().ok);
+  EXPECT_FALSE(claim_case(plain, 4, 4, 2, 24, ElemType::kBool, {8, 8}).claim().ok);
+  EXPECT_FALSE(claim_case(plain, 3, 4, 2, 16, ElemType::kBool, {8, 8}).claim().ok);
+  // Additive masks are FLOAT; rank 3 widths are heads * D.
+  const std::string add3 = "AttentionVJP_r3_q4_k2_d16_s3e800000_c0_o02_m2_0123456789abcdef";
+  EXPECT_TRUE(claim_case(add3, 3, 4, 2, 16, ElemType::kFloat, {8}, 2).claim().ok);
+  EXPECT_FALSE(claim_case(add3, 3, 4, 2, 16, ElemType::kBool, {8}, 2).claim().ok);
+  // A dynamic last dim is refused (compared literally, as the seed does).
+  auto dyn = claim_case(plain, 4, 4, 2, 16, ElemType::kBool, {8, 8});
+  dyn.graph.value_infos["K"].shape[3] = -1;
+  EXPECT_FALSE(dyn.claim().ok);
+  auto wrong_type = claim_case(plain, 4, 4, 2, 16, ElemType::kBool, {8, 8});
+  wrong_type.graph.value_infos["Y"].dtype = ElemType::kFloat16;
+  EXPECT_FALSE(wrong_type.claim().ok);
+  // Recompute: 5 inputs.
+  const std::string rec = "AttentionVJPRecompute_r4_q4_k2_d32_s3e800000_c1_o012_m0_0123456789abcdef";
+  EXPECT_TRUE(claim_case(rec, 4, 4, 2, 32, ElemType::kBool, {1}).claim().ok);
+  auto six = claim_case(rec, 4, 4, 2, 32, ElemType::kBool, {1});
+  six.node.inputs.insert(six.node.inputs.begin() + 3, "Q");
+  EXPECT_FALSE(six.claim().ok);
+  // Every refusal has a reason.
+  const auto r = claim_case("AttentionVJP_bad", 4, 4, 2, 16, ElemType::kBool, {8, 8}).claim();
+  EXPECT_FALSE(r.ok);
+  EXPECT_FALSE(r.reason.empty());
+}
+
+// ---- numerics -------------------------------------------------------------------------------
+
+// A float64 reference of the contract's semantics on (B, H, S, D) data.
+struct Problem {
+  int rank = 4, b = 2, sq = 8, sk = 8, hq = 2, hk = 2, d = 16;
+  bool causal = false;
+  int mask_kind = 0;
+  std::vector<int> mask_shape = {1};
+  std::vector<int> outputs = {0, 1, 2};
+  bool recompute = false;
+  float scale = 0.25f;
+  bool dead_rows = false;  // mask every key of some query rows
+  bool random_y = false;   // plain form: Y not the forward output
+
+  std::string name() const {
+    uint32_t bits;
+    std::memcpy(&bits, &scale, 4);
+    char hex[9];
+    std::snprintf(hex, sizeof hex, "%08x", bits);
+    std::string outs;
+    for (int o : outputs) outs += std::to_string(o);
+    return std::string(recompute ? "AttentionVJPRecompute_" : "AttentionVJP_") + "r" +
+           std::to_string(rank) + "_q" + std::to_string(hq) + "_k" + std::to_string(hk) + "_d" +
+           std::to_string(d) + "_s" + hex + "_c" + std::to_string(causal ? 1 : 0) + "_o" + outs +
+           "_m" + std::to_string(mask_kind) + "_00112233aabbccdd";
+  }
+};
+
+struct Data {
+  // (B, H, S, D) row-major, double
+  std::vector<double> q, k, v, y, dy;
+  std::vector<double> mask;  // mask values (bool as 0/1), in mask_shape
+  std::vector<double> grads[3];
+};
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Mask value for (b, h, i, j) under the broadcast rule; nullopt = key masked by the width rule.
+std::optional<double> mask_at(const Problem& p, const Data& x, int b, int h, int i, int j) {
+  std::vector<int> shape = p.mask_shape;
+  while (shape.size() < 4) shape.insert(shape.begin(), 1);
+  const int width = shape[3];
+  if (width != 1 && j >= width) return std::nullopt;
+  const int idx[4] = {shape[0] == 1 ? 0 : b, shape[1] == 1 ? 0 : h, shape[2] == 1 ? 0 : i,
+                      width == 1 ? 0 : j};
+  size_t off = 0;
+  for (int a = 0; a < 4; ++a) off = off * static_cast<size_t>(shape[a]) + static_cast<size_t>(idx[a]);
+  return x.mask[off];
+}
+
+void reference(const Problem& p, Data& x) {
+  const int g = p.hq / p.hk;
+  auto at = [&](const std::vector<double>& t, int heads, int seq, int b, int h, int i) {
+    return &t[((static_cast<size_t>(b) * heads + h) * seq + i) * p.d];
+  };
+  x.grads[0].assign(x.q.size(), 0.0);
+  x.grads[1].assign(x.k.size(), 0.0);
+  x.grads[2].assign(x.v.size(), 0.0);
+  std::vector<double> s(p.sk), pr(p.sk), dp(p.sk), yrow(p.d);
+  for (int b = 0; b < p.b; ++b)
+    for (int h = 0; h < p.hq; ++h) {
+      const int kv = h / g;
+      for (int i = 0; i < p.sq; ++i) {
+        const double* qi = at(x.q, p.hq, p.sq, b, h, i);
+        const double* dyi = at(x.dy, p.hq, p.sq, b, h, i);
+        std::vector<bool> keep(p.sk, true);
+        double mx = -kInf;
+        for (int j = 0; j < p.sk; ++j) {
+          const double* kj = at(x.k, p.hk, p.sk, b, kv, j);
+          double acc = 0;
+          for (int e = 0; e < p.d; ++e) acc += qi[e] * kj[e];
+          s[j] = p.scale * acc;
+          if (p.causal && j > i) keep[j] = false;
+          if (p.mask_kind) {
+            const auto m = mask_at(p, x, b, h, i, j);
+            if (!m) keep[j] = false;
+            else if (p.mask_kind == 1 && *m == 0.0) keep[j] = false;
+            else if (p.mask_kind == 2) s[j] += *m;
+            if (std::isinf(s[j]) && s[j] < 0) keep[j] = false;
+          }
+          if (keep[j]) mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (int j = 0; j < p.sk; ++j) sum += pr[j] = keep[j] && mx > -kInf ? std::exp(s[j] - mx) : 0.0;
+        for (int j = 0; j < p.sk; ++j) pr[j] = sum > 0 ? pr[j] / sum : 0.0;
+        if (p.recompute) {
+          std::fill(yrow.begin(), yrow.end(), 0.0);
+          for (int j = 0; j < p.sk; ++j)
+            for (int e = 0; e < p.d; ++e) yrow[e] += pr[j] * at(x.v, p.hk, p.sk, b, kv, j)[e];
+        } else {
+          const double* yi = at(x.y, p.hq, p.sq, b, h, i);
+          yrow.assign(yi, yi + p.d);
+        }
+        double delta = 0;
+        for (int e = 0; e < p.d; ++e) delta += dyi[e] * yrow[e];
+        for (int j = 0; j < p.sk; ++j) {
+          const double* vj = at(x.v, p.hk, p.sk, b, kv, j);
+          double acc = 0;
+          for (int e = 0; e < p.d; ++e) acc += dyi[e] * vj[e];
+          dp[j] = pr[j] * (acc - delta);  // dS
+        }
+        double* dqi = const_cast<double*>(at(x.grads[0], p.hq, p.sq, b, h, i));
+        for (int j = 0; j < p.sk; ++j) {
+          const double* kj = at(x.k, p.hk, p.sk, b, kv, j);
+          double* dkj = const_cast<double*>(at(x.grads[1], p.hk, p.sk, b, kv, j));
+          double* dvj = const_cast<double*>(at(x.grads[2], p.hk, p.sk, b, kv, j));
+          for (int e = 0; e < p.d; ++e) {
+            dqi[e] += p.scale * dp[j] * kj[e];
+            dkj[e] += p.scale * dp[j] * qi[e];
+            dvj[e] += pr[j] * dyi[e];
+          }
+        }
+      }
+    }
+}
+
+// (B, H, S, D) doubles -> float32 array in the contract's layout.
+mx::array to_layout(const Problem& p, const std::vector<double>& t, int heads, int seq) {
+  std::vector<float> f(t.size());
+  for (int b = 0; b < p.b; ++b)
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < seq; ++i)
+        for (int e = 0; e < p.d; ++e) {
+          const size_t src = ((static_cast<size_t>(b) * heads + h) * seq + i) * p.d + e;
+          const size_t dst = p.rank == 4 ? src
+                                         : ((static_cast<size_t>(b) * seq + i) * heads + h) * p.d + e;
+          f[dst] = static_cast<float>(t[src]);
+        }
+  const mx::Shape shape = p.rank == 4 ? mx::Shape{p.b, heads, seq, p.d} : mx::Shape{p.b, seq, heads * p.d};
+  return mx::array(f.data(), shape, mx::float32);
+}
+
+std::vector<double> from_layout(const Problem& p, const mx::array& a, int heads, int seq) {
+  mx::array c = mx::contiguous(mx::astype(a, mx::float32));
+  mx::eval(c);
+  const float* f = c.data<float>();
+  std::vector<double> t(static_cast<size_t>(p.b) * heads * seq * p.d);
+  for (int b = 0; b < p.b; ++b)
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < seq; ++i)
+        for (int e = 0; e < p.d; ++e) {
+          const size_t dst = ((static_cast<size_t>(b) * heads + h) * seq + i) * p.d + e;
+          const size_t src = p.rank == 4 ? dst
+                                         : ((static_cast<size_t>(b) * seq + i) * heads + h) * p.d + e;
+          t[dst] = f[src];
+        }
+  return t;
+}
+
+Data make_data(const Problem& p, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal;
+  std::uniform_real_distribution<double> uni(-1.0, 1.0);
+  auto fill = [&](size_t n) {
+    std::vector<double> v(n);
+    for (auto& e : v) e = static_cast<float>(normal(rng));  // exactly representable in fp32
+    return v;
+  };
+  Data x;
+  const size_t nq = static_cast<size_t>(p.b) * p.hq * p.sq * p.d;
+  const size_t nk = static_cast<size_t>(p.b) * p.hk * p.sk * p.d;
+  x.q = fill(nq);
+  x.k = fill(nk);
+  x.v = fill(nk);
+  x.dy = fill(nq);
+  size_t nm = 1;
+  for (int s : p.mask_shape) nm *= static_cast<size_t>(s);
+  x.mask.resize(nm);
+  std::vector<int> shape = p.mask_shape;
+  const int rows = shape.size() >= 2 ? shape[shape.size() - 2] : 1;
+  const int width = shape.back();
+  for (size_t i = 0; i < nm; ++i) {
+    const int row = width ? static_cast<int>(i / static_cast<size_t>(width)) % rows : 0;
+    const bool dead = p.dead_rows && rows > 1 && row % 3 == 1;
+    if (p.mask_kind == 2)
+      x.mask[i] = dead || uni(rng) > 0.7 ? -kInf : static_cast<float>(uni(rng));
+    else
+      x.mask[i] = !dead && uni(rng) < 0.7 ? 1.0 : 0.0;
+  }
+  if (!p.recompute) {
+    if (p.random_y) {
+      x.y = fill(nq);
+    } else {  // the forward output, via the reference with Recompute semantics
+      Problem fwd = p;
+      fwd.recompute = true;
+      Data tmp = x;
+      // Y = P V: dY = e_c picks column c... simpler: compute Y directly.
+      const int g = p.hq / p.hk;
+      x.y.assign(nq, 0.0);
+      for (int b = 0; b < p.b; ++b)
+        for (int h = 0; h < p.hq; ++h)
+          for (int i = 0; i < p.sq; ++i) {
+            std::vector<double> s(p.sk);
+            std::vector<bool> keep(p.sk, true);
+            double mx = -kInf;
+            for (int j = 0; j < p.sk; ++j) {
+              double acc = 0;
+              for (int e = 0; e < p.d; ++e)
+                acc += x.q[((static_cast<size_t>(b) * p.hq + h) * p.sq + i) * p.d + e] *
+                       x.k[((static_cast<size_t>(b) * p.hk + h / g) * p.sk + j) * p.d + e];
+              s[j] = p.scale * acc;
+              if (p.causal && j > i) keep[j] = false;
+              if (p.mask_kind) {
+                const auto m = mask_at(p, x, b, h, i, j);
+                if (!m || (p.mask_kind == 1 && *m == 0.0)) keep[j] = false;
+                else if (p.mask_kind == 2) s[j] += *m;
+                if (std::isinf(s[j]) && s[j] < 0) keep[j] = false;
+              }
+              if (keep[j]) mx = std::max(mx, s[j]);
+            }
+            double sum = 0;
+            for (int j = 0; j < p.sk; ++j) sum += s[j] = keep[j] && mx > -kInf ? std::exp(s[j] - mx) : 0;
+            for (int j = 0; j < p.sk; ++j)
+              for (int e = 0; e < p.d; ++e)
+                x.y[((static_cast<size_t>(b) * p.hq + h) * p.sq + i) * p.d + e] +=
+                    (sum > 0 ? s[j] / sum : 0) *
+                    x.v[((static_cast<size_t>(b) * p.hk + h / g) * p.sk + j) * p.d + e];
+          }
+      for (auto& e : x.y) e = static_cast<float>(e);
+      (void)fwd;
+      (void)tmp;
+    }
+  }
+  reference(p, x);
+  return x;
+}
+
+mx::array mask_array(const Problem& p, const Data& x) {
+  mx::Shape shape(p.mask_shape.begin(), p.mask_shape.end());
+  if (p.mask_kind == 2) {
+    std::vector<float> f(x.mask.begin(), x.mask.end());
+    return mx::array(f.data(), shape, mx::float32);
+  }
+  std::unique_ptr<bool[]> bits(new bool[x.mask.size() + 1]);
+  for (size_t i = 0; i < x.mask.size(); ++i) bits[i] = x.mask[i] != 0.0;
+  return mx::array(bits.get(), shape, mx::bool_);
+}
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double mag = 1e-3;
+  for (double w : want) mag = std::max(mag, std::abs(w));
+  size_t bad = 0;
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::abs(got[i] - want[i]);
+    ASSERT_TRUE(std::isfinite(got[i])) << what << " non-finite at " << i;
+    if (err > 1e-4 * std::abs(want[i]) + 2e-5 * mag) ++bad;
+    worst = std::max(worst, err);
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " off, worst " << worst
+                     << " (magnitude " << mag << ")";
+}
+
+// Runs the contract through the registered translator with a given dense limit; returns the
+// gradients (reference layout) and the path label.
+struct Outcome {
+  std::vector<double> grads[3];
+  std::string label;
+};
+
+Outcome run_translator(const Problem& p, const Data& x, std::optional<uint64_t> limit) {
+  Plan plan;
+  plan.name = "fused";
+  plan.options.attention_vjp_dense_limit_bytes = limit;
+  TranslationContext ctx(plan);
+  NodeDesc node;
+  node.name = "attention_vjp";
+  node.op_type = p.name();
+  node.domain = "pkg.onnax";
+  node.since_version = 1;
+  ctx.bind("Q", to_layout(p, x.q, p.hq, p.sq));
+  ctx.bind("K", to_layout(p, x.k, p.hk, p.sk));
+  ctx.bind("V", to_layout(p, x.v, p.hk, p.sk));
+  if (!p.recompute) ctx.bind("Y", to_layout(p, x.y, p.hq, p.sq));
+  ctx.bind("dY", to_layout(p, x.dy, p.hq, p.sq));
+  ctx.bind("Mask", mask_array(p, x));
+  node.inputs = p.recompute ? std::vector<std::string>{"Q", "K", "V", "dY", "Mask"}
+                            : std::vector<std::string>{"Q", "K", "V", "Y", "dY", "Mask"};
+  for (int o : p.outputs) node.outputs.push_back("d" + std::string(1, "QKV"[o]));
+  const OpEntry* entry = OpRegistry::global().find("pkg.onnax", node.op_type, 1);
+  if (!entry) throw std::runtime_error("no registry entry for " + node.op_type);
+  entry->translate(ctx, node);
+  Outcome out;
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    const int o = p.outputs[i];
+    out.grads[o] = from_layout(p, ctx.resolve(node.outputs[i]), o == 0 ? p.hq : p.hk, o == 0 ? p.sq : p.sk);
+  }
+  if (!ctx.path_marks().empty()) out.label = ctx.path_marks().back().label;
+  return out;
+}
+
+enum class Path { kDense, kTiled, kNative, kDenseMlx };
+
+void check(const Problem& p, Path path, unsigned seed = 1) {
+  const Data x = make_data(p, seed);
+  SCOPED_TRACE(p.name() + " b" + std::to_string(p.b) + " sq" + std::to_string(p.sq) + " sk" +
+               std::to_string(p.sk) + " path " + std::to_string(static_cast<int>(path)));
+  if (path == Path::kDenseMlx) {
+    auto bhsd = [&](const std::vector<double>& t, int heads, int seq) {
+      Problem q = p;
+      q.rank = 4;
+      return to_layout(q, t, heads, seq);
+    };
+    Bhsd t{bhsd(x.q, p.hq, p.sq), bhsd(x.k, p.hk, p.sk), bhsd(x.v, p.hk, p.sk), std::nullopt,
+           bhsd(x.dy, p.hq, p.sq), mask_array(p, x)};
+    if (!p.recompute) t.y = bhsd(x.y, p.hq, p.sq);
+    Config c = *Config::parse(p.name());
+    const auto grads = dense_mlx(c, t, {});
+    Problem q = p;
+    q.rank = 4;
+    for (int o : p.outputs)
+      expect_close(from_layout(q, grads[o], o == 0 ? p.hq : p.hk, o == 0 ? p.sq : p.sk),
+                   x.grads[o], std::string("d") + "QKV"[o]);
+    return;
+  }
+  std::optional<uint64_t> limit;
+  const char* want_label = kDenseLabel;
+  if (path == Path::kDense) limit = uint64_t{1} << 40;
+  if (path == Path::kTiled) {
+    limit = 0;
+    want_label = kTiledLabel;
+  }
+  if (path == Path::kNative) want_label = kNativeLabel;
+  const Outcome out = run_translator(p, x, limit);
+  const bool empty = p.b == 0 || p.sq == 0 || p.sk == 0;
+  if (!empty) {
+    EXPECT_EQ(out.label, want_label);
+  }
+  for (int o : p.outputs) expect_close(out.grads[o], x.grads[o], std::string("d") + "QKV"[o]);
+}
+
+Problem P(int rank, int b, int sq, int sk, int hq, int hk, int d) {
+  Problem p;
+  p.rank = rank, p.b = b, p.sq = sq, p.sk = sk, p.hq = hq, p.hk = hk, p.d = d;
+  p.scale = 1.f / std::sqrt(static_cast<float>(d));
+  return p;
+}
+
+// Variants shared by every path.
+std::vector<Problem> variants(bool recompute) {
+  std::vector<Problem> v;
+  auto add = [&](Problem p) {
+    p.recompute = recompute;
+    if (recompute && p.d < 32) p.d = 32;
+    v.push_back(p);
+  };
+  add(P(4, 2, 16, 16, 4, 4, 16));
+  add(P(3, 2, 16, 16, 4, 4, 16));
+  {
+    Problem p = P(4, 2, 12, 20, 4, 2, 32);  // GQA, causal, Sq < Sk, full mask, dead rows
+    p.causal = true, p.mask_kind = 1, p.mask_shape = {2, 1, 12, 20}, p.dead_rows = true;
+    add(p);
+  }
+  {
+    Problem p = P(3, 1, 20, 12, 4, 1, 8);  // MQA, causal, Sq > Sk, additive rank-2 mask
+    p.causal = true, p.mask_kind = 2, p.mask_shape = {20, 12}, p.dead_rows = true;
+    add(p);
+  }
+  {
+    Problem p = P(4, 2, 16, 24, 4, 2, 24);  // wide mask, only dK
+    p.mask_kind = 1, p.mask_shape = {1, 1, 1, 30}, p.outputs = {1};
+    add(p);
+  }
+  {
+    Problem p = P(3, 2, 9, 33, 4, 2, 40);  // narrow additive mask (4, 1, 7), dQ dK
+    p.mask_kind = 2, p.mask_shape = {4, 1, 7}, p.outputs = {0, 1};
+    add(p);
+  }
+  {
+    Problem p = P(4, 3, 17, 17, 6, 3, 16);  // causal, dK dV
+    p.causal = true, p.outputs = {1, 2};
+    add(p);
+  }
+  {
+    Problem p = P(3, 1, 32, 32, 8, 2, 8);  // mask broadcast over keys (width 1)
+    p.causal = true, p.mask_kind = 1, p.mask_shape = {1, 32, 1}, p.outputs = {0, 2};
+    add(p);
+  }
+  {
+    Problem p = P(4, 2, 8, 40, 2, 1, 16);  // rank-2 mask with width 1, dQ dV
+    p.mask_kind = 1, p.mask_shape = {8, 1}, p.outputs = {0, 2};
+    add(p);
+  }
+  {
+    Problem p = P(4, 1, 48, 64, 2, 2, 64);  // additive rank-3 mask, causal
+    p.causal = true, p.mask_kind = 2, p.mask_shape = {1, 48, 64};
+    add(p);
+  }
+  {
+    Problem p = P(4, 2, 16, 16, 4, 2, 16);  // rank-1 mask (keys), only dV
+    p.mask_kind = 1, p.mask_shape = {16}, p.outputs = {2};
+    add(p);
+  }
+  if (!recompute) {
+    Problem p = P(3, 2, 16, 16, 4, 2, 16);  // Y taken as given
+    p.mask_kind = 1, p.mask_shape = {16, 16}, p.random_y = true;
+    add(p);
+  }
+  return v;
+}
+
+TEST(AttentionVjpNumerics, DenseCpuKernel) {
+  for (const auto& p : variants(false)) check(p, Path::kDense);
+}
+TEST(AttentionVjpNumerics, TiledCpuKernel) {
+  for (const auto& p : variants(false)) check(p, Path::kTiled);
+}
+TEST(AttentionVjpNumerics, DenseMlxOps) {
+  for (const auto& p : variants(false)) check(p, Path::kDenseMlx);
+  for (const auto& p : variants(true)) check(p, Path::kDenseMlx);
+}
+TEST(AttentionVjpNumerics, RecomputeNativeSdpa) {
+  for (const auto& p : variants(true)) check(p, Path::kNative);
+}
+TEST(AttentionVjpNumerics, RecomputeDenseAndTiled) {
+  for (const auto& p : variants(true)) {
+    check(p, Path::kDense);
+    check(p, Path::kTiled);
+  }
+}
+
+TEST(AttentionVjpNumerics, TiledKernelSpansManyTilesAndParts) {
+  // Several query tiles, a kv head shared by all query heads (work split into parts with private
+  // dK/dV partials), causal with a key-length not a multiple of 16.
+  Problem p = P(4, 1, 300, 277, 4, 1, 32);
+  p.causal = true;
+  check(p, Path::kTiled);
+  p = P(3, 2, 150, 160, 2, 2, 64);
+  p.mask_kind = 2, p.mask_shape = {2, 1, 150, 160}, p.dead_rows = true;
+  check(p, Path::kTiled);
+  check(p, Path::kDense);
+}
+
+TEST(AttentionVjpNumerics, RepeatedRunsAgree) {
+  Problem p = P(4, 2, 16, 16, 4, 4, 16);
+  for (int i = 0; i < 4; ++i) check(p, Path::kTiled, 7);
+}
+
+TEST(AttentionVjpNumerics, EmptyDimsGiveZeros) {
+  for (Path path : {Path::kDense, Path::kTiled}) {
+    for (auto dims : {std::array<int, 3>{0, 8, 8}, {2, 0, 8}, {2, 8, 0}}) {
+      Problem p = P(3, dims[0], dims[1], dims[2], 4, 2, 16);
+      p.causal = true, p.mask_kind = 1, p.mask_shape = {8, 1};
+      check(p, path);
+      p.rank = 4;
+      check(p, path);
+    }
+  }
+  Problem p = P(4, 2, 8, 0, 4, 2, 32);
+  p.recompute = true;
+  check(p, Path::kNative);
+}
+
+TEST(AttentionVjpNumerics, LiveShapeErrorsAreClear) {
+  Problem p = P(4, 2, 8, 8, 2, 2, 16);
+  Data x = make_data(p, 3);
+  Plan plan;
+  plan.options.attention_vjp_dense_limit_bytes = 0;
+  NodeDesc node;
+  node.op_type = p.name();
+  node.inputs = {"Q", "K", "V", "Y", "dY", "Mask"};
+  node.outputs = {"dQ", "dK", "dV"};
+  const OpEntry* entry = OpRegistry::global().find("pkg.onnax", node.op_type, 1);
+  ASSERT_NE(entry, nullptr);
+  auto attempt = [&](const std::string& which, mx::array bad) {
+    TranslationContext ctx(plan);
+    ctx.bind("Q", to_layout(p, x.q, 2, 8));
+    ctx.bind("K", to_layout(p, x.k, 2, 8));
+    ctx.bind("V", to_layout(p, x.v, 2, 8));
+    ctx.bind("Y", to_layout(p, x.y, 2, 8));
+    ctx.bind("dY", to_layout(p, x.dy, 2, 8));
+    ctx.bind("Mask", mx::ones({1}, mx::bool_));
+    ctx.bind(which, bad);
+    try {
+      entry->translate(ctx, node);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(attempt("Y", mx::zeros({2, 2, 9, 16})).find("incompatible live"), std::string::npos);
+  EXPECT_NE(attempt("V", mx::zeros({2, 2, 7, 16})).find("incompatible live"), std::string::npos);
+  EXPECT_NE(attempt("K", mx::zeros({3, 2, 8, 16})).find("incompatible live"), std::string::npos);
+  EXPECT_NE(attempt("Q", mx::zeros({2, 3, 8, 16})).find("expected"), std::string::npos);
+  EXPECT_NE(attempt("Mask", mx::zeros({5, 8}, mx::bool_)).find("mask broadcast"), std::string::npos);
+  EXPECT_NE(attempt("Mask", mx::zeros({1, 1, 1, 1, 8}, mx::bool_)).find("mask rank"), std::string::npos);
+  EXPECT_EQ(attempt("Mask", mx::zeros({8, 5}, mx::bool_)), "");  // last axis: any width
+}
+
+}  // namespace
+}  // namespace ortmlx::attention_vjp
