@@ -12,6 +12,7 @@ def main(argv=None) -> int:
     sub.add_parser("info", help="library path, version, EP devices")
     demo = sub.add_parser("demo", help="run the embedded demo model on MLX and on ORT CPU")
     demo.add_argument("--seed", type=int, default=0)
+    sub.add_parser("options", help="provider options and environment variables of the EP")
     args = parser.parse_args(argv)
     if args.cmd == "info":
         import ortmlx
@@ -19,6 +20,11 @@ def main(argv=None) -> int:
         print("ep:", ortmlx.ep_name(), "version:", ortmlx.version())
         print("library:", ortmlx.library_path())
         print("devices:", [(d.ep_name, d.ep_vendor) for d in ortmlx.ep_devices()])
+        return 0
+    if args.cmd == "options":
+        from ortmlx import options
+
+        print(options.format_table())
         return 0
     if args.cmd == "demo":
         from ortmlx import demo as demo_mod

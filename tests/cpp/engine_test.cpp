@@ -168,5 +168,339 @@ TEST(Engine, RawPointerInputsHitTheCache) {
   });
 }
 
+
+// MLX's compile cache is keyed by function id. When the LRU drops an entry, MLX's entry for that
+// id must go too: otherwise memory grows, and a later function compiled under a reused id would
+// get the dead function's tape back (MLX issue #4096). Checked through MLX's own cache: after
+// the CompiledFn is gone, a different function compiled under the same id must trace afresh.
+TEST(Engine, DroppingACompiledFunctionErasesMlxCacheEntry) {
+  on_mlx([] {
+    auto x = random_input(3);
+    std::uintptr_t id = 0;
+    {
+      auto fn = std::make_unique<CompiledFn>(
+          [](const std::vector<mx::array>& in, CompiledFn&) {
+            return std::vector<mx::array>{mx::multiply(in[0], mx::array(2.0f))};
+          });
+      id = fn->id();
+      mx::eval((*fn)({x}));
+      mx::eval((*fn)({x}));
+      EXPECT_EQ(fn->traces(), 1u);
+    }
+    int traced = 0;
+    auto other = mx::detail::compile(
+        [&](const std::vector<mx::array>& in) {
+          ++traced;
+          return std::vector<mx::array>{mx::multiply(in[0], mx::array(3.0f))};
+        },
+        id, false);
+    auto y = other({x});
+    mx::eval(y);
+    EXPECT_EQ(traced, 1) << "stale MLX cache entry survived the CompiledFn";
+    auto want = mx::multiply(x, mx::array(3.0f));
+    EXPECT_TRUE(mx::allclose(y[0], want).item<bool>());
+    mx::detail::compile_erase(mx::detail::compile_cache(), id);
+  });
+}
+
+TEST(Engine, EvictedShapeRecompilesCorrectly) {
+  on_mlx([] {
+    auto plan = chain_plan();
+    Executor ex(plan, {true, 1});
+    Executor eager(plan, {false, 1});
+    for (int round = 0; round < 3; ++round) {
+      for (int rows : {2, 3}) {
+        auto x = random_input(rows, 8, static_cast<uint64_t>(10 * round + rows));
+        RunResult r = ex.run({x});
+        EXPECT_EQ(r.stats.cache, CacheOutcome::kMiss);  // capacity 1, alternating shapes
+        EXPECT_TRUE(mx::allclose(r.outputs[0], eager.run({x}).outputs[0], 1e-5, 1e-6).item<bool>());
+      }
+    }
+    EXPECT_EQ(ex.cache().size(), 1u);
+    EXPECT_EQ(ex.cache().evictions(), 5u);
+  });
+}
+
+TEST(Engine, EmptyAndScalarShapes) {
+  on_mlx([] {
+    GraphBuilder b;
+    b.input("x", f32({-1}));
+    b.input("s", f32({}));
+    b.node("Mul", {"x", "s"}, {"a"});
+    b.node("Exp", {"a"}, {"y"});
+    auto plan = build_plan(b.g, "scalar", {"x", "s"}, {"y"});
+    Executor ex(plan, {true, 4});
+    auto s = mx::array(0.5f);
+    RunResult r0 = ex.run({mx::zeros({0}, mx::float32), s});
+    EXPECT_TRUE(r0.stats.compiled);
+    EXPECT_EQ(r0.outputs[0].size(), 0u);
+    auto x = mx::array({1.0f, -2.0f, 3.0f});
+    RunResult r1 = ex.run({x, s});
+    EXPECT_TRUE(r1.stats.compiled);
+    EXPECT_TRUE(mx::allclose(r1.outputs[0], mx::exp(mx::multiply(x, s))).item<bool>());
+  });
+}
+
+// Test ops: "NeedsData" reads its input's values (cannot be traced for compile); "Marked" records
+// a fast path; "EvalInside" evaluates an array while translating (forbidden under compile).
+OpEntry test_entry(const std::string& op, TranslateFn translate) {
+  OpEntry e;
+  e.domain = "test";
+  e.op_type = op;
+  e.claim = [](const ClaimContext&) { return ClaimResult::yes(); };
+  e.translate = std::move(translate);
+  return e;
+}
+
+OpRegistry test_registry() {
+  OpRegistry reg;
+  for (const auto& e : OpRegistry::global().entries()) reg.add(e);
+  OpEntry needs_data = test_entry("NeedsData", [](TranslationContext& ctx, const NodeDesc& n) {
+    if (ctx.compiling()) throw NotCompilable("needs the input's values on the host");
+    mx::array x = ctx.input(n, 0);
+    mx::eval(x);
+    ctx.bind_output(n, 0, mx::add(x, mx::array(x.data<float>()[0])));
+  });
+  needs_data.shape_keyed = true;
+  needs_data.shape_key_reason = "custom kernel";
+  reg.add(needs_data);
+  reg.add(test_entry("Marked", [](TranslationContext& ctx, const NodeDesc& n) {
+    ctx.mark_fast(n, "test_fast_kernel");
+    ctx.mark_composed(n, "test composed reason");
+    ctx.bind_output(n, 0, mx::negative(ctx.input(n, 0)));
+  }));
+  reg.add(test_entry("EvalInside", [](TranslationContext& ctx, const NodeDesc& n) {
+    mx::array y = mx::abs(ctx.input(n, 0));
+    mx::eval(y);  // throws while tracing for compile
+    ctx.bind_output(n, 0, y);
+  }));
+  return reg;
+}
+
+std::shared_ptr<Plan> test_op_plan(const OpRegistry& reg, const std::string& op) {
+  GraphBuilder b;
+  b.input("x", f32({-1, 8}));
+  b.node("Exp", {"x"}, {"a"});
+  b.node(op, {"a"}, {"b"}, "test");
+  b.node("Tanh", {"b"}, {"y"});
+  return build_plan(b.g, op, {"x"}, {"y"}, reg);
+}
+
+TEST(Engine, NotCompilableOpFallsBackToEagerOnce) {
+  on_mlx([] {
+    OpRegistry reg = test_registry();
+    auto plan = test_op_plan(reg, "NeedsData");
+    EXPECT_TRUE(plan->shape_keyed);
+    Executor ex(plan, {true, 4});
+    auto x = random_input(4);
+    RunResult r = ex.run({x});
+    EXPECT_FALSE(r.stats.compiled);
+    EXPECT_TRUE(r.stats.fallback);
+    EXPECT_NE(r.stats.fallback_reason.find("needs the input's values"), std::string::npos)
+        << r.stats.fallback_reason;
+    EXPECT_NE(r.stats.fallback_reason.find("NeedsData"), std::string::npos);
+    EXPECT_FALSE(ex.compile_enabled());
+    EXPECT_EQ(ex.cache().size(), 0u);
+    // Later runs go straight to eager (no second fallback), with correct results.
+    RunResult r2 = ex.run({x});
+    EXPECT_FALSE(r2.stats.fallback);
+    EXPECT_FALSE(r2.stats.compiled);
+    mx::array e = mx::exp(x);
+    mx::eval(e);
+    auto want = mx::tanh(mx::add(e, mx::array(e.data<float>()[0])));
+    EXPECT_TRUE(mx::allclose(r2.outputs[0], want).item<bool>());
+  });
+}
+
+TEST(Engine, EvalDuringTraceFallsBackToEager) {
+  on_mlx([] {
+    OpRegistry reg = test_registry();
+    Executor ex(test_op_plan(reg, "EvalInside"), {true, 4});
+    auto x = random_input(2);
+    RunResult r = ex.run({x});
+    EXPECT_TRUE(r.stats.fallback);
+    EXPECT_FALSE(ex.compile_enabled());
+    EXPECT_TRUE(mx::allclose(r.outputs[0], mx::tanh(mx::abs(mx::exp(x)))).item<bool>());
+  });
+}
+
+TEST(Engine, BadInputIsAnErrorNotACompileFailure) {
+  on_mlx([] {
+    GraphBuilder b;
+    b.input("a", f32({-1}));
+    b.input("c", f32({-1}));
+    b.node("Add", {"a", "c"}, {"y"});
+    auto plan = build_plan(b.g, "add", {"a", "c"}, {"y"});
+    Executor ex(plan, {true, 4});
+    try {
+      ex.run({mx::ones({3}), mx::ones({4})});
+      FAIL() << "expected a broadcast error";
+    } catch (const NodeError& e) {
+      EXPECT_NE(std::string(e.what()).find("Add"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(ex.compile_enabled());
+    RunResult ok = ex.run({mx::ones({3}), mx::ones({3})});
+    EXPECT_TRUE(ok.stats.compiled);
+    EXPECT_EQ(ok.stats.cache, CacheOutcome::kMiss);
+  });
+}
+
+TEST(Engine, PathMarksAreReplayedOnCacheHits) {
+  on_mlx([] {
+    OpRegistry reg = test_registry();
+    Executor ex(test_op_plan(reg, "Marked"), {true, 4});
+    auto x = random_input(2);
+    for (int i = 0; i < 3; ++i) {
+      RunResult r = ex.run({x});
+      EXPECT_TRUE(r.stats.compiled);
+      EXPECT_EQ(r.stats.cache, i == 0 ? CacheOutcome::kMiss : CacheOutcome::kHit);
+      ASSERT_EQ(r.marks.size(), 2u);
+      EXPECT_TRUE(r.marks[0].fast);
+      EXPECT_EQ(r.marks[0].label, "test_fast_kernel");
+      EXPECT_FALSE(r.marks[1].fast);
+      EXPECT_EQ(r.marks[1].label, "test composed reason");
+      EXPECT_EQ(r.marks[0].node, "Marked1");
+    }
+  });
+}
+
+TEST(Engine, TraceRecordsPhaseAndNodeSpans) {
+  const std::string path = ::testing::TempDir() + "/ortmlx_engine_trace.json";
+  auto sink = TraceSink::open(path);
+  on_mlx([&] {
+    Executor ex(chain_plan(), {true, 4});
+    auto x = random_input(2);
+    ex.run({x}, sink.get());
+    ex.run({x}, sink.get());
+    Executor eager(chain_plan(), {false, 4});
+    eager.run({x}, sink.get());
+  });
+  sink->write();
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string text = ss.str();
+  EXPECT_EQ(text.rfind("{\"traceEvents\":[", 0), 0u);
+  for (const char* needle :
+       {"\"name\":\"mlx.compile\"", "\"name\":\"mlx.translate\"", "\"name\":\"mlx.eval\"",
+        "\"cat\":\"op\"", "\"inputs\":\"float32[2,8], float32[8]\"", "\"cache\":\"HIT\"",
+        "\"cache\":\"MISS\""})
+    EXPECT_NE(text.find(needle), std::string::npos) << needle;
+}
+
+TEST(MlxThread, RunsJobsFromManyThreadsAndPropagatesErrors) {
+  MlxThread& t = MlxThread::get();
+  EXPECT_FALSE(t.on_thread());
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      for (int k = 0; k < 20; ++k) {
+        int v = t.run([&] {
+          if (!t.on_thread()) wrong++;
+          // re-entry runs inline
+          return t.run([&] { return i * 100 + k; });
+        });
+        if (v != i * 100 + k) wrong++;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_THROW(t.run([]() -> int { throw std::runtime_error("boom"); }), std::runtime_error);
+  EXPECT_EQ(t.run([] { return 7; }), 7);
+}
+
+TEST(Options, DefaultsAndSessionValues) {
+  EpOptions d = EpOptions::resolve_entries({});
+  EXPECT_TRUE(d.compile_enabled());
+  EXPECT_EQ(d.compile_cache_size, 16u);
+  EpOptions o = EpOptions::resolve_entries({{"ep.mlxexecutionprovider.no_compile", "1"},
+                                            {"ep.mlxexecutionprovider.compile_cache_size", "2"},
+                                            {"ep.mlxexecutionprovider.verbose", "true"},
+                                            {"ep.mlxexecutionprovider.trace", "/tmp/x.json"},
+                                            {"session.disable_cpu_ep_fallback", "1"}});
+  EXPECT_TRUE(o.no_compile);
+  EXPECT_FALSE(o.compile_enabled());
+  EXPECT_EQ(o.compile_cache_size, 2u);
+  EXPECT_TRUE(o.verbose);
+  EXPECT_EQ(o.trace_path, "/tmp/x.json");
+}
+
+TEST(Options, InvalidValuesAndUnknownKeysAreErrors) {
+  auto err = [](std::vector<std::pair<std::string, std::string>> e) {
+    try {
+      EpOptions::resolve_entries(e);
+    } catch (const std::invalid_argument& ex) {
+      return std::string(ex.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(err({{"ep.mlxexecutionprovider.compile_cache_size", "0"}}).find("compile_cache_size"),
+            std::string::npos);
+  EXPECT_NE(err({{"ep.mlxexecutionprovider.compile_cache_size", "abc"}}).find("integer"),
+            std::string::npos);
+  EXPECT_NE(err({{"ep.mlxexecutionprovider.no_compile", "maybe"}}).find("no_compile"),
+            std::string::npos);
+  EXPECT_NE(err({{"ep.mlxexecutionprovider.attention_vjp_dense_limit_bytes", "-5"}}).find("integer"),
+            std::string::npos);
+  const std::string unknown = err({{"ep.mlxexecutionprovider.compile_cache", "4"}});
+  EXPECT_NE(unknown.find("unknown provider option"), std::string::npos);
+  EXPECT_NE(unknown.find(option_keys_text()), std::string::npos);
+}
+
+TEST(Options, EnvironmentFollowsTheReferenceAndTheOptionWins) {
+  ::setenv("ONNXRUNTIME_EP_MLX_NO_COMPILE", "yes-please", 1);
+  ::setenv("ONNXRUNTIME_EP_MLX_VERBOSE", "true", 1);  // reference: must be exactly 1
+  EpOptions env = EpOptions::resolve_entries({});
+  EXPECT_TRUE(env.no_compile);
+  EXPECT_FALSE(env.verbose);
+  EpOptions opt = EpOptions::resolve_entries({{"ep.mlxexecutionprovider.no_compile", "0"}});
+  EXPECT_FALSE(opt.no_compile);
+  ::unsetenv("ONNXRUNTIME_EP_MLX_NO_COMPILE");
+  ::unsetenv("ONNXRUNTIME_EP_MLX_VERBOSE");
+}
+
+TEST(Report, SummaryNumbersAddUp) {
+  SessionReport rep;
+  ClaimSummary c;
+  c.total_nodes = 4;
+  c.claimed_nodes = 3;
+  c.clusters = 1;
+  c.refused["Sin"] = Refusal{1, "no MLX implementation of Sin", {"sin1"}};
+  rep.record_claim("main", c);
+  rep.record_fused("f", {"a", "b", "c"}, {"Exp", "Tanh", "Abs"});
+  RunRecord miss;
+  miss.compiled = true;
+  miss.cache = "MISS";
+  miss.compile_s = 0.002;
+  miss.eval_s = 0.001;
+  miss.total_s = 0.004;
+  RunRecord hit = miss;
+  hit.cache = "HIT";
+  hit.compile_s = 0;
+  hit.translate_s = 0.0001;
+  RunRecord eager;
+  eager.cache = "";
+  eager.translate_s = 0.0002;
+  eager.total_s = 0.001;
+  RunRecord failed;
+  failed.ok = false;
+  rep.record_run("f", miss);
+  rep.record_run("f", hit);
+  rep.record_run("f", eager);
+  rep.record_run("f", failed);
+  EXPECT_EQ(rep.counter("compute.runs"), 4);
+  EXPECT_EQ(rep.counter("compute.compiled") + rep.counter("compute.eager") +
+                rep.counter("compute.error"),
+            4);
+  const std::string text = rep.summary_text();
+  EXPECT_NE(text.find("3/4 nodes claimed (75.0%)"), std::string::npos) << text;
+  EXPECT_NE(text.find("3/4 nodes ran on the EP (75.0%)"), std::string::npos) << text;
+  EXPECT_NE(text.find("4 run(s): compiled=2 eager=1 failed=1"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 HIT / 1 MISS / 0 RETRACE"), std::string::npos) << text;
+  EXPECT_NE(text.find("- Sin x1: no MLX implementation of Sin"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace ortmlx

@@ -5,7 +5,10 @@
 #include <fstream>
 #include <iomanip>
 #include <sstream>
+#include <tuple>
 #include <stdexcept>
+
+#include <unistd.h>
 
 namespace ortmlx {
 
@@ -33,8 +36,23 @@ std::string json_escape(const std::string& s) {
 
 void SessionReport::record_claim(const std::string& graph_key, ClaimSummary summary) {
   std::lock_guard<std::mutex> lock(mu_);
-  claims_[graph_key] = std::move(summary);
   counters_["getcapability.calls"] += 1;
+  auto it = claims_.find(graph_key);
+  if (it != claims_.end()) {
+    // ORT asks again for the same graph after changing it (e.g. it inlined a refused function
+    // call node). Keep the earlier pass when its answer differs, so that its refusals stay
+    // visible (JSON report); the session summary counts only the latest pass of each graph.
+    const ClaimSummary& old = it->second;
+    bool same = old.total_nodes == summary.total_nodes && old.claimed == summary.claimed &&
+                old.refused.size() == summary.refused.size();
+    if (same)
+      for (const auto& [op, r] : old.refused) {
+        auto jt = summary.refused.find(op);
+        same = same && jt != summary.refused.end() && jt->second.count == r.count;
+      }
+    if (!same) earlier_[graph_key + " (earlier pass " + std::to_string(earlier_.size() + 1) + ")"] = old;
+  }
+  claims_[graph_key] = std::move(summary);
 }
 
 void SessionReport::record_fused(const std::string& fused_name, std::vector<std::string> nodes,
@@ -238,8 +256,14 @@ std::string SessionReport::to_json() const {
   };
   os << "{\"ep\":\"MLXExecutionProvider\",\"claims\":{";
   bool first = true;
-  for (const auto& [graph, c] : claims_) {
-    os << (first ? "" : ",") << "\"" << json_escape(graph) << "\":{\"total_nodes\":"
+  std::vector<std::tuple<const std::string*, const ClaimSummary*, bool>> passes;
+  for (const auto& [graph, c] : claims_) passes.emplace_back(&graph, &c, false);
+  for (const auto& [graph, c] : earlier_) passes.emplace_back(&graph, &c, true);
+  for (const auto& [graph_ptr, c_ptr, superseded] : passes) {
+    const std::string& graph = *graph_ptr;
+    const ClaimSummary& c = *c_ptr;
+    os << (first ? "" : ",") << "\"" << json_escape(graph) << "\":{\"superseded\":"
+       << (superseded ? "true" : "false") << ",\"total_nodes\":"
        << c.total_nodes << ",\"claimed_nodes\":" << c.claimed_nodes
        << ",\"clusters\":" << c.clusters << ",\"claimed\":";
     str_list(c.claimed);
@@ -291,15 +315,21 @@ std::string SessionReport::to_json() const {
 }
 
 void SessionReport::write_json(const std::string& path) const {
+  // Compute may run on several threads at once; each writer uses its own temp file and the
+  // renames are serialised, so readers always see one complete report.
+  std::lock_guard<std::mutex> write_lock(write_mu_);
   const std::string text = to_json();
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream f(tmp, std::ios::trunc);
     if (!f) throw std::runtime_error("cannot write report to " + path);
     f << text;
+    if (!f) throw std::runtime_error("cannot write report to " + path);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
     throw std::runtime_error("cannot write report to " + path);
+  }
 }
 
 }  // namespace ortmlx

@@ -66,7 +66,9 @@ class SessionReport {
 
  private:
   mutable std::mutex mu_;
-  std::map<std::string, ClaimSummary> claims_;
+  mutable std::mutex write_mu_;  // serialises write_json
+  std::map<std::string, ClaimSummary> claims_;   // latest GetCapability pass per graph
+  std::map<std::string, ClaimSummary> earlier_;  // superseded passes that answered differently
   struct Fused {
     std::vector<std::string> nodes;
     std::vector<std::string> op_types;

@@ -91,7 +91,14 @@ MlxEp::~MlxEp() {
 }
 
 void MlxEp::flush_report() const {
-  if (!options_.report_path.empty()) report_->write_json(options_.report_path);
+  if (options_.report_path.empty()) return;
+  // Diagnostics never fail inference: a report that cannot be written is logged once.
+  try {
+    report_->write_json(options_.report_path);
+  } catch (const std::exception& e) {
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true)) std::cerr << "[ortmlx] warning: " << e.what() << std::endl;
+  }
 }
 
 const char* MlxEp::GetNameImpl(const OrtEp*) noexcept { return kEpName; }

@@ -1,0 +1,68 @@
+"""The EP's knobs: provider options (session config keys `ep.mlxexecutionprovider.<key>`) and the
+environment variables they override.
+
+The source of truth is the C++ table in src/ortmlx/engine/options.cpp (`option_specs()`); this list
+mirrors it for `python -m ortmlx options` and the README. tests/engine/test_options.py keeps the two
+in step: the EP rejects an unknown key with a message listing every key it knows, and the test
+compares that list with this one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PREFIX = "ep.mlxexecutionprovider."
+
+
+@dataclass(frozen=True)
+class Option:
+    key: str      # provider option key (after PREFIX)
+    env: str      # environment variable (same names as the reference MLX EP)
+    kind: str     # "flag", "path" or "integer"
+    meaning: str
+    example: str  # a valid value (tests create a session with it)
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("claim_debug", "ONNXRUNTIME_EP_MLX_CLAIM_DEBUG", "flag",
+           "print, per refused op type, count, first reason and up to 16 node names (stderr)", "1"),
+    Option("verbose", "ONNXRUNTIME_EP_MLX_VERBOSE", "flag",
+           "print a session summary at session end (stderr); the variable must be exactly 1", "1"),
+    Option("trace", "ONNXRUNTIME_EP_MLX_TRACE", "path",
+           "write a Chrome/Perfetto trace JSON to this path at session end", "{tmp}/trace.json"),
+    Option("report", "ONNXRUNTIME_EP_MLX_REPORT", "path",
+           "write a JSON report (claimed, assigned and executed nodes, counters) to this path",
+           "{tmp}/report.json"),
+    Option("no_compile", "ONNXRUNTIME_EP_MLX_NO_COMPILE", "flag",
+           "disable every mlx::compile path (eager only)", "1"),
+    Option("no_general_compile", "ONNXRUNTIME_EP_MLX_NO_GENERAL_COMPILE", "flag",
+           "disable the general shape-keyed compiled path (A/B numerics)", "1"),
+    Option("attention_vjp_dense_limit_bytes", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_DENSE_LIMIT_BYTES",
+           "integer", "byte budget of the dense AttentionVJP pullback (default 64 MiB)", "1048576"),
+    Option("compile_cache_size", "ONNXRUNTIME_EP_MLX_COMPILE_CACHE_SIZE", "integer",
+           "compiled functions kept per fused node, LRU (default 16, at least 1)", "4"),
+)
+
+FLAG_VALUES = "1/0, true/false, on/off, yes/no"
+
+
+def keys() -> list[str]:
+    return [o.key for o in OPTIONS]
+
+
+def format_table() -> str:
+    """A plain-text table: key, environment variable, kind, meaning."""
+    rows = [("key", "environment variable", "kind", "meaning")]
+    rows += [(o.key, o.env, o.kind, o.meaning) for o in OPTIONS]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = [f"Provider options are session config entries {PREFIX}<key> (ortmlx.append_to_session_options",
+             "passes a dict of them); each overrides its environment variable.", ""]
+    for i, r in enumerate(rows):
+        lines.append("  ".join(r[j].ljust(widths[j]) for j in range(3)) + "  " + r[3])
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths) + "  " + "-" * 7)
+    lines.append("")
+    lines.append(f"Flags take {FLAG_VALUES} as provider options; an environment flag is on for any")
+    lines.append("non-empty value other than 0 (VERBOSE: exactly 1). An unknown key or a bad value fails")
+    lines.append("session creation with a message naming the option.")
+    return "\n".join(lines)
