@@ -481,10 +481,13 @@ def attention_vjp_feeds(model, rng: np.random.Generator, dims: dict | None = Non
     return feeds
 
 
-def attention_vjp_reference_for(model, feeds, params: AttentionVJPConfig | None = None):
-    """The float64 reference for a model built by attention_vjp_model and its feeds."""
+def attention_vjp_reference_for(model, feeds, params: AttentionVJPConfig | None = None,
+                                outputs=None):
+    """The float64 reference for a model built by attention_vjp_model and its feeds (the
+    model's requested gradients, or `outputs`)."""
     cfg = params or _params_from_body(model)
     return attention_vjp_reference(
         feeds["Q"], feeds["K"], feeds["V"], feeds["dY"], feeds["Mask"], hq=cfg.hq, hk=cfg.hk,
         causal=cfg.causal, mask_kind=cfg.mask_kind, scale=cfg.scale, rank=cfg.rank,
-        outputs=cfg.outputs, y=None if cfg.recompute else feeds["Y"])
+        outputs=cfg.outputs if outputs is None else outputs,
+        y=None if cfg.recompute else feeds["Y"])
