@@ -592,6 +592,11 @@ std::vector<Problem> variants(bool recompute) {
     p.mask_kind = 1, p.mask_shape = {16}, p.outputs = {2};
     add(p);
   }
+  {
+    Problem p = P(3, 2, 16, 16, 4, 2, 16);  // additive mask per (batch, head, row), width 1
+    p.mask_kind = 2, p.mask_shape = {2, 4, 16, 1}, p.outputs = {0, 1, 2};
+    add(p);
+  }
   if (!recompute) {
     Problem p = P(3, 2, 16, 16, 4, 2, 16);  // Y taken as given
     p.mask_kind = 1, p.mask_shape = {16, 16}, p.random_y = true;
@@ -630,6 +635,30 @@ TEST(AttentionVjpNumerics, TiledKernelSpansManyTilesAndParts) {
   p.mask_kind = 2, p.mask_shape = {2, 1, 150, 160}, p.dead_rows = true;
   check(p, Path::kTiled);
   check(p, Path::kDense);
+}
+
+TEST(AttentionVjpNumerics, StridedAndBroadcastMasksAreReadInPlace) {
+  // The kernel reads the mask through its strides: a transposed view and a broadcast view.
+  for (int kind : {1, 2}) {
+    Problem p = P(4, 2, 24, 20, 4, 2, 16);
+    p.causal = true, p.mask_kind = kind, p.mask_shape = {2, 1, 24, 20};
+    const Data x = make_data(p, 11);
+    const mx::array dense_mask = mask_array(p, x);  // (2, 1, 24, 20)
+    // Same values, stored transposed: (2, 1, 20, 24) swapped back to a (2, 1, 24, 20) view.
+    const mx::array transposed = mx::swapaxes(mx::contiguous(mx::swapaxes(dense_mask, 2, 3)), 2, 3);
+    const mx::array broadcast = mx::broadcast_to(dense_mask, {2, 4, 24, 20});
+    for (const mx::array& mask : {transposed, broadcast}) {
+      mx::eval(mask);
+      const Config c = *Config::parse(p.name());
+      std::vector<mx::array> in = {to_layout(p, x.q, p.hq, p.sq), to_layout(p, x.k, p.hk, p.sk),
+                                   to_layout(p, x.v, p.hk, p.sk), to_layout(p, x.y, p.hq, p.sq),
+                                   to_layout(p, x.dy, p.hq, p.sq), mask};
+      const auto out = cpu_kernel(c, in, KernelMode::kTiled, {});
+      for (int o = 0; o < 3; ++o)
+        expect_close(from_layout(p, out[o], o == 0 ? p.hq : p.hk, o == 0 ? p.sq : p.sk), x.grads[o],
+                     std::string("d") + "QKV"[o]);
+    }
+  }
 }
 
 TEST(AttentionVjpNumerics, RepeatedRunsAgree) {
