@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 SIZES = [256, 512, 1024, 2048, 4096]
 
-# name, batch, heads, head dim, causal, EP path forced ("" = default), largest S for ORT CPU.
+# name, batch, heads, head dim, causal, EP path forced ("" = default; "recompute": the
+# Recompute form, which takes MLX's native SDPA vjp by default), largest S for ORT CPU.
 # The body on ORT CPU materialises several (B, H, S, S) fp32 tensors: at B1 H8 S4096 it peaks
 # near 4 GiB and ~10 s a run; B2 H16 would need ~4x that, so it is capped at S=2048.
 CONFIGS = [
@@ -38,6 +39,7 @@ CONFIGS = [
     ("B2 H16 D64 causal", 2, 16, 64, 1, "", 2048),
     ("B2 H16 D128", 2, 16, 128, 0, "", 1024),
     ("B1 H8 D64 tiled", 1, 8, 64, 0, "tiled", 0),  # memory vs S on the tiled path
+    ("B1 H8 D64 causal Recompute", 1, 8, 64, 1, "recompute", 2048),
 ]
 QUICK_SIZES = [256, 1024]
 
@@ -56,13 +58,14 @@ def worker(args) -> dict:
     from ortmlx.testing import EpRun, cpu_session
 
     b, h, s, d, causal = args.b, args.h, args.s, args.d, args.causal
+    recompute = args.path == "recompute"
     model = attention_vjp_model(b, s, s, h, h, d, rank=3, causal=causal, mask_kind=0,
-                                mask_shape=(1,))
+                                mask_shape=(1,), recompute=recompute)
+    names = ("Q", "K", "V", "dY") if recompute else ("Q", "K", "V", "Y", "dY")
     rng = np.random.default_rng(args.seed)
 
     def fresh():
-        x = {n: rng.standard_normal((b, s, h * d)).astype(np.float32)
-             for n in ("Q", "K", "V", "Y", "dY")}
+        x = {n: rng.standard_normal((b, s, h * d)).astype(np.float32) for n in names}
         x["Mask"] = np.ones((1,), dtype=bool)
         return x
 
@@ -148,6 +151,11 @@ def versions() -> str:
                 if _has_dist(n)), "mlx ?")
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "src"],
+                           capture_output=True, text=True).stdout.strip()
+    if dirty:
+        commit += " + uncommitted changes in " + ", ".join(
+            ln.split()[-1] for ln in dirty.splitlines())
     return (f"onnxruntime {onnxruntime.__version__}, {mlx}, ortmlx {ortmlx.version()} "
             f"(commit {commit}), Python {platform.python_version()}")
 
@@ -278,7 +286,9 @@ def main() -> int:
     for name, b, h, d, causal, path, cpu_max in CONFIGS:
         for s in sizes:
             ep = measure("ep", b, h, s, d, causal, path, args.timeout)
-            cpu = measure("cpu", b, h, s, d, causal, "", args.timeout) if s <= cpu_max else None
+            cpu_path = "recompute" if path == "recompute" else ""
+            cpu = measure("cpu", b, h, s, d, causal, cpu_path, args.timeout) \
+                if s <= cpu_max else None
             row = {"config": name, "b": b, "h": h, "d": d, "causal": causal, "s": s,
                    "forced_path": path, "flops": flops(b, h, s, d, causal), "ep": ep, "cpu": cpu}
             rows.append(row)
@@ -304,7 +314,8 @@ def main() -> int:
         "",
         f"Versions: {versions()}",
         "",
-        "Plain form (`AttentionVJP_r3_..._o012_m0`, Y given), Sq = Sk = S, HQ = HK, fp32, "
+        "Plain form (`AttentionVJP_r3_..._o012_m0`, Y given; the `Recompute` rows use "
+        "`AttentionVJPRecompute_...`), Sq = Sk = S, HQ = HK, fp32, "
         "random inputs rotated between runs. Times: median after one warm-up run (which also "
         "compiles). Memory: peak RSS of the whole measuring process (Python + ORT + MLX + "
         "inputs), one fresh process per cell; the ratio is CPU / EP. The EP runs with default "
