@@ -140,15 +140,13 @@ class Kernel {
   template <typename F>
   static void run_parallel(int threads, F&& fn) noexcept {
     std::vector<std::thread> pool;
-    int started = 1;
     try {
-      for (int t = 1; t < threads; ++t, ++started) pool.emplace_back(fn, t);
+      for (int t = 1; t < threads; ++t) pool.emplace_back(fn, t);
     } catch (...) {
       // Could not start a thread: the running ones and this one finish the queue.
     }
     fn(0);
     for (auto& th : pool) th.join();
-    (void)started;
   }
 
   // Destination of dK or dV rows of (b, g) for a part: the output, or a private partial.
@@ -423,7 +421,8 @@ std::vector<mx::array> cpu_kernel(const Config& c, const std::vector<mx::array>&
     const int64_t splits = std::clamp<int64_t>((2 * cpu_threads() + pairs - 1) / pairs, 1, std::max<int64_t>(1, g.sq));
     g.rows = std::max<int64_t>(1, (g.sq + splits - 1) / splits);
   } else {
-    g.rows = cpu_tile_rows(static_cast<int>(std::min<int64_t>(g.sk, 1 << 30)));
+    g.rows = std::min<int64_t>(cpu_tile_rows(static_cast<int>(std::min<int64_t>(g.sk, 1 << 30))),
+                               std::max<int64_t>(1, g.sq));
   }
   std::vector<mx::array> in;
   in.reserve(inputs.size());
