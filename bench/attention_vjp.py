@@ -216,9 +216,15 @@ def targets(rows) -> list[str]:
                  and short_path(r["ep"].get("paths")) == "tiled"]
         if len(tiled) >= 2:
             lo, hi = tiled[0], tiled[-1]
-            out.append(f"- {name}, tiled path: EP peak RSS {lo['ep']['peak_rss_mib']:.0f} MiB at "
-                       f"S={lo['s']} -> {hi['ep']['peak_rss_mib']:.0f} MiB at S={hi['s']} "
-                       f"({hi['s'] // lo['s']}x longer sequence).")
+            grow = [f"{r['ep']['peak_rss_mib'] - r['ep']['base_rss_mib']:.0f}" for r in tiled]
+            io = [f"{8 * r['b'] * r['h'] * r['s'] * r['d'] * 4 / 2**20:.0f}" for r in tiled]
+            scores = [f"{4 * r['b'] * r['h'] * r['s'] ** 2 / 2**20:.0f}" for r in tiled]
+            out.append(
+                f"- {name}, tiled path, S={'/'.join(str(r['s']) for r in tiled)}: EP peak RSS "
+                f"{lo['ep']['peak_rss_mib']:.0f} -> {hi['ep']['peak_rss_mib']:.0f} MiB; growth "
+                f"during the runs (peak - RSS after session creation) {'/'.join(grow)} MiB, "
+                f"against {'/'.join(io)} MiB of O(S) inputs+outputs (8 tensors) and "
+                f"{'/'.join(scores)} MiB for ONE (B, H, S, S) fp32 score matrix.")
     return out
 
 
@@ -260,6 +266,49 @@ def plot(rows, path: Path) -> bool:
     return True
 
 
+def write_outputs(data: dict, out: Path) -> None:
+    rows = data["rows"]
+    lines = table(rows)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
+    has_plot = plot(rows, out.with_suffix(".png"))
+    load = data.get("loadavg")
+    md = [
+        "# AttentionVJP: MLX EP vs ORT CPU running the contract body",
+        "",
+        f"Command: `{data['command']}` ({data['elapsed_s'] / 60:.1f} min)",
+        "",
+        f"Machine: {data['machine']}" + (
+            f"; load average {load[0]:.1f} at the start, {load[1]:.1f} at the end (the machine "
+            "is shared with other work)" if load else ""),
+        "",
+        f"Versions: {data['versions']}",
+        "",
+        "Plain form (`AttentionVJP_r3_..._o012_m0`, Y given; the `Recompute` rows use "
+        "`AttentionVJPRecompute_...`), Sq = Sk = S, HQ = HK, fp32, "
+        "random inputs rotated between runs. Times: median after one warm-up run (which also "
+        f"compiles); each cell is measured in {data['repeat']} fresh process(es) per runner, "
+        "alternating EP and CPU, and the lower median is kept. Memory: peak RSS of the whole "
+        "measuring process (Python + ORT + MLX + inputs; about 100 MiB before any run), the "
+        "ratio is CPU / EP. The EP runs with default "
+        "settings (dense while 4*B*H*S^2 bytes <= 64 MiB, else tiled; Recompute form: native "
+        "SDPA vjp) except the `tiled` rows, which force the tiled path with "
+        "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_DENSE_LIMIT_BYTES=0. "
+        "`capped`: the ORT CPU body is not run there (it materialises several (B, H, S, S) "
+        "fp32 tensors: too slow and too large for this 2-core, 24 GiB machine shared with "
+        "other work). GFLOP/s counts 10*B*H*S^2*D, halved when causal.",
+        "",
+        *lines,
+        "",
+    ]
+    md += targets(rows) + [""]
+    if has_plot:
+        md += [f"![time and memory]({out.with_suffix('.png').name})", ""]
+    out.with_suffix(".md").write_text("\n".join(md))
+    print("\n".join(lines))
+    print(f"wrote {out.with_suffix('.md')}" + (" and .png" if has_plot else ""))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--worker", action="store_true")
@@ -273,66 +322,45 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeat", type=int, default=2, help="fresh processes per cell and runner")
     ap.add_argument("--timeout", type=int, default=420)
     ap.add_argument("--out", default=str(RESULTS / "attention_vjp"))
+    ap.add_argument("--report-only", action="store_true",
+                    help="rewrite the .md/.png from the .json of an earlier run")
     args = ap.parse_args()
     if args.worker:
         print(json.dumps(worker(args)))
+        return 0
+    out = Path(args.out)
+    if args.report_only:
+        write_outputs(json.loads(out.with_suffix(".json").read_text()), out)
         return 0
 
     sizes = QUICK_SIZES if args.quick else SIZES
     rows = []
     started = time.time()
+    load0 = os.getloadavg()[0]
     for name, b, h, d, causal, path, cpu_max in CONFIGS:
         for s in sizes:
-            ep = measure("ep", b, h, s, d, causal, path, args.timeout)
             cpu_path = "recompute" if path == "recompute" else ""
-            cpu = measure("cpu", b, h, s, d, causal, cpu_path, args.timeout) \
-                if s <= cpu_max else None
+            eps, cpus = [], []
+            for _ in range(args.repeat):  # alternate, so both see the same background load
+                eps.append(measure("ep", b, h, s, d, causal, path, args.timeout))
+                if s <= cpu_max:
+                    cpus.append(measure("cpu", b, h, s, d, causal, cpu_path, args.timeout))
+            ep = min(eps, key=lambda r: r.get("median_s", float("inf")))
+            cpu = min(cpus, key=lambda r: r.get("median_s", float("inf"))) if cpus else None
             row = {"config": name, "b": b, "h": h, "d": d, "causal": causal, "s": s,
                    "forced_path": path, "flops": flops(b, h, s, d, causal), "ep": ep, "cpu": cpu}
             rows.append(row)
             print(table([row])[-1], flush=True)
-    elapsed = time.time() - started
-    lines = table(rows)
-    print("\n".join(lines))
-
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    cmd = "ORTMLX_LIBRARY=... .venv/bin/python bench/attention_vjp.py" + (
-        " --quick" if args.quick else "")
-    json_rows = {"machine": machine(), "versions": versions(), "elapsed_s": elapsed,
-                 "rows": rows}
-    out.with_suffix(".json").write_text(json.dumps(json_rows, indent=1) + "\n")
-    has_plot = plot(rows, out.with_suffix(".png"))
-    md = [
-        "# AttentionVJP: MLX EP vs ORT CPU running the contract body",
-        "",
-        f"Command: `{cmd}` ({elapsed / 60:.1f} min)",
-        "",
-        f"Machine: {machine()}",
-        "",
-        f"Versions: {versions()}",
-        "",
-        "Plain form (`AttentionVJP_r3_..._o012_m0`, Y given; the `Recompute` rows use "
-        "`AttentionVJPRecompute_...`), Sq = Sk = S, HQ = HK, fp32, "
-        "random inputs rotated between runs. Times: median after one warm-up run (which also "
-        "compiles). Memory: peak RSS of the whole measuring process (Python + ORT + MLX + "
-        "inputs), one fresh process per cell; the ratio is CPU / EP. The EP runs with default "
-        "settings (dense while 4*B*H*S^2 bytes <= 64 MiB, else tiled) except the `tiled` rows, "
-        "which force the tiled path with ONNXRUNTIME_EP_MLX_ATTENTION_VJP_DENSE_LIMIT_BYTES=0. "
-        "`capped`: the ORT CPU body is not run there (it materialises several (B, H, S, S) "
-        "fp32 tensors: too slow and too large for this 2-core, 24 GiB machine shared with "
-        "other work). GFLOP/s counts 10*B*H*S^2*D, halved when causal.",
-        "",
-        *lines,
-        "",
-    ]
-    md += targets(rows) + [""]
-    if has_plot:
-        md += [f"![time and memory]({out.with_suffix('.png').name})", ""]
-    out.with_suffix(".md").write_text("\n".join(md))
-    print(f"wrote {out.with_suffix('.md')}" + (" and .png" if has_plot else ""))
+    cmd = "ORTMLX_LIBRARY=$PWD/build/libortmlx.so .venv/bin/python bench/attention_vjp.py" + (
+        " --quick" if args.quick else "") + (
+        f" --repeat {args.repeat}" if args.repeat != 2 else "")
+    data = {"command": cmd, "machine": machine(), "versions": versions(),
+            "elapsed_s": time.time() - started, "repeat": args.repeat,
+            "loadavg": [load0, os.getloadavg()[0]], "rows": rows}
+    write_outputs(data, out)
     return 0
 
 
