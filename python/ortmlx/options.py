@@ -18,7 +18,7 @@ PREFIX = "ep.mlxexecutionprovider."
 class Option:
     key: str      # provider option key (after PREFIX)
     env: str      # environment variable (same names as the reference MLX EP)
-    kind: str     # "flag", "path" or "integer"
+    kind: str     # "flag", "path", "integer" or "auto|flag"
     meaning: str
     example: str  # a valid value (tests create a session with it)
 
@@ -41,6 +41,9 @@ OPTIONS: tuple[Option, ...] = (
            "integer", "byte budget of the dense AttentionVJP pullback (default 64 MiB)", "1048576"),
     Option("compile_cache_size", "ONNXRUNTIME_EP_MLX_COMPILE_CACHE_SIZE", "integer",
            "compiled functions kept per fused node, LRU (default 16, at least 1)", "4"),
+    Option("compile_fuse", "ONNXRUNTIME_EP_MLX_COMPILE_FUSE", "auto|flag",
+           "fuse elementwise ops into generated kernels when compiling: auto (default: on GPU yes, "
+           "on the CPU backend no), or a flag", "auto"),
 )
 
 FLAG_VALUES = "1/0, true/false, on/off, yes/no"

@@ -118,6 +118,37 @@ TEST(Engine, CompiledMatchesEager) {
   });
 }
 
+TEST(Engine, CompiledWithoutFusionMatchesEager) {
+  on_mlx([] {
+    auto plan = chain_plan();
+    ExecConfig no_fuse{true, 4, false};
+    Executor compiled(plan, no_fuse);
+    Executor eager(plan, {false, 4});
+    for (int rows : {2, 2, 9}) {
+      auto x = random_input(rows, 8, static_cast<uint64_t>(rows) + 50);
+      RunResult c = compiled.run({x});
+      ASSERT_TRUE(c.stats.compiled);
+      // Without fusion MLX replays the same primitives as eager: bit-identical results.
+      EXPECT_TRUE(mx::array_equal(c.outputs[0], eager.run({x}).outputs[0]).item<bool>());
+    }
+    EXPECT_EQ(compiled.cache().size(), 2u);
+  });
+}
+
+TEST(Engine, AutoFusionPolicyFollowsTheDevice) {
+  EpOptions o;
+  EXPECT_EQ(ExecConfig::from(o).fuse, default_compile_fuse());
+  EXPECT_EQ(default_compile_fuse(), mx::default_device() != mx::Device(mx::Device::cpu));
+  o.compile_fuse = true;
+  EXPECT_TRUE(ExecConfig::from(o).fuse);
+  o.compile_fuse = false;
+  EXPECT_FALSE(ExecConfig::from(o).fuse);
+  EXPECT_FALSE(EpOptions::resolve_entries({{"ep.mlxexecutionprovider.compile_fuse", "auto"}})
+                   .compile_fuse.has_value());
+  EXPECT_EQ(EpOptions::resolve_entries({{"ep.mlxexecutionprovider.compile_fuse", "on"}})
+                .compile_fuse, std::optional<bool>(true));
+}
+
 TEST(Engine, SameShapeHitsNewShapeMisses) {
   on_mlx([] {
     Executor ex(chain_plan(), {true, 16});

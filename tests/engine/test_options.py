@@ -59,6 +59,7 @@ def test_every_option_is_accepted(opt, tmp_path, rng):
     ("no_compile", "maybe", "expected a flag"),
     ("verbose", "2", "expected a flag"),
     ("claim_debug", "enabled", "expected a flag"),
+    ("compile_fuse", "sometimes", "expected a flag (1/0, true/false, on/off, yes/no, or auto)"),
 ])
 def test_bad_values_fail_session_creation(key, value, expect):
     msg = _creation_error({key: value})

@@ -127,14 +127,10 @@ def test_fast_path_markers(tmp_path, rng):
     """op.fast instants carry the kernel label (needs a claimed op that records a fast path)."""
     from ortmlx import contracts
 
-    model = contracts.attention_vjp_model(batch=1, sq=8, sk=8, hq=2, hk=2, d=4)
+    model = contracts.attention_vjp_model(batch=1, sq=4, sk=4, hq=2, hk=2, d=32)
     path = str(tmp_path / "t.json")
     run = EpRun(model, provider_options={"trace": path})
-    feeds = {i.name: (rng.random([d.dim_value for d in i.type.tensor_type.shape.dim]) < 0.9
-                      if i.type.tensor_type.elem_type == 9 else
-                      rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
-                      .astype(np.float32))
-             for i in model.graph.input}
+    feeds = contracts.attention_vjp_feeds(model, rng)
     run.run(feeds)
     run.run(feeds)
     executed = run.report().executed_nodes()

@@ -96,7 +96,8 @@ SUMMARY_RE = {
                           r"\(cache: (\d+) HIT / (\d+) MISS / (\d+) RETRACE, (\d+) evicted; "
                           r"(\d+) eager fallback\(s\)\)"),
     "timing": re.compile(r"timing:\s+translate=([\d.]+)ms compile=([\d.]+)ms \(x(\d+)\) "
-                         r"eval=([\d.]+)ms copy=([\d.]+)ms other=([\d.]+)ms total=([\d.]+)ms"),
+                         r"eval=([\d.]+)ms copy=([\d.]+)ms queue=([\d.]+)ms other=([\d.]+)ms "
+                         r"total=([\d.]+)ms"),
 }
 
 

@@ -78,6 +78,7 @@ void SessionReport::record_run(const std::string& fused_name, const RunRecord& r
   times_["translate"] += run.translate_s;
   times_["compile"] += run.compile_s;
   times_["eval"] += run.eval_s;
+  times_["queue"] += run.queue_s;
   if (run.cache == "HIT") counters_["cache.hit"] += 1;
   else if (run.cache == "MISS") counters_["cache.miss"] += 1;
   else if (run.cache == "RETRACE") counters_["cache.retrace"] += 1;
@@ -235,10 +236,10 @@ std::string SessionReport::summary_text() const {
   os << "  memory:  inputs " << ctr("input.wrap") << " wrapped in place (" << mib(ctr("input.wrap_bytes"))
      << "), " << ctr("input.copy") << " copied (" << mib(ctr("input.copy_bytes")) << "); outputs "
      << ctr("output.copy") << " copied out (" << mib(ctr("output.bytes")) << ")\n";
-  const double phases = tm("translate") + tm("compile") + tm("eval") + tm("copy");
+  const double phases = tm("translate") + tm("compile") + tm("eval") + tm("copy") + tm("queue");
   os << "  timing:  translate=" << ms(tm("translate")) << " compile=" << ms(tm("compile")) << " (x"
      << ctr("cache.miss") + ctr("cache.retrace") << ") eval=" << ms(tm("eval"))
-     << " copy=" << ms(tm("copy")) << " other=" << ms(std::max(0.0, tm("compute") - phases))
+     << " copy=" << ms(tm("copy")) << " queue=" << ms(tm("queue")) << " other=" << ms(std::max(0.0, tm("compute") - phases))
      << " total=" << ms(tm("compute")) << "\n";
   for (const auto& [label, p] : paths_)
     os << "  path:    " << (p.second ? "fast " : "composed ") << label << " x" << p.first << "\n";

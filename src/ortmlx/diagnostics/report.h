@@ -34,6 +34,7 @@ struct RunRecord {
   size_t evictions = 0;
   size_t cache_entries = 0;     // compiled functions held by the fused node after the run
   double translate_s = 0, compile_s = 0, eval_s = 0, copy_s = 0;
+  double queue_s = 0;           // waiting for the MLX thread (other sessions' work, hand-off)
   double total_s = 0;           // wall time of the Compute call (includes waiting for MLX)
   size_t inputs_wrapped = 0;    // inputs MLX used in place (no copy)
   size_t inputs_copied = 0;

@@ -1,5 +1,7 @@
 #include "ortmlx/engine/compile_cache.h"
 
+#include <cstdlib>
+
 #include <mlx/compile.h>
 
 #include "ortmlx/engine/dtype.h"
@@ -25,7 +27,30 @@ std::string shape_key(const std::vector<mx::array>& inputs) {
   return key;
 }
 
-CompiledFn::CompiledFn(Body body) : body_(std::move(body)) {
+namespace {
+
+// MLX's compile mode is process-global and read when a function is traced. Compiled functions
+// run on the MLX thread only, so switching it around our own calls is safe from our side (a
+// second MLX user compiling in the same process at that instant would see it: documented).
+// MLX_DISABLE_COMPILE is respected: then the mode is never touched.
+class CompileModeScope {
+ public:
+  explicit CompileModeScope(bool fuse) : active_(!fuse && !std::getenv("MLX_DISABLE_COMPILE")) {
+    if (active_) mx::set_compile_mode(mx::CompileMode::no_fuse);
+  }
+  ~CompileModeScope() {
+    if (active_) mx::set_compile_mode(mx::CompileMode::enabled);
+  }
+  CompileModeScope(const CompileModeScope&) = delete;
+  CompileModeScope& operator=(const CompileModeScope&) = delete;
+
+ private:
+  bool active_;
+};
+
+}  // namespace
+
+CompiledFn::CompiledFn(Body body, bool fuse) : body_(std::move(body)), fuse_(fuse) {
   // The traced function counts its traces: on a cache hit a trace means MLX recompiled.
   ArrayFn traced = [this](const std::vector<mx::array>& inputs) {
     ++traces_;
@@ -52,6 +77,7 @@ std::vector<mx::array> CompiledFn::operator()(const std::vector<mx::array>& inpu
     mlx_cache_ = mx::detail::compile_cache();
     called_ = true;
   }
+  CompileModeScope mode(fuse_);
   return compiled_(inputs);
 }
 

@@ -35,7 +35,9 @@ class CompiledFn {
   // `body` receives the CompiledFn so that the trace can record its path marks.
   using Body = std::function<std::vector<mlx::core::array>(const std::vector<mlx::core::array>&,
                                                            CompiledFn&)>;
-  explicit CompiledFn(Body body);
+  // fuse: let MLX generate fused kernels when it traces this function (CompileMode::enabled);
+  // otherwise it compiles with CompileMode::no_fuse (graph simplification and replay only).
+  explicit CompiledFn(Body body, bool fuse = true);
   ~CompiledFn();
   CompiledFn(const CompiledFn&) = delete;
   CompiledFn& operator=(const CompiledFn&) = delete;
@@ -50,6 +52,7 @@ class CompiledFn {
 
  private:
   Body body_;
+  bool fuse_;
   ArrayFn compiled_;
   size_t traces_ = 0;
   bool called_ = false;

@@ -70,10 +70,15 @@ const char* cache_outcome_name(CacheOutcome c) {
   return "";
 }
 
+bool default_compile_fuse() {
+  return mx::default_device() != mx::Device(mx::Device::cpu);
+}
+
 ExecConfig ExecConfig::from(const EpOptions& options) {
   ExecConfig c;
   c.compile = options.compile_enabled();
   c.cache_size = options.compile_cache_size;
+  c.fuse = options.compile_fuse.value_or(default_compile_fuse());
   return c;
 }
 
@@ -159,7 +164,8 @@ bool Executor::run_compiled(const std::vector<mx::array>& inputs, TraceSink* sin
                                   auto outs = trace(in, &marks, current_sink_, /*compiling=*/true);
                                   self.set_marks(std::move(marks));
                                   return outs;
-                                }));
+                                },
+                                config_.fuse));
     st.evictions = cache_.evictions() - evicted_before;
   }
 

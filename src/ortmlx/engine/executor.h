@@ -42,8 +42,14 @@ const char* cache_outcome_name(CacheOutcome c);
 struct ExecConfig {
   bool compile = true;     // use the shape-keyed compiled path
   size_t cache_size = 16;  // compiled functions kept (LRU)
+  bool fuse = true;        // let mlx::compile generate fused kernels
+  // From the session's options; `fuse` auto-resolves against MLX's default device.
   static ExecConfig from(const EpOptions& options);
 };
+
+// The auto fusion policy: fuse on GPU devices, not on MLX's CPU backend (measured: its fused JIT
+// kernels run ~2x slower than its vectorised eager kernels; see docs/ENGINE.md).
+bool default_compile_fuse();
 
 struct RunStats {
   bool compiled = false;            // outputs came from a compiled function

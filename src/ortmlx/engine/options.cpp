@@ -26,6 +26,9 @@ const std::vector<OptionSpec>& option_specs() {
        "integer", "byte budget of the dense AttentionVJP pullback (default 64 MiB)"},
       {"compile_cache_size", "ONNXRUNTIME_EP_MLX_COMPILE_CACHE_SIZE", "integer",
        "compiled functions kept per fused node, LRU (default 16, at least 1)"},
+      {"compile_fuse", "ONNXRUNTIME_EP_MLX_COMPILE_FUSE", "auto|flag",
+       "fuse elementwise ops into generated kernels when compiling: auto (default: on GPU yes, "
+       "on the CPU backend no), or a flag"},
   };
   return specs;
 }
@@ -59,8 +62,8 @@ bool parse_strict_flag(const OptionSpec& spec, const std::string& v) {
   const std::string l = lower(v);
   if (l == "1" || l == "true" || l == "on" || l == "yes") return true;
   if (l == "0" || l == "false" || l == "off" || l == "no" || l.empty()) return false;
-  throw std::invalid_argument(origin(spec, true) + "='" + v +
-                              "': expected a flag (1/0, true/false, on/off, yes/no)");
+  throw std::invalid_argument(origin(spec, true) + "='" + v + "': expected a flag (1/0, true/false, on/off, yes/no" +
+                              (std::string(spec.kind) == "auto|flag" ? ", or auto)" : ")"));
 }
 
 uint64_t parse_count(const OptionSpec& spec, const std::string& v, bool from_session,
@@ -105,7 +108,10 @@ EpOptions EpOptions::resolve(
     else if (key == "report") o.report_path = *v;
     else if (key == "no_compile") o.no_compile = flag();
     else if (key == "no_general_compile") o.no_general_compile = flag();
-    else if (key == "attention_vjp_dense_limit_bytes") {
+    else if (key == "compile_fuse") {
+      if (lower(*v) == "auto" || (v->empty() && !from_session)) o.compile_fuse.reset();
+      else o.compile_fuse = from_session ? parse_strict_flag(spec, *v) : parse_flag(*v);
+    } else if (key == "attention_vjp_dense_limit_bytes") {
       if (!v->empty() || from_session) o.attention_vjp_dense_limit_bytes = parse_count(spec, *v, from_session, 0);
     } else if (key == "compile_cache_size") {
       if (!v->empty() || from_session) o.compile_cache_size = parse_count(spec, *v, from_session, 1);

@@ -15,7 +15,7 @@ inline constexpr const char* kOptionPrefix = "ep.mlxexecutionprovider.";
 struct OptionSpec {
   const char* key;      // provider option key (after "ep.mlxexecutionprovider.")
   const char* env;      // environment variable
-  const char* kind;     // "flag", "path", "integer"
+  const char* kind;     // "flag", "path", "integer", "auto|flag"
   const char* meaning;  // one line for README / --help
 };
 
@@ -32,6 +32,9 @@ struct EpOptions {
   bool no_general_compile = false; // disable the general shape-keyed compiled path
   std::optional<uint64_t> attention_vjp_dense_limit_bytes;
   size_t compile_cache_size = 16;  // compiled functions kept per fused node (LRU)
+  // Let mlx::compile fuse elementwise ops into generated kernels. nullopt = auto: on GPU devices
+  // yes; on MLX's CPU backend no, where its JIT kernels measure slower than its eager ones.
+  std::optional<bool> compile_fuse;
 
   // True when Compute may use mlx::compile (neither kill switch is set).
   bool compile_enabled() const { return !no_compile && !no_general_compile; }

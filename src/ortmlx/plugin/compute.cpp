@@ -174,6 +174,7 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
   double queue_us = 0;
   try {
     MlxThread::get().run([&] {
+      rec.queue_s = seconds_since(start);
       if (sink) {
         queue_us = TraceSink::now_us() - start_us;
         sink->name_thread("ortmlx MLX thread");
