@@ -248,66 +248,74 @@ std::optional<double> mask_at(const Problem& p, const Data& x, int b, int h, int
   return x.mask[off];
 }
 
+size_t at(const Problem& p, int heads, int seq, int b, int h, int i) {
+  return ((static_cast<size_t>(b) * heads + h) * seq + i) * p.d;
+}
+
+// Probabilities of query row (b, h, i) over the keys; a row with every key masked is all zeros.
+void row_probs(const Problem& p, const Data& x, int b, int h, int i, std::vector<double>& pr) {
+  const int kv = h / (p.hq / p.hk);
+  std::vector<double> s(p.sk);
+  std::vector<bool> keep(p.sk, true);
+  double mx = -kInf;
+  for (int j = 0; j < p.sk; ++j) {
+    double acc = 0;
+    for (int e = 0; e < p.d; ++e) acc += x.q[at(p, p.hq, p.sq, b, h, i) + e] * x.k[at(p, p.hk, p.sk, b, kv, j) + e];
+    s[j] = p.scale * acc;
+    if (p.causal && j > i) keep[j] = false;  // top-left alignment
+    if (p.mask_kind) {
+      const auto m = mask_at(p, x, b, h, i, j);
+      if (!m || (p.mask_kind == 1 && *m == 0.0)) keep[j] = false;
+      else if (p.mask_kind == 2) s[j] += *m;
+      if (std::isinf(s[j]) && s[j] < 0) keep[j] = false;
+    }
+    if (keep[j]) mx = std::max(mx, s[j]);
+  }
+  pr.assign(p.sk, 0.0);
+  double sum = 0;
+  for (int j = 0; j < p.sk; ++j) sum += pr[j] = keep[j] && mx > -kInf ? std::exp(s[j] - mx) : 0.0;
+  for (int j = 0; j < p.sk; ++j) pr[j] = sum > 0 ? pr[j] / sum : 0.0;
+}
+
+// Y = P V (the forward output).
+std::vector<double> forward(const Problem& p, const Data& x) {
+  std::vector<double> y(x.q.size(), 0.0), pr;
+  for (int b = 0; b < p.b; ++b)
+    for (int h = 0; h < p.hq; ++h)
+      for (int i = 0; i < p.sq; ++i) {
+        row_probs(p, x, b, h, i, pr);
+        for (int j = 0; j < p.sk; ++j)
+          for (int e = 0; e < p.d; ++e)
+            y[at(p, p.hq, p.sq, b, h, i) + e] += pr[j] * x.v[at(p, p.hk, p.sk, b, h / (p.hq / p.hk), j) + e];
+      }
+  return y;
+}
+
 void reference(const Problem& p, Data& x) {
-  const int g = p.hq / p.hk;
-  auto at = [&](const std::vector<double>& t, int heads, int seq, int b, int h, int i) {
-    return &t[((static_cast<size_t>(b) * heads + h) * seq + i) * p.d];
-  };
   x.grads[0].assign(x.q.size(), 0.0);
   x.grads[1].assign(x.k.size(), 0.0);
   x.grads[2].assign(x.v.size(), 0.0);
-  std::vector<double> s(p.sk), pr(p.sk), dp(p.sk), yrow(p.d);
+  const std::vector<double> y = p.recompute ? forward(p, x) : x.y;
+  std::vector<double> pr, ds(p.sk);
   for (int b = 0; b < p.b; ++b)
     for (int h = 0; h < p.hq; ++h) {
-      const int kv = h / g;
+      const int kv = h / (p.hq / p.hk);
       for (int i = 0; i < p.sq; ++i) {
-        const double* qi = at(x.q, p.hq, p.sq, b, h, i);
-        const double* dyi = at(x.dy, p.hq, p.sq, b, h, i);
-        std::vector<bool> keep(p.sk, true);
-        double mx = -kInf;
-        for (int j = 0; j < p.sk; ++j) {
-          const double* kj = at(x.k, p.hk, p.sk, b, kv, j);
-          double acc = 0;
-          for (int e = 0; e < p.d; ++e) acc += qi[e] * kj[e];
-          s[j] = p.scale * acc;
-          if (p.causal && j > i) keep[j] = false;
-          if (p.mask_kind) {
-            const auto m = mask_at(p, x, b, h, i, j);
-            if (!m) keep[j] = false;
-            else if (p.mask_kind == 1 && *m == 0.0) keep[j] = false;
-            else if (p.mask_kind == 2) s[j] += *m;
-            if (std::isinf(s[j]) && s[j] < 0) keep[j] = false;
-          }
-          if (keep[j]) mx = std::max(mx, s[j]);
-        }
-        double sum = 0;
-        for (int j = 0; j < p.sk; ++j) sum += pr[j] = keep[j] && mx > -kInf ? std::exp(s[j] - mx) : 0.0;
-        for (int j = 0; j < p.sk; ++j) pr[j] = sum > 0 ? pr[j] / sum : 0.0;
-        if (p.recompute) {
-          std::fill(yrow.begin(), yrow.end(), 0.0);
-          for (int j = 0; j < p.sk; ++j)
-            for (int e = 0; e < p.d; ++e) yrow[e] += pr[j] * at(x.v, p.hk, p.sk, b, kv, j)[e];
-        } else {
-          const double* yi = at(x.y, p.hq, p.sq, b, h, i);
-          yrow.assign(yi, yi + p.d);
-        }
+        row_probs(p, x, b, h, i, pr);
+        const size_t qi = at(p, p.hq, p.sq, b, h, i);
         double delta = 0;
-        for (int e = 0; e < p.d; ++e) delta += dyi[e] * yrow[e];
+        for (int e = 0; e < p.d; ++e) delta += x.dy[qi + e] * y[qi + e];
         for (int j = 0; j < p.sk; ++j) {
-          const double* vj = at(x.v, p.hk, p.sk, b, kv, j);
-          double acc = 0;
-          for (int e = 0; e < p.d; ++e) acc += dyi[e] * vj[e];
-          dp[j] = pr[j] * (acc - delta);  // dS
+          double dp = 0;
+          for (int e = 0; e < p.d; ++e) dp += x.dy[qi + e] * x.v[at(p, p.hk, p.sk, b, kv, j) + e];
+          ds[j] = pr[j] * (dp - delta);
         }
-        double* dqi = const_cast<double*>(at(x.grads[0], p.hq, p.sq, b, h, i));
         for (int j = 0; j < p.sk; ++j) {
-          const double* kj = at(x.k, p.hk, p.sk, b, kv, j);
-          double* dkj = const_cast<double*>(at(x.grads[1], p.hk, p.sk, b, kv, j));
-          double* dvj = const_cast<double*>(at(x.grads[2], p.hk, p.sk, b, kv, j));
+          const size_t kj = at(p, p.hk, p.sk, b, kv, j);
           for (int e = 0; e < p.d; ++e) {
-            dqi[e] += p.scale * dp[j] * kj[e];
-            dkj[e] += p.scale * dp[j] * qi[e];
-            dvj[e] += pr[j] * dyi[e];
+            x.grads[0][qi + e] += p.scale * ds[j] * x.k[kj + e];
+            x.grads[1][kj + e] += p.scale * ds[j] * x.q[qi + e];
+            x.grads[2][kj + e] += pr[j] * x.dy[qi + e];
           }
         }
       }
@@ -378,48 +386,8 @@ Data make_data(const Problem& p, unsigned seed) {
       x.mask[i] = !dead && uni(rng) < 0.7 ? 1.0 : 0.0;
   }
   if (!p.recompute) {
-    if (p.random_y) {
-      x.y = fill(nq);
-    } else {  // the forward output, via the reference with Recompute semantics
-      Problem fwd = p;
-      fwd.recompute = true;
-      Data tmp = x;
-      // Y = P V: dY = e_c picks column c... simpler: compute Y directly.
-      const int g = p.hq / p.hk;
-      x.y.assign(nq, 0.0);
-      for (int b = 0; b < p.b; ++b)
-        for (int h = 0; h < p.hq; ++h)
-          for (int i = 0; i < p.sq; ++i) {
-            std::vector<double> s(p.sk);
-            std::vector<bool> keep(p.sk, true);
-            double mx = -kInf;
-            for (int j = 0; j < p.sk; ++j) {
-              double acc = 0;
-              for (int e = 0; e < p.d; ++e)
-                acc += x.q[((static_cast<size_t>(b) * p.hq + h) * p.sq + i) * p.d + e] *
-                       x.k[((static_cast<size_t>(b) * p.hk + h / g) * p.sk + j) * p.d + e];
-              s[j] = p.scale * acc;
-              if (p.causal && j > i) keep[j] = false;
-              if (p.mask_kind) {
-                const auto m = mask_at(p, x, b, h, i, j);
-                if (!m || (p.mask_kind == 1 && *m == 0.0)) keep[j] = false;
-                else if (p.mask_kind == 2) s[j] += *m;
-                if (std::isinf(s[j]) && s[j] < 0) keep[j] = false;
-              }
-              if (keep[j]) mx = std::max(mx, s[j]);
-            }
-            double sum = 0;
-            for (int j = 0; j < p.sk; ++j) sum += s[j] = keep[j] && mx > -kInf ? std::exp(s[j] - mx) : 0;
-            for (int j = 0; j < p.sk; ++j)
-              for (int e = 0; e < p.d; ++e)
-                x.y[((static_cast<size_t>(b) * p.hq + h) * p.sq + i) * p.d + e] +=
-                    (sum > 0 ? s[j] / sum : 0) *
-                    x.v[((static_cast<size_t>(b) * p.hk + h / g) * p.sk + j) * p.d + e];
-          }
-      for (auto& e : x.y) e = static_cast<float>(e);
-      (void)fwd;
-      (void)tmp;
-    }
+    x.y = p.random_y ? fill(nq) : forward(p, x);
+    for (auto& e : x.y) e = static_cast<float>(e);  // what the fp32 graph receives
   }
   reference(p, x);
   return x;
@@ -610,6 +578,16 @@ TEST(AttentionVjpNumerics, DenseCpuKernel) {
 }
 TEST(AttentionVjpNumerics, TiledCpuKernel) {
   for (const auto& p : variants(false)) check(p, Path::kTiled);
+}
+TEST(AttentionVjpNumerics, CpuKernelBlasFallback) {
+  // Without AVX-512 every tile product goes through OpenBLAS.
+  force_blas_gemm(true);
+  for (const auto& p : variants(false)) check(p, Path::kTiled);
+  for (const auto& p : variants(true)) check(p, Path::kDense);
+  Problem p = P(3, 1, 300, 200, 4, 2, 32);
+  p.causal = true, p.mask_kind = 1, p.mask_shape = {300, 200};
+  check(p, Path::kTiled);
+  force_blas_gemm(false);
 }
 TEST(AttentionVjpNumerics, DenseMlxOps) {
   for (const auto& p : variants(false)) check(p, Path::kDenseMlx);

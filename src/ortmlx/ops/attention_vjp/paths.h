@@ -55,6 +55,9 @@ std::vector<mx::array> cpu_kernel(const Config& c, const std::vector<mx::array>&
 // efficient GEMMs, small enough that a worker's two panels stay in its L2 for moderate Sk.
 int cpu_tile_rows(int sk);
 
+// Tests: make the CPU kernel use OpenBLAS for every product (the path taken without AVX-512).
+void force_blas_gemm(bool on);
+
 // Threads the CPU kernel uses (hardware concurrency, at least 1).
 int cpu_threads();
 

@@ -28,6 +28,7 @@
 #include <mlx/primitives.h>
 #include <mlx/utils.h>
 
+#include "ortmlx/ops/attention_vjp/cpu_gemm.h"
 #include "ortmlx/ops/attention_vjp/cpu_rows.h"
 #include "ortmlx/ops/attention_vjp/paths.h"
 
@@ -82,8 +83,11 @@ struct Pointers {
 
 struct Scratch {
   std::unique_ptr<float[]> s, dp, y;
+  std::unique_ptr<float[]> kt, vt;  // K^T and V^T of the item's kv head (micro-kernel path)
   int64_t ld = 0;
 };
+
+std::atomic<bool> g_force_blas{false};
 
 // Our workers already cover the cores, so every sgemm runs on its caller's thread. This wheel's
 // OpenBLAS has no per-thread setting (openblas_set_num_threads_local is not exported), so the
@@ -106,6 +110,9 @@ class Kernel {
     threads_ = static_cast<int>(std::min<int64_t>(threads, items_));
     kv_ = g.want[1] || g.want[2];
     ld_ = (g.sk + 15) / 16 * 16;
+    // K^T / V^T rows padded off a power-of-two stride (L1 set conflicts when walking down D).
+    ldt_ = ld_ + 16;
+    own_gemm_ = gemm::available() && !g_force_blas.load();
   }
 
   // Allocations happen here, before the work is dispatched, so failures surface as exceptions.
@@ -122,6 +129,10 @@ class Kernel {
       s.s.reset(new float[static_cast<size_t>(g_.rows * ld_)]);
       if (need_dp) s.dp.reset(new float[static_cast<size_t>(g_.rows * ld_)]);
       if (g_.recompute && need_dp) s.y.reset(new float[static_cast<size_t>(g_.rows * g_.d)]);
+      if (own_gemm_) {
+        s.kt.reset(new float[static_cast<size_t>(g_.d * ldt_)]);
+        if (need_dp) s.vt.reset(new float[static_cast<size_t>(g_.d * ldt_)]);
+      }
     }
   }
 
@@ -178,8 +189,36 @@ class Kernel {
       dv = kv_dest(2, b, kvh, part, &lddv);
       zero_rows(dv, g_.sk, g_.d, lddv);
     }
+    if (own_gemm_) {
+      const int64_t ldk = row_stride(g_, g_.hk);
+      transpose(p_.k + head_offset(g_, b, kvh, g_.hk, g_.sk), ldk, sc.kt.get());
+      if (sc.vt) transpose(p_.v + head_offset(g_, b, kvh, g_.hk, g_.sk), ldk, sc.vt.get());
+    }
     for (int64_t t = part; t < tiles_; t += parts_)
       for (int64_t h = kvh * group_; h < (kvh + 1) * group_; ++h) panel(b, h, kvh, t, sc, dk, lddk, dv, lddv);
+  }
+
+  // (Sk x D, row stride ld) -> (D x Sk, row stride ldt_).
+  void transpose(const float* x, int64_t ld, float* xt) const {
+    for (int64_t j0 = 0; j0 < g_.sk; j0 += 32)
+      for (int64_t e = 0; e < g_.d; ++e)
+        for (int64_t j = j0; j < std::min(g_.sk, j0 + 32); ++j) xt[e * ldt_ + j] = x[j * ld + e];
+  }
+
+  // C = alpha A B (+ C when accumulate), a(i, k) = a[i * a_row + k * a_col]; the micro-kernel
+  // when available, else OpenBLAS (A must then be A or A^T of a row-major matrix, and B = bt^T
+  // when `bt` is given: the BLAS path reads K and V untransposed).
+  void mm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row, int64_t a_col,
+          const float* b, int64_t ldb, const float* bt, int64_t ldbt, float* c, int64_t ldc,
+          bool accumulate) const {
+    if (own_gemm_) {
+      gemm::run(m, n, k, alpha, a, a_row, a_col, b, ldb, c, ldc, accumulate);
+      return;
+    }
+    const bool ta = a_row == 1;
+    const int64_t lda = ta ? a_col : a_row;
+    if (bt) sgemm(ta, true, m, n, k, alpha, a, lda, bt, ldbt, accumulate ? 1.f : 0.f, c, ldc);
+    else sgemm(ta, false, m, n, k, alpha, a, lda, b, ldb, accumulate ? 1.f : 0.f, c, ldc);
   }
 
   // Applies causal/mask to row i (keys [0, live)), then softmax in place; keys [live, n) -> 0.
@@ -238,16 +277,16 @@ class Kernel {
     }
     const int64_t ld = sc.ld;
     float* s = sc.s.get();
-    sgemm(false, true, m, n, g_.d, g_.scale, q, ldq, k, ldk, 0.f, s, ld);
+    mm(m, n, g_.d, g_.scale, q, ldq, 1, sc.kt.get(), ldt_, k, ldk, s, ld, false);
     for (int64_t r = 0; r < m; ++r) softmax_row(s + r * ld, b, h, i0 + r, n);
 
-    if (dv) sgemm(true, false, n, g_.d, m, 1.f, s, ld, dy, ldq, 1.f, dv, lddv);
+    if (dv) mm(n, g_.d, m, 1.f, s, 1, ld, dy, ldq, nullptr, 0, dv, lddv, true);
     if (!dq && !dk) return;
 
     const float* y;
     int64_t ldy;
     if (g_.recompute) {
-      sgemm(false, false, m, g_.d, n, 1.f, s, ld, v, ldk, 0.f, sc.y.get(), g_.d);
+      mm(m, g_.d, n, 1.f, s, ld, 1, v, ldk, nullptr, 0, sc.y.get(), g_.d, false);
       y = sc.y.get();
       ldy = g_.d;
     } else {
@@ -255,13 +294,13 @@ class Kernel {
       ldy = ldq;
     }
     float* dp = sc.dp.get();
-    sgemm(false, true, m, n, g_.d, 1.f, dy, ldq, v, ldk, 0.f, dp, ld);
+    mm(m, n, g_.d, 1.f, dy, ldq, 1, sc.vt.get(), ldt_, v, ldk, dp, ld, false);
     for (int64_t r = 0; r < m; ++r) {
       const float delta = rows::dot(dy + r * ldq, y + r * ldy, static_cast<int>(g_.d));
       rows::ds(s + r * ld, dp + r * ld, static_cast<int>(n), delta);
     }
-    if (dq) sgemm(false, false, m, g_.d, n, g_.scale, dp, ld, k, ldk, 0.f, dq, ldq);
-    if (dk) sgemm(true, false, n, g_.d, m, g_.scale, dp, ld, q, ldq, 1.f, dk, lddk);
+    if (dq) mm(m, g_.d, n, g_.scale, dp, ld, 1, k, ldk, nullptr, 0, dq, ldq, false);
+    if (dk) mm(n, g_.d, m, g_.scale, dp, 1, ld, q, ldq, nullptr, 0, dk, lddk, true);
   }
 
   // dK/dV of part 0 (in the output) += the other parts' partials; parallel over (b, g, row block).
@@ -297,7 +336,8 @@ class Kernel {
   int64_t group_ = 1, tiles_ = 0, parts_ = 1, items_ = 0;
   int threads_ = 1;
   bool kv_ = false;
-  int64_t ld_ = 0;
+  bool own_gemm_ = false;
+  int64_t ld_ = 0, ldt_ = 0;
   std::unique_ptr<float[]> partial_[3];
   std::vector<Scratch> scratch_;
 };
@@ -377,6 +417,8 @@ class AttentionVjpCpu : public mx::Primitive {
 };
 
 }  // namespace
+
+void force_blas_gemm(bool on) { g_force_blas.store(on); }
 
 int cpu_threads() {
   const unsigned n = std::thread::hardware_concurrency();
