@@ -128,12 +128,13 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
     bind_bhsd(native_sdpa(c, bhsd_inputs(), s));
     ctx.mark_fast(node, kNativeLabel);
   } else if (dense) {
-    // On the CPU backend MLX's own matmul is slow: the fused kernel with whole-head score panels.
-    if (on_cpu) results = cpu_kernel(c, in, KernelMode::kDense, s);
+    // On the CPU backend MLX's own matmul is slow (reference BLAS): the fused kernel is faster
+    // than any materialised form there, so the dense path runs it too.
+    if (on_cpu) results = cpu_kernel(c, in, s);
     else bind_bhsd(dense_mlx(c, bhsd_inputs(), s));
     ctx.mark_fast(node, kDenseLabel);
   } else {
-    results = cpu_kernel(c, in, KernelMode::kTiled, s);  // GPU: clear "not implemented" error
+    results = cpu_kernel(c, in, s);  // GPU backends: a clear "not implemented" error
     ctx.mark_fast(node, kTiledLabel);
   }
   for (size_t i = 0; i < c.outputs.size(); ++i) ctx.bind(node.outputs[i], results[i]);

@@ -1,7 +1,6 @@
 #include "ortmlx/ops/attention_vjp/contract.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -165,22 +164,6 @@ bool use_dense(const Config& c, const std::array<int64_t, 4>& q, const std::arra
     bytes *= u;
   }
   return bytes <= limit;
-}
-
-std::optional<uint64_t> dense_limit_from_env() {
-  const char* v = std::getenv(kDenseLimitEnv);
-  if (!v || !*v) return std::nullopt;
-  std::string_view s(v);
-  if (s[0] == '+') s.remove_prefix(1);
-  if (s.empty()) return std::nullopt;
-  uint64_t n = 0;
-  for (char ch : s) {
-    if (ch < '0' || ch > '9') return std::nullopt;
-    const uint64_t digit = static_cast<uint64_t>(ch - '0');
-    if (n > (std::numeric_limits<uint64_t>::max() - digit) / 10) return std::nullopt;
-    n = n * 10 + digit;
-  }
-  return n;
 }
 
 ClaimResult claim(const ClaimContext& ctx) {

@@ -16,7 +16,8 @@ namespace ortmlx::attention_vjp {
 inline constexpr std::string_view kPlainPrefix = "AttentionVJP_";
 inline constexpr std::string_view kRecomputePrefix = "AttentionVJPRecompute_";
 inline constexpr uint64_t kDefaultDenseLimitBytes = 64ull * 1024 * 1024;
-inline constexpr const char* kDenseLimitEnv = "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_DENSE_LIMIT_BYTES";
+// The explicit limit comes from EpOptions::attention_vjp_dense_limit_bytes (the environment
+// variable ONNXRUNTIME_EP_MLX_ATTENTION_VJP_DENSE_LIMIT_BYTES, or the session option).
 
 // Trace labels (diagnostics show which path ran).
 inline constexpr const char* kDenseLabel = "onnax GEMM attention VJP";
@@ -60,9 +61,6 @@ int dq_tile_bytes(const Config& c);
 // `q` and `k` are (B, H, S, D) shapes.
 bool use_dense(const Config& c, const std::array<int64_t, 4>& q, const std::array<int64_t, 4>& k,
                std::optional<uint64_t> explicit_limit);
-
-// The explicit limit from the environment variable (nullopt when unset or not a number).
-std::optional<uint64_t> dense_limit_from_env();
 
 // The claim predicate: name grammar, then the interface from static value infos.
 ClaimResult claim(const ClaimContext& ctx);

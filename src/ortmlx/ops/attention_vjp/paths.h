@@ -2,9 +2,9 @@
 // translator (attention_vjp.cpp) picks one with the seed's rule and binds the results.
 //
 //  - dense_mlx: scores materialised with MLX GEMMs (portable: CPU, CUDA, Metal).
-//  - cpu_kernel: our fused CPU primitive (OpenBLAS sgemm per tile, std::thread workers), in a
-//    "dense" mode (whole-head score panels) and a "tiled" mode (panels of a few query rows:
-//    extra memory O(threads * rows * Sk), independent of Sq).
+//  - cpu_kernel: our fused CPU primitive (AVX-512 micro-kernel or OpenBLAS per tile product,
+//    std::thread workers) on panels of a few query rows: extra memory O(threads * rows * Sk),
+//    independent of Sq. The CPU backend runs both the dense and the tiled path with it.
 //  - native_sdpa: recompute the forward with MLX's fused SDPA and differentiate it (mx::vjp).
 #pragma once
 
@@ -47,9 +47,9 @@ std::array<mx::array, 3> native_sdpa(const Config& c, const Bhsd& t, mx::StreamO
 // stride, no transposes). inputs: Q, K, V, [Y], dY, Mask (row-contiguous apart from the mask,
 // which may be broadcast-strided). Returns the requested gradients in the order of c.outputs,
 // shaped like their inputs.
-enum class KernelMode { kDense, kTiled };
+// panel_rows > 0 forces the query rows per panel (tests); 0 picks cpu_tile_rows(Sk).
 std::vector<mx::array> cpu_kernel(const Config& c, const std::vector<mx::array>& inputs,
-                                  KernelMode mode, mx::StreamOrDevice s);
+                                  mx::StreamOrDevice s, int panel_rows = 0);
 
 // Query rows per panel of the CPU kernel for a key length (tiled mode): large enough for
 // efficient GEMMs, small enough that a worker's two panels stay in its L2 for moderate Sk.
