@@ -613,6 +613,12 @@ TEST(AttentionVjpNumerics, TiledKernelSpansManyTilesAndParts) {
   p.mask_kind = 2, p.mask_shape = {2, 1, 150, 160}, p.dead_rows = true;
   check(p, Path::kTiled);
   check(p, Path::kDense);
+  p = P(4, 1, 40, 1100, 2, 1, 24);  // long keys: the micro-kernel cuts K = Sk into chunks
+  p.mask_kind = 2, p.mask_shape = {1100};
+  check(p, Path::kTiled);
+  p = P(3, 1, 600, 600, 2, 2, 16);  // causal with panels reaching past one K chunk
+  p.causal = true;
+  check(p, Path::kTiled);
   p = P(3, 1, 300, 200, 4, 2, 32);  // rank 3 (strided rows), GQA, several parts per kv head
   p.mask_kind = 1, p.mask_shape = {300, 200}, p.outputs = {1, 2};
   check(p, Path::kTiled);
