@@ -1,5 +1,6 @@
 // The fused CPU AttentionVJP kernel: a custom MLX primitive whose eval_cpu runs a multithreaded
-// C++ kernel (std::thread workers, OpenBLAS sgemm for every tile product, AVX-512 row math).
+// C++ kernel (std::thread workers; every tile product through the AVX-512 micro-kernel of
+// cpu_gemm.h, or OpenBLAS sgemm without AVX-512; AVX-512 row math in cpu_rows.h).
 //
 // Work item = (batch b, kv head g, part p). An item owns dK/dV of (b, g) (part 0 writes the
 // output, parts > 0 private partials summed at the end: no atomics) and the dQ rows of the query
@@ -11,7 +12,7 @@
 //     [Recompute: Y = P V]    delta = rowsum(dY * Y)
 //     dV += P^T dY     dP = dY V^T     dS = P (dP - delta)     dQ = scale dS K     dK += scale dS^T Q
 // which is 5 GEMMs over the scores (the minimum) and one exp per score. Extra memory per worker is
-// two rows x Sk panels, independent of Sq. The dense path uses the same kernel: whole-head panels
+// two rows x Sk panels plus K^T and V^T of one kv head, independent of Sq. The dense path uses the same kernel: whole-head panels
 // measured 15-25% slower than 128-row ones, so the panel size does not depend on the path.
 #include <algorithm>
 #include <atomic>
@@ -108,12 +109,16 @@ class Kernel {
     // Enough items for every worker (and some slack for balance), never more parts than tiles.
     parts_ = std::max<int64_t>(1, std::min<int64_t>(tiles_, (4 * threads + pairs - 1) / pairs));
     items_ = pairs * parts_;
-    threads_ = static_cast<int>(std::min<int64_t>(threads, items_));
     kv_ = g.want[1] || g.want[2];
     ld_ = (g.sk + 15) / 16 * 16;
     // K^T / V^T rows padded off a power-of-two stride (L1 set conflicts when walking down D).
     ldt_ = ld_ + 16;
     own_gemm_ = gemm::available() && !g_force_blas.load();
+    // Workers, capped so that their scratch (two panels, K^T, V^T) stays within 512 MiB on
+    // many-core machines with long keys.
+    const int64_t per_worker = 4 * (2 * g.rows * ld_ + 2 * g.d * ldt_ + g.rows * g.d);
+    const int64_t by_memory = std::max<int64_t>(1, (int64_t{512} << 20) / std::max<int64_t>(1, per_worker));
+    threads_ = static_cast<int>(std::min<int64_t>({threads, items_, by_memory}));
   }
 
   // Allocations happen here, before the work is dispatched, so failures surface as exceptions.
