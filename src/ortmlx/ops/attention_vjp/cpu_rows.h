@@ -51,7 +51,9 @@ inline void keep_scalar(float* x, const uint8_t* m, int n) {
 // -W(maybe-)uninitialized inside the intrinsic header; the values are fully defined.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // ---- AVX-512 versions -----------------------------------------------------------------------
 #define ORTMLX_AVX512 __attribute__((target("avx512f")))
 
