@@ -272,6 +272,32 @@ TEST(Engine, EmptyAndScalarShapes) {
   });
 }
 
+TEST(Engine, PlanWithoutLiveInputs) {
+  on_mlx([] {
+    GraphBuilder b;
+    b.constant("c", {1.0f, -2.0f, 0.5f}, {3});
+    b.node("Exp", {"c"}, {"e"});
+    b.node("Neg", {"e"}, {"y"});
+    auto plan = build_plan(b.g, "consts", {}, {"y"});
+    Executor ex(plan, {true, 2});
+    for (int i = 0; i < 3; ++i) {
+      RunResult r = ex.run({});
+      EXPECT_TRUE(r.stats.compiled);
+      EXPECT_EQ(r.stats.cache, i == 0 ? CacheOutcome::kMiss : CacheOutcome::kHit);
+      auto v = values(r.outputs[0]);
+      EXPECT_NEAR(v[0], -std::exp(1.0f), 1e-6f);
+      EXPECT_NEAR(v[1], -std::exp(-2.0f), 1e-6f);
+    }
+  });
+}
+
+TEST(Engine, MlxDisableCompileMeansEager) {
+  ::setenv("MLX_DISABLE_COMPILE", "1", 1);
+  EXPECT_FALSE(ExecConfig::from(EpOptions{}).compile);
+  ::unsetenv("MLX_DISABLE_COMPILE");
+  EXPECT_TRUE(ExecConfig::from(EpOptions{}).compile);
+}
+
 // Test ops: "NeedsData" reads its input's values (cannot be traced for compile); "Marked" records
 // a fast path; "EvalInside" evaluates an array while translating (forbidden under compile).
 OpEntry test_entry(const std::string& op, TranslateFn translate) {

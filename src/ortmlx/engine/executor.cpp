@@ -1,6 +1,7 @@
 #include "ortmlx/engine/executor.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 
 #include <mlx/transforms.h>
@@ -76,7 +77,9 @@ bool default_compile_fuse() {
 
 ExecConfig ExecConfig::from(const EpOptions& options) {
   ExecConfig c;
-  c.compile = options.compile_enabled();
+  // With MLX_DISABLE_COMPILE, mlx::compile returns the function itself: every call would trace
+  // (counted as RETRACE). Run eagerly instead and say so in the counters.
+  c.compile = options.compile_enabled() && std::getenv("MLX_DISABLE_COMPILE") == nullptr;
   c.cache_size = options.compile_cache_size;
   c.fuse = options.compile_fuse.value_or(default_compile_fuse());
   return c;

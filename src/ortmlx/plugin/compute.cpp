@@ -5,6 +5,7 @@
 #include <cstring>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include <mlx/ops.h>
@@ -37,11 +38,11 @@ struct InputPins {
   // After our references are dropped, MLX's scheduler may still hold task closures for a moment;
   // wait until every in-place array is gone, since ORT frees the buffers when Compute returns.
   void wait_released() const {
-    if (live->load() == 0) return;
+    if (live->load() <= 0) return;
     mx::synchronize();
-    for (int i = 0; i < 10000 && live->load() != 0; ++i)
+    for (int i = 0; i < 10000 && live->load() > 0; ++i)
       std::this_thread::sleep_for(std::chrono::microseconds(100));
-    if (live->load() != 0) {
+    if (live->load() > 0) {
       static std::atomic<bool> logged{false};
       if (!logged.exchange(true))
         std::cerr << "[ortmlx] warning: MLX still references an input buffer after Compute"
@@ -85,7 +86,14 @@ mx::array to_mlx(const InputDesc& in, InputPins& pins, RunRecord& rec) {
   ORTMLX_CHECK(g_ort->GetTensorData(in.value, &data));
   auto live = pins.live;
   live->fetch_add(1);
-  mx::array a(const_cast<void*>(data), shape, *dtype, [live](void*) { live->fetch_sub(1); });
+  std::optional<mx::array> wrapped;
+  try {
+    wrapped.emplace(const_cast<void*>(data), shape, *dtype, [live](void*) { live->fetch_sub(1); });
+  } catch (...) {
+    live->fetch_sub(1);  // (a deleter that also ran only makes the count negative: harmless)
+    throw;
+  }
+  mx::array a = std::move(*wrapped);
   if (static_cast<const void*>(a.data<uint8_t>()) == data) {
     rec.inputs_wrapped += 1;
     rec.bytes_wrapped += bytes;
