@@ -289,9 +289,10 @@ def attention_vjp_model(batch, sq, sk, hq, hk, d, rank=4, causal=False, mask_kin
 
     Graph inputs Q, K, V, [Y], dY, Mask; outputs the requested gradients (dQ, dK, dV in order).
     Mask: BOOL for mask_kind 0/1, FLOAT for 2, shape `mask_shape` (rank 1..4; default
-    (1, 1, sq, sk)). dynamic_batch / dynamic_seq declare those dims symbolic (B, Sq, Sk) on the
-    tensor inputs and outputs. name_override replaces the contract name (for malformed names);
-    the body still follows the given parameters.
+    (1, 1, sq, sk); a str entry is a symbolic dim). dynamic_batch / dynamic_seq declare those
+    dims symbolic (B, Sq, Sk) on the tensor inputs and outputs. name_override replaces the
+    contract name (for malformed names); the body still follows the given parameters.
+    The body handles any live B/Sq/Sk (including 0) and mask widths >= 1.
     """
     if scale is None:
         scale = 1.0 / math.sqrt(d)
@@ -425,7 +426,7 @@ def _contract_of(model) -> tuple[onnx.NodeProto, onnx.FunctionProto]:
 
 
 def _params_from_body(model):
-    """Contract parameters: from the name when valid, else (malformed name) from the inputs."""
+    """Contract parameters from the model's contract name (a malformed name needs `params`)."""
     node, _ = _contract_of(model)
     cfg = parse_attention_vjp_name(node.op_type)
     if cfg is None:

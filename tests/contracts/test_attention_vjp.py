@@ -8,9 +8,6 @@ shape, output subset, form, path), chosen so every value of every dimension appe
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -79,31 +76,20 @@ def refusal_of(report, op_type):
     return refused.get(op_type) or refused.get(f"{DOMAIN}.{op_type}")
 
 
-_PROBE = textwrap.dedent("""
-    import ortmlx
-    from ortmlx.contracts import attention_vjp_model
-    from ortmlx.testing import EpRun
-    ortmlx.register_execution_provider_library()
-    EpRun(attention_vjp_model(1, 4, 4, 2, 2, 32)).close()
-""")
-
-
 @pytest.fixture(scope="session")
 def handler_missing():
-    """The claim-debug line saying no AttentionVJP handler is registered, or None.
-
-    Read from ONNXRUNTIME_EP_MLX_CLAIM_DEBUG (stderr of a child process), independent of the
-    JSON report, which keeps only the last claim pass of a graph.
-    """
-    import os
-
-    env = dict(os.environ, ONNXRUNTIME_EP_MLX_CLAIM_DEBUG="1")
-    out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    missing = [ln.strip() for ln in (out.stdout + out.stderr).splitlines()
-               if "refused pkg.onnax.AttentionVJP" in ln and "no MLX implementation" in ln]
-    return missing[0] if missing else None
+    """The refusal reason when no AttentionVJP handler is registered at all (the C++ side has
+    not landed), else None. A refusal of a valid contract for any other reason is not hidden
+    here: the EP tests then fail on it."""
+    model = attention_vjp_model(1, 4, 4, 2, 2, 32)
+    run = EpRun(model)
+    try:
+        entry = refusal_of(run.report(), contract_op(model))
+    finally:
+        run.close()
+    if entry and "no MLX implementation" in entry.get("reason", ""):
+        return entry["reason"]
+    return None
 
 
 @pytest.fixture
