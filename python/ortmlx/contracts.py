@@ -51,7 +51,7 @@ def _fields(rank, hq, hk, d, scale, causal, outputs, mask_kind) -> list[str]:
 
 
 def default_fingerprint(rank, hq, hk, d, scale, causal, outputs, mask_kind, recompute=False) -> str:
-    """A deterministic 16-hex-digit fingerprint of the other fields (a producer's is opaque to us)."""
+    """A deterministic 16-hex-digit hash of the other fields (a producer's is opaque to us)."""
     text = ("Recompute:" if recompute else "Plain:") + "_".join(
         _fields(rank, hq, hk, d, scale, causal, outputs, mask_kind))
     return hashlib.sha256(text.encode()).hexdigest()[:16]

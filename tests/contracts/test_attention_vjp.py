@@ -8,7 +8,7 @@ shape, output subset, form, path), chosen so every value of every dimension appe
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
