@@ -110,9 +110,11 @@ class Kernel {
     parts_ = std::max<int64_t>(1, std::min<int64_t>(tiles_, (4 * threads + pairs - 1) / pairs));
     items_ = pairs * parts_;
     kv_ = g.want[1] || g.want[2];
-    ld_ = (g.sk + 15) / 16 * 16;
-    // K^T / V^T rows padded off a power-of-two stride (L1 set conflicts when walking down D).
-    ldt_ = ld_ + 16;
+    // Panel rows and K^T / V^T rows are padded off power-of-two strides: the micro-kernel walks
+    // down a column of them (dV/dK read P^T, S/dP read K^T), and strides that are multiples of
+    // 4 KiB map every row to one L1 set.
+    ld_ = (g.sk + 15) / 16 * 16 + 16;
+    ldt_ = ld_;
     own_gemm_ = gemm::available() && !g_force_blas.load();
     // Workers, capped so that their scratch (two panels, K^T, V^T) stays within 512 MiB on
     // many-core machines with long keys.
