@@ -284,31 +284,75 @@ class Kernel {
       return;
     }
     const int64_t ld = sc.ld;
+    const int64_t dd = g_.d;
+    // Causal tiles have a diagonal block (keys i0..n): row r sees keys <= i0 + r only. Products
+    // cover the rectangle of keys before the tile for every row, then the diagonal block in
+    // chunks of rows (or keys) that stop where the chunk's visibility ends; entries outside what
+    // a row sees are zeros in P and dS (or never read).
+    const bool tri = g_.causal && n > i0;
+    const int64_t n0 = tri ? i0 : n;
+    constexpr int64_t kChunk = 32;
+
+    // out (m x n, ld) = alpha * a (m x D, ldq) B, B = (packed bt: D x Sk) or rows^T (Sk x D).
+    auto scores = [&](float alpha, const float* a, const float* packed, const float* rows_,
+                      float* out) {
+      if (n0 > 0) mm(m, n0, dd, alpha, a, ldq, 1, packed, ldt_, rows_, ldk, out, ld, false);
+      if (!tri) return;
+      for (int64_t r0 = 0; r0 < m; r0 += kChunk) {
+        const int64_t r1 = std::min(m, r0 + kChunk), cols = std::min(n, i0 + r1) - n0;
+        mm(r1 - r0, cols, dd, alpha, a + r0 * ldq, ldq, 1, packed ? packed + n0 : nullptr, ldt_,
+           rows_ + n0 * ldk, ldk, out + r0 * ld + n0, ld, false);
+      }
+    };
+    // out (m x D) = alpha * a (m x n, ld) rows_ (n x D, ldk): the sum runs over keys.
+    auto over_keys = [&](float alpha, const float* a, const float* rows_, float* out, int64_t ldo) {
+      if (n0 > 0 || !tri) mm(m, dd, n0, alpha, a, ld, 1, rows_, ldk, nullptr, 0, out, ldo, false);
+      if (!tri) return;
+      for (int64_t r0 = 0; r0 < m; r0 += kChunk) {
+        const int64_t r1 = std::min(m, r0 + kChunk), cols = std::min(n, i0 + r1) - n0;
+        mm(r1 - r0, dd, cols, alpha, a + r0 * ld + n0, ld, 1, rows_ + n0 * ldk, ldk, nullptr, 0,
+           out + r0 * ldo, ldo, n0 > 0);
+      }
+    };
+    // out (n x D) += alpha * a^T (n x m) rows_ (m x D, ldq): the sum runs over the tile's rows.
+    auto over_rows = [&](float alpha, const float* a, const float* rows_, float* out, int64_t ldo) {
+      if (n0 > 0) mm(n0, dd, m, alpha, a, 1, ld, rows_, ldq, nullptr, 0, out, ldo, true);
+      if (!tri) return;
+      for (int64_t c0 = n0; c0 < n; c0 += kChunk) {
+        const int64_t c1 = std::min(n, c0 + kChunk), r0 = c0 - i0;  // rows before r0 see none
+        mm(c1 - c0, dd, m - r0, alpha, a + r0 * ld + c0, 1, ld, rows_ + r0 * ldq, ldq, nullptr, 0,
+           out + c0 * ldo, ldo, true);
+      }
+    };
+
     float* s = sc.s.get();
-    mm(m, n, g_.d, g_.scale, q, ldq, 1, sc.kt.get(), ldt_, k, ldk, s, ld, false);
+    scores(g_.scale, q, sc.kt.get(), k, s);
     for (int64_t r = 0; r < m; ++r) softmax_row(s + r * ld, b, h, i0 + r, n);
 
-    if (dv) mm(n, g_.d, m, 1.f, s, 1, ld, dy, ldq, nullptr, 0, dv, lddv, true);
+    if (dv) over_rows(1.f, s, dy, dv, lddv);
     if (!dq && !dk) return;
 
     const float* y;
     int64_t ldy;
     if (g_.recompute) {
-      mm(m, g_.d, n, 1.f, s, ld, 1, v, ldk, nullptr, 0, sc.y.get(), g_.d, false);
+      over_keys(1.f, s, v, sc.y.get(), dd);
       y = sc.y.get();
-      ldy = g_.d;
+      ldy = dd;
     } else {
       y = p_.y + head_offset(g_, b, h, g_.hq, g_.sq) + i0 * ldq;
       ldy = ldq;
     }
     float* dp = sc.dp.get();
-    mm(m, n, g_.d, 1.f, dy, ldq, 1, sc.vt.get(), ldt_, v, ldk, dp, ld, false);
+    scores(1.f, dy, sc.vt.get(), v, dp);
     for (int64_t r = 0; r < m; ++r) {
-      const float delta = rows::dot(dy + r * ldq, y + r * ldy, static_cast<int>(g_.d));
-      rows::ds(s + r * ld, dp + r * ld, static_cast<int>(n), delta);
+      const int64_t live = g_.causal ? std::min(n, i0 + r + 1) : n;
+      const float delta = rows::dot(dy + r * ldq, y + r * ldy, static_cast<int>(dd));
+      float* row = dp + r * ld;
+      rows::ds(s + r * ld, row, static_cast<int>(live), delta);
+      if (live < n) std::memset(row + live, 0, static_cast<size_t>(n - live) * sizeof(float));
     }
-    if (dq) mm(m, g_.d, n, g_.scale, dp, ld, 1, k, ldk, nullptr, 0, dq, ldq, false);
-    if (dk) mm(n, g_.d, m, g_.scale, dp, 1, ld, q, ldq, nullptr, 0, dk, lddk, true);
+    if (dq) over_keys(g_.scale, dp, k, dq, ldq);
+    if (dk) over_rows(g_.scale, dp, q, dk, lddk);
   }
 
   // dK/dV of part 0 (in the output) += the other parts' partials; parallel over (b, g, row block).
