@@ -670,6 +670,37 @@ TEST(AttentionVjpNumerics, EmptyDimsGiveZeros) {
   check(p, Path::kNative);
 }
 
+// The label the translator marks for live shapes and a limit (the graph is built, not evaluated).
+std::string path_label(const std::string& op, const mx::Shape& q, const mx::Shape& k,
+                       std::optional<uint64_t> limit) {
+  Plan plan;
+  plan.options.attention_vjp_dense_limit_bytes = limit;
+  TranslationContext ctx(plan);
+  NodeDesc node;
+  node.op_type = op;
+  const bool recompute = op.rfind("AttentionVJPRecompute_", 0) == 0;
+  node.inputs = recompute ? std::vector<std::string>{"Q", "K", "V", "dY", "Mask"}
+                          : std::vector<std::string>{"Q", "K", "V", "Y", "dY", "Mask"};
+  node.outputs = {"dQ", "dK", "dV"};
+  for (const auto& n : node.inputs) ctx.bind(n, n == "K" || n == "V" ? mx::zeros(k) : mx::zeros(q));
+  ctx.bind("Mask", mx::ones({1}, mx::bool_));
+  OpRegistry::global().find("pkg.onnax", op, 1)->translate(ctx, node);
+  return ctx.path_marks().empty() ? "" : ctx.path_marks().back().label;
+}
+
+TEST(AttentionVjpPaths, SelectionFollowsTheSeed) {
+  const std::string plain = "AttentionVJP_r4_q16_k8_d8_s3e800000_c0_o012_m0_0123456789abcdef";
+  const std::string rec = "AttentionVJPRecompute_r4_q16_k8_d32_s3e800000_c0_o012_m0_0123456789abcdef";
+  // 4 * 1 * 16 * 1024 * 1024 bytes = 64 MiB: dense; one more key: tiled.
+  EXPECT_EQ(path_label(plain, {1, 16, 1024, 8}, {1, 8, 1024, 8}, std::nullopt), kDenseLabel);
+  EXPECT_EQ(path_label(plain, {1, 16, 1024, 8}, {1, 8, 1025, 8}, std::nullopt), kTiledLabel);
+  EXPECT_EQ(path_label(plain, {1, 16, 8, 8}, {1, 8, 8, 8}, 0), kTiledLabel);
+  // Recompute: native without an explicit limit (any size); with one, dense or tiled by it.
+  EXPECT_EQ(path_label(rec, {1, 16, 1024, 32}, {1, 8, 1025, 32}, std::nullopt), kNativeLabel);
+  EXPECT_EQ(path_label(rec, {1, 16, 8, 32}, {1, 8, 8, 32}, 1 << 20), kDenseLabel);
+  EXPECT_EQ(path_label(rec, {1, 16, 8, 32}, {1, 8, 8, 32}, 4095), kTiledLabel);
+}
+
 TEST(AttentionVjpNumerics, LiveShapeErrorsAreClear) {
   Problem p = P(4, 2, 8, 8, 2, 2, 16);
   Data x = make_data(p, 3);

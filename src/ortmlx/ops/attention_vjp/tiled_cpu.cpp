@@ -91,9 +91,10 @@ struct Scratch {
 
 std::atomic<bool> g_force_blas{false};
 
-// Our workers already cover the cores, so every sgemm runs on its caller's thread. This wheel's
-// OpenBLAS has no per-thread setting (openblas_set_num_threads_local is not exported), so the
-// process-wide BLAS thread count is set to 1 once; no other part of ortmlx uses OpenBLAS.
+// BLAS fallback (no AVX-512): our workers already cover the cores, so every sgemm runs on its
+// caller's thread. This wheel's OpenBLAS has no per-thread setting (openblas_set_num_threads_local
+// is not exported), so the process-wide BLAS thread count is set to 1 once, and only when the
+// fallback runs; no other part of ortmlx uses OpenBLAS.
 void single_threaded_blas() {
   static std::once_flag once;
   std::call_once(once, [] { scipy_openblas_set_num_threads(1); });
@@ -146,7 +147,7 @@ class Kernel {
 
   // Runs the whole pullback. Never throws (it runs on MLX's stream thread).
   void run() noexcept {
-    single_threaded_blas();
+    if (!own_gemm_) single_threaded_blas();
     std::atomic<int64_t> next{0};
     auto worker = [&](int tid) {
       for (int64_t it; (it = next.fetch_add(1)) < items_;) item(it, scratch_[static_cast<size_t>(tid)]);
