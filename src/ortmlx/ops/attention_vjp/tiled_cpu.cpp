@@ -107,10 +107,15 @@ class Kernel {
     tiles_ = (g.sq + g.rows - 1) / g.rows;
     const int threads = cpu_threads();
     const int64_t pairs = g.b * g.hk;
-    // Enough items for every worker (and some slack for balance), never more parts than tiles.
-    parts_ = std::max<int64_t>(1, std::min<int64_t>(tiles_, (4 * threads + pairs - 1) / pairs));
-    items_ = pairs * parts_;
     kv_ = g.want[1] || g.want[2];
+    // Enough items for every worker (and some slack for balance), never more parts than tiles,
+    // and dK/dV partials (parts - 1 copies) within 256 MiB.
+    parts_ = std::max<int64_t>(1, std::min<int64_t>(tiles_, (4 * threads + pairs - 1) / pairs));
+    if (kv_) {
+      const int64_t copy = 4 * pairs * g.sk * g.d * ((g.want[1] ? 1 : 0) + (g.want[2] ? 1 : 0));
+      parts_ = std::min<int64_t>(parts_, 1 + (int64_t{256} << 20) / std::max<int64_t>(1, copy));
+    }
+    items_ = pairs * parts_;
     // Panel rows and K^T / V^T rows are padded off power-of-two strides: the micro-kernel walks
     // down a column of them (dV/dK read P^T, S/dP read K^T), and strides that are multiples of
     // 4 KiB map every row to one L1 set.
