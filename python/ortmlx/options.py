@@ -42,8 +42,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("compile_cache_size", "ONNXRUNTIME_EP_MLX_COMPILE_CACHE_SIZE", "integer",
            "compiled functions kept per fused node, LRU (default 16, at least 1)", "4"),
     Option("compile_fuse", "ONNXRUNTIME_EP_MLX_COMPILE_FUSE", "auto|flag",
-           "fuse elementwise ops into generated kernels when compiling: auto (default: on GPU yes, "
-           "on the CPU backend no), or a flag", "auto"),
+           "fuse elementwise ops into generated kernels when compiling: auto (default, fuse) or a "
+           "flag; off skips MLX's kernel JIT on first use", "auto"),
 )
 
 FLAG_VALUES = "1/0, true/false, on/off, yes/no"

@@ -72,7 +72,10 @@ const char* cache_outcome_name(CacheOutcome c) {
 }
 
 bool default_compile_fuse() {
-  return mx::default_device() != mx::Device(mx::Device::cpu);
+  // Fusion on every device. Measured on MLX's CPU backend through the EP (fresh inputs per run,
+  // bench/engine.py): a 49-op arithmetic chain runs 1.4x faster fused than eager and 1.04x
+  // unfused; transcendental-bound chains are equal. Unfused avoids the JIT's first-use cost.
+  return true;
 }
 
 ExecConfig ExecConfig::from(const EpOptions& options) {

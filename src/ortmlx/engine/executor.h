@@ -47,8 +47,7 @@ struct ExecConfig {
   static ExecConfig from(const EpOptions& options);
 };
 
-// The auto fusion policy: fuse on GPU devices, not on MLX's CPU backend (measured: its fused JIT
-// kernels run ~2x slower than its vectorised eager kernels; see docs/ENGINE.md).
+// The auto fusion policy (compile_fuse=auto): fuse on every device (measured; docs/ENGINE.md).
 bool default_compile_fuse();
 
 struct RunStats {

@@ -27,8 +27,8 @@ const std::vector<OptionSpec>& option_specs() {
       {"compile_cache_size", "ONNXRUNTIME_EP_MLX_COMPILE_CACHE_SIZE", "integer",
        "compiled functions kept per fused node, LRU (default 16, at least 1)"},
       {"compile_fuse", "ONNXRUNTIME_EP_MLX_COMPILE_FUSE", "auto|flag",
-       "fuse elementwise ops into generated kernels when compiling: auto (default: on GPU yes, "
-       "on the CPU backend no), or a flag"},
+       "fuse elementwise ops into generated kernels when compiling: auto (default, fuse) or a "
+       "flag; off skips MLX's kernel JIT on first use"},
   };
   return specs;
 }

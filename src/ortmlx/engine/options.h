@@ -32,8 +32,8 @@ struct EpOptions {
   bool no_general_compile = false; // disable the general shape-keyed compiled path
   std::optional<uint64_t> attention_vjp_dense_limit_bytes;
   size_t compile_cache_size = 16;  // compiled functions kept per fused node (LRU)
-  // Let mlx::compile fuse elementwise ops into generated kernels. nullopt = auto: on GPU devices
-  // yes; on MLX's CPU backend no, where its JIT kernels measure slower than its eager ones.
+  // Let mlx::compile fuse elementwise ops into generated kernels. nullopt = auto (fuse: see
+  // default_compile_fuse); off trades kernel fusion for no JIT compilation on first use.
   std::optional<bool> compile_fuse;
 
   // True when Compute may use mlx::compile (neither kill switch is set).
