@@ -536,6 +536,11 @@ std::vector<Problem> variants(bool recompute) {
     add(p);
   }
   {
+    Problem p = P(4, 2, 16, 24, 4, 2, 24);  // causal with a narrow per-head additive mask
+    p.causal = true, p.mask_kind = 2, p.mask_shape = {2, 4, 16, 10};
+    add(p);
+  }
+  {
     Problem p = P(4, 3, 17, 17, 6, 3, 16);  // causal, dK dV
     p.causal = true, p.outputs = {1, 2};
     add(p);
