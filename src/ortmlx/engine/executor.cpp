@@ -72,9 +72,9 @@ const char* cache_outcome_name(CacheOutcome c) {
 }
 
 bool default_compile_fuse() {
-  // Fusion on every device. Measured on MLX's CPU backend through the EP (fresh inputs per run,
-  // bench/engine.py): a 49-op arithmetic chain runs 1.4x faster fused than eager and 1.04x
-  // unfused; transcendental-bound chains are equal. Unfused avoids the JIT's first-use cost.
+  // Fusion on every device (MLX's own default; on GPUs fusion is the point). On MLX's CPU
+  // backend it is graph-dependent (bench/results/engine.md): arithmetic chains 1.4x faster than
+  // eager, transcendental-bound chains 0.75x (scalar JIT kernels): compile_fuse=0 for those.
   return true;
 }
 
