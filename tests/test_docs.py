@@ -22,3 +22,11 @@ def test_every_registered_op_has_a_test():
 def test_readme_starts_with_the_two_commands():
     head = "\n".join((ROOT / "README.md").read_text().splitlines()[:30])
     assert "make demo" in head and "make test" in head
+
+
+def test_readme_lists_every_option():
+    from ortmlx.options import OPTIONS
+
+    readme = (ROOT / "README.md").read_text()
+    for o in OPTIONS:
+        assert f"| `{o.key}` | `{o.env}` |" in readme, o.key
