@@ -30,7 +30,8 @@ RESULTS = ROOT / "bench" / "results"
 SIZES = [256, 512, 1024, 2048, 4096]
 
 # name, batch, heads, head dim, causal, EP path forced ("" = default; "recompute": the
-# Recompute form, which takes MLX's native SDPA vjp by default), largest S for ORT CPU.
+# Recompute form, which takes MLX's native SDPA vjp by default), largest S for ORT CPU
+# [, largest S for the EP].
 # The body on ORT CPU materialises several (B, H, S, S) fp32 tensors: at B1 H8 S4096 it peaks
 # near 4 GiB and ~10 s a run; B2 H16 would need ~4x that, so it is capped at S=2048.
 CONFIGS = [
@@ -39,7 +40,8 @@ CONFIGS = [
     ("B2 H16 D64 causal", 2, 16, 64, 1, "", 2048),
     ("B2 H16 D128", 2, 16, 128, 0, "", 1024),
     ("B1 H8 D64 tiled", 1, 8, 64, 0, "tiled", 0),  # memory vs S on the tiled path
-    ("B1 H8 D64 causal Recompute", 1, 8, 64, 1, "recompute", 2048),
+    # The native path runs at ~2 GFLOP/s on MLX's CPU backend (~20 s a run at S=4096): capped.
+    ("B1 H8 D64 causal Recompute", 1, 8, 64, 1, "recompute", 2048, 2048),
 ]
 QUICK_SIZES = [256, 1024]
 
@@ -201,16 +203,22 @@ def table(rows) -> list[str]:
 def targets(rows) -> list[str]:
     """The goals we report against: at S=2048 >= 3x faster and >= 10x lower peak memory than
     the body on ORT CPU; on the tiled path, memory flat in S past the dense budget."""
-    out = ["## Against the targets", ""]
+    out = ["## Against the targets", "",
+           "Peak RSS is the whole process's: about 100-180 MiB of it (Python, ORT, MLX, the "
+           "inputs) is there before the first run, which bounds the peak-RSS ratio whenever the "
+           "body's own peak is below a few GiB; the run-time growth is given next to it.", ""]
     for r in rows:
         if r["s"] != 2048 or not r["cpu"] or not r["cpu"].get("median_s") \
                 or not r["ep"].get("median_s"):
             continue
         sp = r["cpu"]["median_s"] / r["ep"]["median_s"]
         mem = r["cpu"]["peak_rss_mib"] / r["ep"]["peak_rss_mib"]
-        out.append(f"- S=2048, {r['config']}: {sp:.1f}x faster (target 3x: "
-                   f"{'met' if sp >= 3 else 'NOT met'}), {mem:.1f}x lower peak RSS (target 10x: "
-                   f"{'met' if mem >= 10 else 'NOT met'}).")
+        grow = ((r["cpu"]["peak_rss_mib"] - r["cpu"]["base_rss_mib"])
+                / max(1.0, r["ep"]["peak_rss_mib"] - r["ep"]["base_rss_mib"]))
+        out.append(f"- S=2048, {r['config']}: {sp:.2f}x faster (target 3x: "
+                   f"{'met' if sp >= 3 else 'NOT met'}), {mem:.2f}x lower peak RSS (target 10x: "
+                   f"{'met' if mem >= 10 else 'NOT met'}); counting only what the runs add "
+                   f"(peak - RSS after session creation) the body takes {grow:.1f}x the EP's.")
     for name in dict.fromkeys(r["config"] for r in rows):
         tiled = [r for r in rows if r["config"] == name and r["ep"].get("peak_rss_mib")
                  and short_path(r["ep"].get("paths")) == "tiled"]
@@ -322,7 +330,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--repeat", type=int, default=2, help="fresh processes per cell and runner")
+    ap.add_argument("--repeat", type=int, default=3, help="fresh processes per cell and runner")
     ap.add_argument("--timeout", type=int, default=420)
     ap.add_argument("--out", default=str(RESULTS / "attention_vjp"))
     ap.add_argument("--report-only", action="store_true",
@@ -340,8 +348,11 @@ def main() -> int:
     rows = []
     started = time.time()
     load0 = os.getloadavg()[0]
-    for name, b, h, d, causal, path, cpu_max in CONFIGS:
+    build = versions()  # at the start: commits landing during the run must not be credited
+    for name, b, h, d, causal, path, cpu_max, *ep_max in CONFIGS:
         for s in sizes:
+            if ep_max and s > ep_max[0]:
+                continue
             cpu_path = "recompute" if path == "recompute" else ""
             eps, cpus = [], []
             for _ in range(args.repeat):  # alternate, so both see the same background load
@@ -356,8 +367,8 @@ def main() -> int:
             print(table([row])[-1], flush=True)
     cmd = "ORTMLX_LIBRARY=$PWD/build/libortmlx.so .venv/bin/python bench/attention_vjp.py" + (
         " --quick" if args.quick else "") + (
-        f" --repeat {args.repeat}" if args.repeat != 2 else "")
-    data = {"command": cmd, "machine": machine(), "versions": versions(),
+        f" --repeat {args.repeat}" if args.repeat != 3 else "")
+    data = {"command": cmd, "machine": machine(), "versions": build,
             "elapsed_s": time.time() - started, "repeat": args.repeat,
             "loadavg": [load0, os.getloadavg()[0]], "rows": rows}
     write_outputs(data, out)
