@@ -44,6 +44,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("compile_fuse", "ONNXRUNTIME_EP_MLX_COMPILE_FUSE", "auto|flag",
            "fuse elementwise ops into generated kernels when compiling: auto (default, fuse) or a "
            "flag; off skips MLX's kernel JIT on first use", "auto"),
+    Option("attention_vjp_native", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_NATIVE", "auto|flag",
+           "AttentionVJPRecompute without a dense limit: vjp of MLX's fused SDPA (on), the fused "
+           "CPU kernel (off), or auto (default: native on GPU backends, fused kernel on MLX CPU)",
+           "auto"),
 )
 
 FLAG_VALUES = "1/0, true/false, on/off, yes/no"

@@ -29,13 +29,17 @@ from ortmlx.contracts import (
 from ortmlx.testing import EpRun, assert_ran_on_ep, run_cpu
 
 LIMIT_ENV = "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_DENSE_LIMIT_BYTES"
+NATIVE_ENV = "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_NATIVE"
 HUGE_LIMIT = str(1 << 40)  # forces dense for any test shape
 # Path -> (limit env value or None for unset, trace label the fused path must report).
 PATHS = {
     "dense": (HUGE_LIMIT, "onnax GEMM attention VJP"),
     "tiled": ("0", "onnax tiled attention VJP"),
-    "auto": (None, "onnax GEMM attention VJP"),  # plain form, small shapes: under 64 MiB
-    # Recompute form without the variable: vjp of MLX's fused SDPA.
+    # No variable, small shapes: under 64 MiB. For the Recompute form the seed's rule says
+    # native, but on MLX's CPU backend the EP's default (attention_vjp_native=auto) runs the
+    # fused CPU kernel instead, labelled by the default budget.
+    "auto": (None, "onnax GEMM attention VJP"),
+    # Recompute form without the limit variable and native forced on: vjp of MLX's fused SDPA.
     "native": (None, "onnax native SDPA attention VJP"),
 }
 FUSED_LABELS = {label for _, label in PATHS.values()}
@@ -102,6 +106,10 @@ def claim_landed(handler_missing):
 
 def set_path(monkeypatch, path):
     limit = PATHS[path][0]
+    if path == "native":
+        monkeypatch.setenv(NATIVE_ENV, "1")
+    else:
+        monkeypatch.delenv(NATIVE_ENV, raising=False)
     if limit is None:
         monkeypatch.delenv(LIMIT_ENV, raising=False)
     else:
@@ -186,9 +194,11 @@ CASES = [
     # Plain form takes Y as given (here: not the forward output).
     C(4, 2, 16, 16, 4, 2, 16, mask=1, mask_shape=(16, 16), consistent_y=False),
     C(3, 2, 16, 16, 4, 2, 16, mask=1, mask_shape=(16, 16), consistent_y=False, path="tiled"),
-    # Recompute form: native (no variable), dense and tiled (variable set).
+    # Recompute form: native (forced on), auto (CPU: fused kernel), dense and tiled (limit set).
     C(4, 2, 16, 16, 4, 2, 32, causal=1, mask=1, full_rows=True, recompute=True, path="native"),
+    C(4, 2, 16, 16, 4, 2, 32, causal=1, mask=1, full_rows=True, recompute=True, path="auto"),
     C(3, 2, 12, 20, 4, 1, 32, mask=2, mask_shape=(12, 20), recompute=True, path="native"),
+    C(3, 2, 12, 20, 4, 1, 32, mask=2, mask_shape=(12, 20), recompute=True, path="auto"),
     C(3, 1, 20, 12, 2, 2, 64, causal=1, outputs=(0, 2), recompute=True, path="native"),
     C(4, 2, 24, 16, 4, 4, 48, causal=1, mask=2, mask_shape=(1, 1, 24, 16), outputs=(1,),
       recompute=True, path="native"),
@@ -221,7 +231,7 @@ def _sampled_cases(n, seed=20261202):
     out = []
     while len(out) < n:
         recompute = bool(r.integers(2))
-        path = str(r.choice(["native", "dense", "tiled"] if recompute else
+        path = str(r.choice(["native", "auto", "dense", "tiled"] if recompute else
                             ["auto", "dense", "tiled"]))
         hq, hk = heads[r.integers(len(heads))]
         d = int(r.choice([32, 40, 64] if recompute else [8, 16, 24, 32, 64]))
@@ -265,7 +275,7 @@ def test_cases_cover_every_variant():
     assert {c.outputs for c in cases} >= {(0,), (1,), (2,), (0, 1), (1, 2), (0, 2), (0, 1, 2)}
     for form in (False, True):
         assert {c.path for c in cases if c.recompute == form} >= (
-            {"native", "dense", "tiled"} if form else {"dense", "tiled", "auto"})
+            {"native", "auto", "dense", "tiled"} if form else {"dense", "tiled", "auto"})
     assert {(c.b == 0, c.sq == 0, c.sk == 0) for c in EMPTY} >= {
         (True, False, False), (False, True, False), (False, False, True)}
     assert any(c.full_rows for c in cases) and any(not c.consistent_y for c in cases)

@@ -427,10 +427,12 @@ struct Outcome {
   std::string label;
 };
 
-Outcome run_translator(const Problem& p, const Data& x, std::optional<uint64_t> limit) {
+Outcome run_translator(const Problem& p, const Data& x, std::optional<uint64_t> limit,
+                       std::optional<bool> native = std::nullopt) {
   Plan plan;
   plan.name = "fused";
   plan.options.attention_vjp_dense_limit_bytes = limit;
+  plan.options.attention_vjp_native = native;
   TranslationContext ctx(plan);
   NodeDesc node;
   node.name = "attention_vjp";
@@ -489,8 +491,12 @@ void check(const Problem& p, Path path, unsigned seed = 1) {
     limit = 0;
     want_label = kTiledLabel;
   }
-  if (path == Path::kNative) want_label = kNativeLabel;
-  const Outcome out = run_translator(p, x, limit);
+  std::optional<bool> native;
+  if (path == Path::kNative) {
+    want_label = kNativeLabel;
+    native = true;  // auto picks the fused kernel on MLX's CPU backend
+  }
+  const Outcome out = run_translator(p, x, limit, native);
   const bool empty = p.b == 0 || p.sq == 0 || p.sk == 0;
   if (!empty) {
     EXPECT_EQ(out.label, want_label);
@@ -677,9 +683,10 @@ TEST(AttentionVjpNumerics, EmptyDimsGiveZeros) {
 
 // The label the translator marks for live shapes and a limit (the graph is built, not evaluated).
 std::string path_label(const std::string& op, const mx::Shape& q, const mx::Shape& k,
-                       std::optional<uint64_t> limit) {
+                       std::optional<uint64_t> limit, std::optional<bool> native = std::nullopt) {
   Plan plan;
   plan.options.attention_vjp_dense_limit_bytes = limit;
+  plan.options.attention_vjp_native = native;
   TranslationContext ctx(plan);
   NodeDesc node;
   node.op_type = op;
@@ -700,8 +707,12 @@ TEST(AttentionVjpPaths, SelectionFollowsTheSeed) {
   EXPECT_EQ(path_label(plain, {1, 16, 1024, 8}, {1, 8, 1024, 8}, std::nullopt), kDenseLabel);
   EXPECT_EQ(path_label(plain, {1, 16, 1024, 8}, {1, 8, 1025, 8}, std::nullopt), kTiledLabel);
   EXPECT_EQ(path_label(plain, {1, 16, 8, 8}, {1, 8, 8, 8}, 0), kTiledLabel);
-  // Recompute: native without an explicit limit (any size); with one, dense or tiled by it.
-  EXPECT_EQ(path_label(rec, {1, 16, 1024, 32}, {1, 8, 1025, 32}, std::nullopt), kNativeLabel);
+  // Recompute: native without an explicit limit (any size) when native is on (auto on GPU
+  // backends); on MLX's CPU backend auto takes the fused kernel, labelled by the default budget.
+  EXPECT_EQ(path_label(rec, {1, 16, 1024, 32}, {1, 8, 1025, 32}, std::nullopt, true), kNativeLabel);
+  EXPECT_EQ(path_label(rec, {1, 16, 1024, 32}, {1, 8, 1025, 32}, std::nullopt), kTiledLabel);
+  EXPECT_EQ(path_label(rec, {1, 16, 1024, 32}, {1, 8, 1024, 32}, std::nullopt), kDenseLabel);
+  EXPECT_EQ(path_label(rec, {1, 16, 8, 32}, {1, 8, 8, 32}, std::nullopt, false), kDenseLabel);
   EXPECT_EQ(path_label(rec, {1, 16, 8, 32}, {1, 8, 8, 32}, 1 << 20), kDenseLabel);
   EXPECT_EQ(path_label(rec, {1, 16, 8, 32}, {1, 8, 8, 32}, 4095), kTiledLabel);
 }

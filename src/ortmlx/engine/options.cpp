@@ -29,6 +29,9 @@ const std::vector<OptionSpec>& option_specs() {
       {"compile_fuse", "ONNXRUNTIME_EP_MLX_COMPILE_FUSE", "auto|flag",
        "fuse elementwise ops into generated kernels when compiling: auto (default, fuse) or a "
        "flag; off skips MLX's kernel JIT on first use"},
+      {"attention_vjp_native", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_NATIVE", "auto|flag",
+       "AttentionVJPRecompute without a dense limit: vjp of MLX's fused SDPA (on), the fused "
+       "CPU kernel (off), or auto (default: native on GPU backends, fused kernel on MLX CPU)"},
   };
   return specs;
 }
@@ -111,6 +114,9 @@ EpOptions EpOptions::resolve(
     else if (key == "compile_fuse") {
       if (lower(*v) == "auto" || (v->empty() && !from_session)) o.compile_fuse.reset();
       else o.compile_fuse = from_session ? parse_strict_flag(spec, *v) : parse_flag(*v);
+    } else if (key == "attention_vjp_native") {
+      if (lower(*v) == "auto" || (v->empty() && !from_session)) o.attention_vjp_native.reset();
+      else o.attention_vjp_native = from_session ? parse_strict_flag(spec, *v) : parse_flag(*v);
     } else if (key == "attention_vjp_dense_limit_bytes") {
       if (!v->empty() || from_session) o.attention_vjp_dense_limit_bytes = parse_count(spec, *v, from_session, 0);
     } else if (key == "compile_cache_size") {

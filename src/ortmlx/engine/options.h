@@ -35,6 +35,11 @@ struct EpOptions {
   // Let mlx::compile fuse elementwise ops into generated kernels. nullopt = auto (fuse: see
   // default_compile_fuse); off trades kernel fusion for no JIT compilation on first use.
   std::optional<bool> compile_fuse;
+  // AttentionVJPRecompute without an explicit dense limit: true = the seed's native path (vjp of
+  // MLX's fused SDPA), false = the fused CPU kernel (recompute + dense/tiled), nullopt = auto:
+  // native on GPU backends, fused kernel on MLX's CPU backend, where MLX's SDPA vjp runs on a
+  // reference-BLAS matmul (measured 15-25x slower than ORT CPU running the function body).
+  std::optional<bool> attention_vjp_native;
 
   // True when Compute may use mlx::compile (neither kill switch is set).
   bool compile_enabled() const { return !no_compile && !no_general_compile; }

@@ -124,9 +124,21 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
     return t;
   };
 
-  if (c.recompute && dense && !explicit_limit) {
+  // The seed sends the Recompute form without a limit to the native SDPA vjp. On MLX's CPU
+  // backend that runs on reference-BLAS matmuls with O(S^2) memory, so by default (option
+  // attention_vjp_native = auto) the CPU backend runs the fused kernel instead, which recomputes
+  // Y per panel; the dense/tiled label then follows the default byte budget.
+  const bool native_requested = c.recompute && dense && !explicit_limit;
+  const bool native = native_requested && ctx.options().attention_vjp_native.value_or(!on_cpu);
+  if (native) {
     bind_bhsd(native_sdpa(c, bhsd_inputs(), s));
     ctx.mark_fast(node, kNativeLabel);
+  } else if (native_requested) {
+    results = cpu_kernel(c, in, s);  // GPU backends only get here with the option forced off
+    Config plain = c;  // the default byte budget, as for the plain form
+    plain.recompute = false;
+    const bool small = use_dense(plain, {b, c.hq, sq, c.d}, {b, c.hk, sk, c.d}, std::nullopt);
+    ctx.mark_fast(node, small ? kDenseLabel : kTiledLabel);
   } else if (dense) {
     // On the CPU backend MLX's own matmul is slow (reference BLAS): the fused kernel is faster
     // than any materialised form there, so the dense path runs it too.
