@@ -10,12 +10,6 @@ using namespace ortmlx::ops;
 
 constexpr const char* kFloatOnly = "float16/bfloat16/float32 only; MLX matmul has no integer path";
 
-// Static rank of input i, or -1 when unknown.
-int64_t input_rank(const ClaimContext& c, size_t i) {
-  const TensorInfo* t = c.input(i);
-  return t ? t->rank() : -1;
-}
-
 ClaimResult claim_matmul(const ClaimContext& c) {
   ORTMLX_REQUIRE(c.num_inputs() == 2, "expects 2 inputs");
   ORTMLX_REQUIRE(c.num_outputs() == 1, "expects 1 output");
@@ -24,7 +18,7 @@ ClaimResult claim_matmul(const ClaimContext& c) {
   for (size_t i = 0; i < 2; ++i) {
     r = require_input_type(c, i, is_float_type, kFloatOnly);
     if (!r.ok) return r;
-    ORTMLX_REQUIRE(input_rank(c, i) != 0, "scalar (rank 0) inputs are invalid for MatMul");
+    ORTMLX_REQUIRE(c.input_rank(i) != 0, "scalar (rank 0) inputs are invalid for MatMul");
   }
   return require_same_types(c);
 }
@@ -67,13 +61,13 @@ ClaimResult claim_gemm(const ClaimContext& c) {
   for (size_t i = 0; i < 2; ++i) {
     r = require_input_type(c, i, is_float_type, kFloatOnly);
     if (!r.ok) return r;
-    const int64_t rank = input_rank(c, i);
+    const int64_t rank = c.input_rank(i);
     ORTMLX_REQUIRE(rank == -1 || rank == 2, "Gemm A and B must be 2-D");
   }
   if (c.has_input(2)) {
     r = require_input_type(c, 2, is_float_type, kFloatOnly);
     if (!r.ok) return r;
-    ORTMLX_REQUIRE(input_rank(c, 2) <= 2, "Gemm C must have rank <= 2");
+    ORTMLX_REQUIRE(c.input_rank(2) <= 2, "Gemm C must have rank <= 2");
   }
   return require_same_types(c);
 }

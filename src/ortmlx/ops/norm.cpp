@@ -15,11 +15,6 @@ namespace {
 
 using namespace ortmlx::ops;
 
-int64_t input_rank(const ClaimContext& c, size_t i) {
-  const TensorInfo* t = c.input(i);
-  return t ? t->rank() : -1;
-}
-
 // ---------------------------------------------------------------- LayerNormalization
 
 ClaimResult claim_layer_norm(const ClaimContext& c) {
@@ -44,7 +39,7 @@ ClaimResult claim_layer_norm(const ClaimContext& c) {
     ORTMLX_REQUIRE(t == ElemType::kUndefined || t == ElemType::kFloat,
                    "output " + std::to_string(i) + " type " + type_str(t) + " is not float32");
   }
-  const int64_t rank = input_rank(c, 0);
+  const int64_t rank = c.input_rank(0);
   const int64_t axis = c.node().attr_int("axis", -1);
   ORTMLX_REQUIRE(rank < 0 || (axis >= -rank && axis < rank),
                  "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
@@ -109,7 +104,7 @@ ClaimResult claim_softmax(const ClaimContext& c) {
   r = require_same_types(c);
   if (!r.ok) return r;
   const bool old_form = c.node().since_version < 13;
-  const int64_t rank = input_rank(c, 0);
+  const int64_t rank = c.input_rank(0);
   const int64_t axis = c.node().attr_int("axis", old_form ? 1 : -1);
   ORTMLX_REQUIRE(rank < 0 || (axis >= -rank && axis < rank),
                  "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));

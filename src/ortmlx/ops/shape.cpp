@@ -15,11 +15,6 @@ using namespace ortmlx::ops;
 
 constexpr const char* kAnyType = "MLX-supported tensor types only (no float64, no strings)";
 
-int64_t input_rank(const ClaimContext& c, size_t i) {
-  const TensorInfo* t = c.input(i);
-  return t ? t->rank() : -1;
-}
-
 // Data input 0 of a supported type, output 0 of the same type.
 ClaimResult claim_data_input(const ClaimContext& c) {
   ORTMLX_REQUIRE(c.num_outputs() == 1, "expects 1 output");
@@ -82,7 +77,7 @@ ClaimResult claim_reshape(const ClaimContext& c) {
   if (!spec) return ClaimResult::no(why);
   int minus_ones = 0;
   bool zero = false;
-  const int64_t rank = input_rank(c, 0);
+  const int64_t rank = c.input_rank(0);
   for (size_t i = 0; i < spec->size(); ++i) {
     const int64_t d = (*spec)[i];
     ORTMLX_REQUIRE(d >= -1, "shape value " + std::to_string(d) + " is invalid");
@@ -119,7 +114,7 @@ ClaimResult claim_transpose(const ClaimContext& c) {
     std::sort(sorted.begin(), sorted.end());
     for (size_t i = 0; i < sorted.size(); ++i)
       ORTMLX_REQUIRE(sorted[i] == static_cast<int64_t>(i), "perm is not a permutation of 0..rank-1");
-    const int64_t rank = input_rank(c, 0);
+    const int64_t rank = c.input_rank(0);
     ORTMLX_REQUIRE(rank < 0 || rank == static_cast<int64_t>(perm->size()),
                    "perm length differs from the input rank");
   }
@@ -192,7 +187,7 @@ ClaimResult claim_unsqueeze(const ClaimContext& c) {
   auto r = claim_squeeze_axes(c, true, &axes, &present);
   if (!r.ok) return r;
   ORTMLX_REQUIRE(!axes.empty(), "axes is empty");
-  const int64_t rank = input_rank(c, 0);
+  const int64_t rank = c.input_rank(0);
   if (rank >= 0) {
     std::string why;
     if (!normalize_axes(axes, rank + static_cast<int64_t>(axes.size()), &why))
@@ -269,7 +264,7 @@ ClaimResult claim_flatten(const ClaimContext& c) {
   r = claim_data_input(c);
   if (!r.ok) return r;
   const int64_t axis = c.node().attr_int("axis", 1);
-  const int64_t rank = input_rank(c, 0);
+  const int64_t rank = c.input_rank(0);
   ORTMLX_REQUIRE(rank < 0 || (axis >= -rank && axis <= rank),
                  "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   return ClaimResult::yes();
@@ -306,7 +301,7 @@ ClaimResult claim_concat(const ClaimContext& c) {
   if (!r.ok) return r;
   const int64_t axis = c.node().attr_int("axis", 0);
   for (size_t i = 0; i < c.num_inputs(); ++i) {
-    const int64_t rank = input_rank(c, i);
+    const int64_t rank = c.input_rank(i);
     ORTMLX_REQUIRE(rank != 0, "scalar inputs cannot be concatenated");
     ORTMLX_REQUIRE(rank < 0 || (axis >= -rank && axis < rank),
                    "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));

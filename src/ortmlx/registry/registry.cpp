@@ -22,6 +22,10 @@ ElemType ClaimContext::input_type(size_t i) const {
   const TensorInfo* t = input(i);
   return t ? t->dtype : ElemType::kUndefined;
 }
+int64_t ClaimContext::input_rank(size_t i) const {
+  const TensorInfo* t = input(i);
+  return t ? t->rank() : -1;
+}
 ElemType ClaimContext::output_type(size_t i) const {
   const TensorInfo* t = output(i);
   return t ? t->dtype : ElemType::kUndefined;

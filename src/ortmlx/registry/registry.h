@@ -34,6 +34,8 @@ class ClaimContext {
   const TensorInfo* input(size_t i) const;
   const TensorInfo* output(size_t i) const;
   ElemType input_type(size_t i) const;
+  // Static rank of input i, or -1 when absent or unknown.
+  int64_t input_rank(size_t i) const;
   ElemType output_type(size_t i) const;
   bool input_is_constant(size_t i) const;
   // Host copy of a constant input (small constants are always copied); nullptr otherwise.
