@@ -38,8 +38,11 @@ class EpReport:
         return {op for f in self.fused.values() if f["runs"] > 0 for op in f["op_types"]}
 
     def total_nodes(self) -> int:
-        """Nodes ORT offered to the EP (its optimised graph), summed over graphs."""
-        return sum(c["total_nodes"] for c in self.raw.get("claims", {}).values())
+        """Nodes ORT offered to the EP in its final GetCapability pass (its optimised graph),
+        summed over graphs; earlier passes that ORT superseded (e.g. before inlining a
+        function) are not counted."""
+        return sum(c["total_nodes"] for c in self.raw.get("claims", {}).values()
+                   if not c.get("superseded", False))
 
     def refused(self) -> dict:
         """{op_type: {count, reason, nodes}} merged over all graphs."""
