@@ -1,0 +1,76 @@
+"""External gate: ONNX's own backend node tests (generated from the `onnx` package) for every op
+type the EP registers. A case the EP claims (any of its nodes ran on MLXExecutionProvider) must
+match ONNX's expected outputs with the case's tolerances; cases the EP refuses are fine (they
+run on ORT CPU) and are only counted. Cases ORT itself cannot load (newer IR/opset, types the
+CPU EP lacks) are skipped with ORT's message.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+
+from ortmlx.testing import IR_VERSION, EpRun
+
+REGISTERED = {
+    "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Abs", "Exp", "Log", "Sqrt", "Reciprocal", "Relu",
+    "Sigmoid", "Tanh", "Erf", "Gelu", "Softmax", "MatMul", "Gemm", "Reshape", "Transpose",
+    "Unsqueeze", "Squeeze", "Flatten", "Concat", "Cast", "Identity", "ReduceMean", "ReduceSum",
+    "LayerNormalization",
+}
+
+
+def _cases():
+    from onnx.backend.test.case import node
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = node.collect_testcases(None)
+    out = []
+    for c in cases:
+        ops = {n.op_type for n in c.model.graph.node}
+        if ops & REGISTERED and ops <= REGISTERED | {"Constant"}:
+            out.append(c)
+    return out
+
+
+CASES = _cases()
+
+
+def _values(proto_list):
+    return [onnx.numpy_helper.to_array(t) if isinstance(t, onnx.TensorProto) else t
+            for t in proto_list]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_onnx_backend_node_case(case):
+    model = onnx.ModelProto()
+    model.CopyFrom(case.model)
+    model.ir_version = min(model.ir_version, IR_VERSION)
+    inputs, expected = (_values(v) for v in case.data_sets[0])
+    feeds = {i.name: v for i, v in zip(model.graph.input, inputs)}
+    try:
+        run = EpRun(model)
+    except Exception as e:  # ORT cannot load it at all (opset/IR/type support)
+        pytest.skip(f"ORT cannot load this case: {str(e).splitlines()[0][:160]}")
+    try:
+        got = run.run(feeds)
+        claimed = bool(run.report().executed_nodes())
+    except Exception as e:
+        if not run.report().executed_nodes():
+            pytest.skip(f"ORT CPU cannot run this case: {str(e).splitlines()[0][:160]}")
+        raise
+    finally:
+        run.close()
+    if not claimed:
+        pytest.skip("not claimed by the EP (runs on ORT CPU)")
+    for g, w in zip(got, expected):
+        w = np.asarray(w)
+        assert g.shape == w.shape, (g.shape, w.shape)
+        if np.issubdtype(w.dtype, np.floating):
+            np.testing.assert_allclose(g, w, rtol=case.rtol, atol=case.atol, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(g, w)
