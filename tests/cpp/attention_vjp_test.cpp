@@ -33,11 +33,13 @@ std::string replace(std::string s, const std::string& from, const std::string& t
 // ---- the seed's unit cases ------------------------------------------------------------------
 
 TEST(AttentionVjpContract, RecomputedContractIsExplicit) {
-  const std::string name = "AttentionVJPRecompute_r3_q4_k2_d40_s3e21e89b_c0_o012_m0_0123456789abcdef";
+  const std::string name =
+      "AttentionVJPRecompute_r3_q4_k2_d40_s3e21e89b_c0_o012_m0_0123456789abcdef";
   const auto c = Config::parse(name);
   ASSERT_TRUE(c.has_value());
   EXPECT_TRUE(c->recompute);
-  for (auto [from, to] : {std::pair{"d40_", "d8_"}, {"d40_", "d264_"}, {"c0_", "c2_"}, {"m0_", "m3_"}})
+  for (auto [from, to] :
+       {std::pair{"d40_", "d8_"}, {"d40_", "d264_"}, {"c0_", "c2_"}, {"m0_", "m3_"}})
     EXPECT_FALSE(Config::parse(replace(name, from, to)).has_value()) << to;
   EXPECT_FALSE(Config::parse(kValid)->recompute);
   EXPECT_TRUE(Config::parse(replace(kValid, "AttentionVJP_", "AttentionVJPRecompute_"))->recompute);
@@ -90,25 +92,52 @@ TEST(AttentionVjpContract, ParameterizedFunctionContract) {
   EXPECT_EQ(c->mask, 1);
   EXPECT_FLOAT_EQ(c->scale, 1.f / std::sqrt(128.f));
   EXPECT_EQ(c->outputs, (std::vector<int>{0, 1, 2}));
-  const std::pair<const char*, const char*> bad[] = {
-      {"AttentionVJP_", "AttentionVJP_v1_"}, {"q16_", "q15_"}, {"q16_", "q2147483640_"},
-      {"d128_", "d512_"}, {"d128_", "d0_"}, {"d128_", "d41_"}, {"s3db504f3_", "s7f800000_"},
-      {"c1_", "c2_"}, {"o012_", "o210_"}, {"m1_", "m3_"}};
-  for (auto [from, to] : bad) EXPECT_FALSE(Config::parse(replace(kValid, from, to)).has_value()) << to;
+  const std::pair<const char*, const char*> bad[] = {{"AttentionVJP_", "AttentionVJP_v1_"},
+                                                     {"q16_", "q15_"},
+                                                     {"q16_", "q2147483640_"},
+                                                     {"d128_", "d512_"},
+                                                     {"d128_", "d0_"},
+                                                     {"d128_", "d41_"},
+                                                     {"s3db504f3_", "s7f800000_"},
+                                                     {"c1_", "c2_"},
+                                                     {"o012_", "o210_"},
+                                                     {"m1_", "m3_"}};
+  for (auto [from, to] : bad)
+    EXPECT_FALSE(Config::parse(replace(kValid, from, to)).has_value()) << to;
   EXPECT_FALSE(Config::parse("AttentionVJP").has_value());
   EXPECT_FALSE(Config::parse(kValid + "_extra").has_value());
 }
 
 TEST(AttentionVjpContract, EveryMalformedFieldIsRefused) {
-  const std::pair<const char*, const char*> bad[] = {
-      {"r3_", "r5_"}, {"r3_", "x3_"}, {"r3_", "r_"}, {"q16_", "q0_"}, {"q16_", "q-16_"},
-      {"k8_", "k0_"}, {"k8_", "k3_"}, {"q16_", "q99999999999_"}, {"d128_", "d4_"},
-      {"d128_", "d12_"}, {"d128_", "d264_"}, {"s3db504f3_", "s_"}, {"s3db504f3_", "s3db5g4f3_"},
-      {"s3db504f3_", "s00000000_"}, {"s3db504f3_", "sbf800000_"}, {"s3db504f3_", "s7fc00000_"},
-      {"s3db504f3_", "s13db504f3_"}, {"c1_", "c-1_"}, {"o012_", "o_"}, {"o012_", "o3_"},
-      {"o012_", "o011_"}, {"o012_", "o01a_"}, {"m1_", "m-1_"}, {"0123456789abcdef", "0123456789abcde"},
-      {"0123456789abcdef", "0123456789abcdeg"}, {"0123456789abcdef", "0123456789abcdef0"},
-      {"_m1_", "_m1__"}, {"AttentionVJP_", "AttentionVJPX_"}, {"AttentionVJP_", "attentionVJP_"}};
+  const std::pair<const char*, const char*> bad[] = {{"r3_", "r5_"},
+                                                     {"r3_", "x3_"},
+                                                     {"r3_", "r_"},
+                                                     {"q16_", "q0_"},
+                                                     {"q16_", "q-16_"},
+                                                     {"k8_", "k0_"},
+                                                     {"k8_", "k3_"},
+                                                     {"q16_", "q99999999999_"},
+                                                     {"d128_", "d4_"},
+                                                     {"d128_", "d12_"},
+                                                     {"d128_", "d264_"},
+                                                     {"s3db504f3_", "s_"},
+                                                     {"s3db504f3_", "s3db5g4f3_"},
+                                                     {"s3db504f3_", "s00000000_"},
+                                                     {"s3db504f3_", "sbf800000_"},
+                                                     {"s3db504f3_", "s7fc00000_"},
+                                                     {"s3db504f3_", "s13db504f3_"},
+                                                     {"c1_", "c-1_"},
+                                                     {"o012_", "o_"},
+                                                     {"o012_", "o3_"},
+                                                     {"o012_", "o011_"},
+                                                     {"o012_", "o01a_"},
+                                                     {"m1_", "m-1_"},
+                                                     {"0123456789abcdef", "0123456789abcde"},
+                                                     {"0123456789abcdef", "0123456789abcdeg"},
+                                                     {"0123456789abcdef", "0123456789abcdef0"},
+                                                     {"_m1_", "_m1__"},
+                                                     {"AttentionVJP_", "AttentionVJPX_"},
+                                                     {"AttentionVJP_", "attentionVJP_"}};
   for (auto [from, to] : bad) {
     const std::string name = replace(kValid, from, to);
     ASSERT_NE(name, kValid) << from;
@@ -116,9 +145,14 @@ TEST(AttentionVjpContract, EveryMalformedFieldIsRefused) {
   }
   // The seed's integer and hex parsers (Rust from_str / from_str_radix) accept a '+' sign,
   // leading zeros, upper-case hex and short hex fields; the fingerprint may be upper case.
-  for (auto [from, to] : {std::pair{"r3_", "r+3_"}, {"q16_", "q016_"}, {"s3db504f3_", "s3DB504F3_"},
-                          {"s3db504f3_", "s3f80_"}, {"0123456789abcdef", "0123456789ABCDEF"},
-                          {"c1_", "c-0_"}, {"o012_", "o1_"}, {"o012_", "o02_"}})
+  for (auto [from, to] : {std::pair{"r3_", "r+3_"},
+                          {"q16_", "q016_"},
+                          {"s3db504f3_", "s3DB504F3_"},
+                          {"s3db504f3_", "s3f80_"},
+                          {"0123456789abcdef", "0123456789ABCDEF"},
+                          {"c1_", "c-0_"},
+                          {"o012_", "o1_"},
+                          {"o012_", "o02_"}})
     EXPECT_TRUE(Config::parse(replace(kValid, from, to)).has_value()) << to;
   // Recompute needs D >= 32.
   const std::string rec = replace(kValid, "AttentionVJP_", "AttentionVJPRecompute_");
@@ -149,7 +183,8 @@ ClaimFixture claim_case(const std::string& op, int rank, int hq, int hk, int d, 
     TensorInfo t;
     t.dtype = ElemType::kFloat;
     t.has_shape = true;
-    t.shape = rank == 3 ? std::vector<int64_t>{2, 8, heads * d} : std::vector<int64_t>{2, heads, 8, d};
+    t.shape =
+        rank == 3 ? std::vector<int64_t>{2, 8, heads * d} : std::vector<int64_t>{2, heads, 8, d};
     f.graph.value_infos[names[i]] = t;
     f.node.inputs.push_back(names[i]);
   }
@@ -187,7 +222,8 @@ TEST(AttentionVjpClaim, InterfaceChecks) {
   wrong_type.graph.value_infos["Y"].dtype = ElemType::kFloat16;
   EXPECT_FALSE(wrong_type.claim().ok);
   // Recompute: 5 inputs.
-  const std::string rec = "AttentionVJPRecompute_r4_q4_k2_d32_s3e800000_c1_o012_m0_0123456789abcdef";
+  const std::string rec =
+      "AttentionVJPRecompute_r4_q4_k2_d32_s3e800000_c1_o012_m0_0123456789abcdef";
   EXPECT_TRUE(claim_case(rec, 4, 4, 2, 32, ElemType::kBool, {1}).claim().ok);
   auto six = claim_case(rec, 4, 4, 2, 32, ElemType::kBool, {1});
   six.node.inputs.insert(six.node.inputs.begin() + 3, "Q");
@@ -244,7 +280,8 @@ std::optional<double> mask_at(const Problem& p, const Data& x, int b, int h, int
   const int idx[4] = {shape[0] == 1 ? 0 : b, shape[1] == 1 ? 0 : h, shape[2] == 1 ? 0 : i,
                       width == 1 ? 0 : j};
   size_t off = 0;
-  for (int a = 0; a < 4; ++a) off = off * static_cast<size_t>(shape[a]) + static_cast<size_t>(idx[a]);
+  for (int a = 0; a < 4; ++a)
+    off = off * static_cast<size_t>(shape[a]) + static_cast<size_t>(idx[a]);
   return x.mask[off];
 }
 
@@ -260,13 +297,16 @@ void row_probs(const Problem& p, const Data& x, int b, int h, int i, std::vector
   double mx = -kInf;
   for (int j = 0; j < p.sk; ++j) {
     double acc = 0;
-    for (int e = 0; e < p.d; ++e) acc += x.q[at(p, p.hq, p.sq, b, h, i) + e] * x.k[at(p, p.hk, p.sk, b, kv, j) + e];
+    for (int e = 0; e < p.d; ++e)
+      acc += x.q[at(p, p.hq, p.sq, b, h, i) + e] * x.k[at(p, p.hk, p.sk, b, kv, j) + e];
     s[j] = p.scale * acc;
     if (p.causal && j > i) keep[j] = false;  // top-left alignment
     if (p.mask_kind) {
       const auto m = mask_at(p, x, b, h, i, j);
-      if (!m || (p.mask_kind == 1 && *m == 0.0)) keep[j] = false;
-      else if (p.mask_kind == 2) s[j] += *m;
+      if (!m || (p.mask_kind == 1 && *m == 0.0))
+        keep[j] = false;
+      else if (p.mask_kind == 2)
+        s[j] += *m;
       if (std::isinf(s[j]) && s[j] < 0) keep[j] = false;
     }
     if (keep[j]) mx = std::max(mx, s[j]);
@@ -286,7 +326,8 @@ std::vector<double> forward(const Problem& p, const Data& x) {
         row_probs(p, x, b, h, i, pr);
         for (int j = 0; j < p.sk; ++j)
           for (int e = 0; e < p.d; ++e)
-            y[at(p, p.hq, p.sq, b, h, i) + e] += pr[j] * x.v[at(p, p.hk, p.sk, b, h / (p.hq / p.hk), j) + e];
+            y[at(p, p.hq, p.sq, b, h, i) + e] +=
+                pr[j] * x.v[at(p, p.hk, p.sk, b, h / (p.hq / p.hk), j) + e];
       }
   return y;
 }
@@ -330,11 +371,12 @@ mx::array to_layout(const Problem& p, const std::vector<double>& t, int heads, i
       for (int i = 0; i < seq; ++i)
         for (int e = 0; e < p.d; ++e) {
           const size_t src = ((static_cast<size_t>(b) * heads + h) * seq + i) * p.d + e;
-          const size_t dst = p.rank == 4 ? src
-                                         : ((static_cast<size_t>(b) * seq + i) * heads + h) * p.d + e;
+          const size_t dst =
+              p.rank == 4 ? src : ((static_cast<size_t>(b) * seq + i) * heads + h) * p.d + e;
           f[dst] = static_cast<float>(t[src]);
         }
-  const mx::Shape shape = p.rank == 4 ? mx::Shape{p.b, heads, seq, p.d} : mx::Shape{p.b, seq, heads * p.d};
+  const mx::Shape shape =
+      p.rank == 4 ? mx::Shape{p.b, heads, seq, p.d} : mx::Shape{p.b, seq, heads * p.d};
   return mx::array(f.data(), shape, mx::float32);
 }
 
@@ -348,8 +390,8 @@ std::vector<double> from_layout(const Problem& p, const mx::array& a, int heads,
       for (int i = 0; i < seq; ++i)
         for (int e = 0; e < p.d; ++e) {
           const size_t dst = ((static_cast<size_t>(b) * heads + h) * seq + i) * p.d + e;
-          const size_t src = p.rank == 4 ? dst
-                                         : ((static_cast<size_t>(b) * seq + i) * heads + h) * p.d + e;
+          const size_t src =
+              p.rank == 4 ? dst : ((static_cast<size_t>(b) * seq + i) * heads + h) * p.d + e;
           t[dst] = f[src];
         }
   return t;
@@ -404,7 +446,8 @@ mx::array mask_array(const Problem& p, const Data& x) {
   return mx::array(bits.get(), shape, mx::bool_);
 }
 
-void expect_close(const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
+void expect_close(const std::vector<double>& got, const std::vector<double>& want,
+                  const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   double mag = 1e-3;
   for (double w : want) mag = std::max(mag, std::abs(w));
@@ -454,7 +497,8 @@ Outcome run_translator(const Problem& p, const Data& x, std::optional<uint64_t> 
   Outcome out;
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     const int o = p.outputs[i];
-    out.grads[o] = from_layout(p, ctx.resolve(node.outputs[i]), o == 0 ? p.hq : p.hk, o == 0 ? p.sq : p.sk);
+    out.grads[o] =
+        from_layout(p, ctx.resolve(node.outputs[i]), o == 0 ? p.hq : p.hk, o == 0 ? p.sq : p.sk);
   }
   if (!ctx.path_marks().empty()) out.label = ctx.path_marks().back().label;
   return out;
@@ -472,16 +516,16 @@ void check(const Problem& p, Path path, unsigned seed = 1) {
       q.rank = 4;
       return to_layout(q, t, heads, seq);
     };
-    Bhsd t{bhsd(x.q, p.hq, p.sq), bhsd(x.k, p.hk, p.sk), bhsd(x.v, p.hk, p.sk), std::nullopt,
-           bhsd(x.dy, p.hq, p.sq), mask_array(p, x)};
+    Bhsd t{bhsd(x.q, p.hq, p.sq), bhsd(x.k, p.hk, p.sk),  bhsd(x.v, p.hk, p.sk),
+           std::nullopt,          bhsd(x.dy, p.hq, p.sq), mask_array(p, x)};
     if (!p.recompute) t.y = bhsd(x.y, p.hq, p.sq);
     Config c = *Config::parse(p.name());
     const auto grads = dense_mlx(c, t, {});
     Problem q = p;
     q.rank = 4;
     for (int o : p.outputs)
-      expect_close(from_layout(q, grads[o], o == 0 ? p.hq : p.hk, o == 0 ? p.sq : p.sk),
-                   x.grads[o], std::string("d") + "QKV"[o]);
+      expect_close(from_layout(q, grads[o], o == 0 ? p.hq : p.hk, o == 0 ? p.sq : p.sk), x.grads[o],
+                   std::string("d") + "QKV"[o]);
     return;
   }
   std::optional<uint64_t> limit;
@@ -650,8 +694,8 @@ TEST(AttentionVjpNumerics, StridedAndBroadcastMasksAreReadInPlace) {
     for (const mx::array& mask : {transposed, broadcast}) {
       mx::eval(mask);
       const Config c = *Config::parse(p.name());
-      std::vector<mx::array> in = {to_layout(p, x.q, p.hq, p.sq), to_layout(p, x.k, p.hk, p.sk),
-                                   to_layout(p, x.v, p.hk, p.sk), to_layout(p, x.y, p.hq, p.sq),
+      std::vector<mx::array> in = {to_layout(p, x.q, p.hq, p.sq),  to_layout(p, x.k, p.hk, p.sk),
+                                   to_layout(p, x.v, p.hk, p.sk),  to_layout(p, x.y, p.hq, p.sq),
                                    to_layout(p, x.dy, p.hq, p.sq), mask};
       const auto out = cpu_kernel(c, in, {}, 7);  // 7-row panels: many tiles and row tails
       for (int o = 0; o < 3; ++o)
@@ -702,7 +746,8 @@ std::string path_label(const std::string& op, const mx::Shape& q, const mx::Shap
 
 TEST(AttentionVjpPaths, SelectionFollowsTheSeed) {
   const std::string plain = "AttentionVJP_r4_q16_k8_d8_s3e800000_c0_o012_m0_0123456789abcdef";
-  const std::string rec = "AttentionVJPRecompute_r4_q16_k8_d32_s3e800000_c0_o012_m0_0123456789abcdef";
+  const std::string rec =
+      "AttentionVJPRecompute_r4_q16_k8_d32_s3e800000_c0_o012_m0_0123456789abcdef";
   // 4 * 1 * 16 * 1024 * 1024 bytes = 64 MiB: dense; one more key: tiled.
   EXPECT_EQ(path_label(plain, {1, 16, 1024, 8}, {1, 8, 1024, 8}, std::nullopt), kDenseLabel);
   EXPECT_EQ(path_label(plain, {1, 16, 1024, 8}, {1, 8, 1025, 8}, std::nullopt), kTiledLabel);
@@ -748,8 +793,10 @@ TEST(AttentionVjpNumerics, LiveShapeErrorsAreClear) {
   EXPECT_NE(attempt("V", mx::zeros({2, 2, 7, 16})).find("incompatible live"), std::string::npos);
   EXPECT_NE(attempt("K", mx::zeros({3, 2, 8, 16})).find("incompatible live"), std::string::npos);
   EXPECT_NE(attempt("Q", mx::zeros({2, 3, 8, 16})).find("expected"), std::string::npos);
-  EXPECT_NE(attempt("Mask", mx::zeros({5, 8}, mx::bool_)).find("mask broadcast"), std::string::npos);
-  EXPECT_NE(attempt("Mask", mx::zeros({1, 1, 1, 1, 8}, mx::bool_)).find("mask rank"), std::string::npos);
+  EXPECT_NE(attempt("Mask", mx::zeros({5, 8}, mx::bool_)).find("mask broadcast"),
+            std::string::npos);
+  EXPECT_NE(attempt("Mask", mx::zeros({1, 1, 1, 1, 8}, mx::bool_)).find("mask rank"),
+            std::string::npos);
   EXPECT_EQ(attempt("Mask", mx::zeros({8, 5}, mx::bool_)), "");  // last axis: any width
 }
 

@@ -54,7 +54,9 @@ struct OneNode {
   ClaimResult claim() const { return OpRegistry::global().claim(g, n); }
 };
 
-TensorInfo f32(std::vector<int64_t> s) { return info(ElemType::kFloat, std::move(s)); }
+TensorInfo f32(std::vector<int64_t> s) {
+  return info(ElemType::kFloat, std::move(s));
+}
 
 void expect_refused(const OneNode& o, const std::string& needle) {
   ClaimResult r = o.claim();

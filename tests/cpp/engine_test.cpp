@@ -113,7 +113,8 @@ TEST(Engine, CompiledMatchesEager) {
       auto cv = values(c.outputs[0]);
       auto ev = values(e.outputs[0]);
       ASSERT_EQ(cv.size(), ev.size());
-      for (size_t i = 0; i < cv.size(); ++i) EXPECT_NEAR(cv[i], ev[i], 1e-6f * (1 + std::abs(ev[i])));
+      for (size_t i = 0; i < cv.size(); ++i)
+        EXPECT_NEAR(cv[i], ev[i], 1e-6f * (1 + std::abs(ev[i])));
     }
   });
 }
@@ -145,8 +146,9 @@ TEST(Engine, FusionPolicy) {
   EXPECT_FALSE(ExecConfig::from(o).fuse);
   EXPECT_FALSE(EpOptions::resolve_entries({{"ep.mlxexecutionprovider.compile_fuse", "auto"}})
                    .compile_fuse.has_value());
-  EXPECT_EQ(EpOptions::resolve_entries({{"ep.mlxexecutionprovider.compile_fuse", "on"}})
-                .compile_fuse, std::optional<bool>(true));
+  EXPECT_EQ(
+      EpOptions::resolve_entries({{"ep.mlxexecutionprovider.compile_fuse", "on"}}).compile_fuse,
+      std::optional<bool>(true));
 }
 
 TEST(Engine, SameShapeHitsNewShapeMisses) {
@@ -175,8 +177,8 @@ TEST(Engine, LruStaysWithinBound) {
     }
     using C = CacheOutcome;
     // 1 miss, 2 miss, 1 hit, 3 miss (evicts 2), 4 miss (evicts 1), 1 miss (evicts 3), 4 hit
-    EXPECT_EQ(got, (std::vector<C>{C::kMiss, C::kMiss, C::kHit, C::kMiss, C::kMiss, C::kMiss,
-                                   C::kHit}));
+    EXPECT_EQ(got,
+              (std::vector<C>{C::kMiss, C::kMiss, C::kHit, C::kMiss, C::kMiss, C::kMiss, C::kHit}));
     EXPECT_EQ(ex.cache().evictions(), 3u);
   });
 }
@@ -199,7 +201,6 @@ TEST(Engine, RawPointerInputsHitTheCache) {
   });
 }
 
-
 // MLX's compile cache is keyed by function id. When the LRU drops an entry, MLX's entry for that
 // id must go too: otherwise memory grows, and a later function compiled under a reused id would
 // get the dead function's tape back (MLX issue #4096). Checked through MLX's own cache: after
@@ -209,10 +210,9 @@ TEST(Engine, DroppingACompiledFunctionErasesMlxCacheEntry) {
     auto x = random_input(3);
     std::uintptr_t id = 0;
     {
-      auto fn = std::make_unique<CompiledFn>(
-          [](const std::vector<mx::array>& in, CompiledFn&) {
-            return std::vector<mx::array>{mx::multiply(in[0], mx::array(2.0f))};
-          });
+      auto fn = std::make_unique<CompiledFn>([](const std::vector<mx::array>& in, CompiledFn&) {
+        return std::vector<mx::array>{mx::multiply(in[0], mx::array(2.0f))};
+      });
       id = fn->id();
       mx::eval((*fn)({x}));
       mx::eval((*fn)({x}));
@@ -499,8 +499,9 @@ TEST(Options, InvalidValuesAndUnknownKeysAreErrors) {
             std::string::npos);
   EXPECT_NE(err({{"ep.mlxexecutionprovider.no_compile", "maybe"}}).find("no_compile"),
             std::string::npos);
-  EXPECT_NE(err({{"ep.mlxexecutionprovider.attention_vjp_dense_limit_bytes", "-5"}}).find("integer"),
-            std::string::npos);
+  EXPECT_NE(
+      err({{"ep.mlxexecutionprovider.attention_vjp_dense_limit_bytes", "-5"}}).find("integer"),
+      std::string::npos);
   const std::string unknown = err({{"ep.mlxexecutionprovider.compile_cache", "4"}});
   EXPECT_NE(unknown.find("unknown provider option"), std::string::npos);
   EXPECT_NE(unknown.find(option_keys_text()), std::string::npos);
@@ -548,9 +549,9 @@ TEST(Report, SummaryNumbersAddUp) {
   rep.record_run("f", eager);
   rep.record_run("f", failed);
   EXPECT_EQ(rep.counter("compute.runs"), 4);
-  EXPECT_EQ(rep.counter("compute.compiled") + rep.counter("compute.eager") +
-                rep.counter("compute.error"),
-            4);
+  EXPECT_EQ(
+      rep.counter("compute.compiled") + rep.counter("compute.eager") + rep.counter("compute.error"),
+      4);
   const std::string text = rep.summary_text();
   EXPECT_NE(text.find("3/4 nodes claimed (75.0%)"), std::string::npos) << text;
   EXPECT_NE(text.find("3/4 nodes ran on the EP (75.0%)"), std::string::npos) << text;

@@ -5,8 +5,8 @@
 #include <fstream>
 #include <iomanip>
 #include <sstream>
-#include <tuple>
 #include <stdexcept>
+#include <tuple>
 
 #include <unistd.h>
 
@@ -17,10 +17,18 @@ std::string json_escape(const std::string& s) {
   out.reserve(s.size() + 2);
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -50,7 +58,8 @@ void SessionReport::record_claim(const std::string& graph_key, ClaimSummary summ
         auto jt = summary.refused.find(op);
         same = same && jt != summary.refused.end() && jt->second.count == r.count;
       }
-    if (!same) earlier_[graph_key + " (earlier pass " + std::to_string(earlier_.size() + 1) + ")"] = old;
+    if (!same)
+      earlier_[graph_key + " (earlier pass " + std::to_string(earlier_.size() + 1) + ")"] = old;
   }
   claims_[graph_key] = std::move(summary);
 }
@@ -79,9 +88,12 @@ void SessionReport::record_run(const std::string& fused_name, const RunRecord& r
   times_["compile"] += run.compile_s;
   times_["eval"] += run.eval_s;
   times_["queue"] += run.queue_s;
-  if (run.cache == "HIT") counters_["cache.hit"] += 1;
-  else if (run.cache == "MISS") counters_["cache.miss"] += 1;
-  else if (run.cache == "RETRACE") counters_["cache.retrace"] += 1;
+  if (run.cache == "HIT")
+    counters_["cache.hit"] += 1;
+  else if (run.cache == "MISS")
+    counters_["cache.miss"] += 1;
+  else if (run.cache == "RETRACE")
+    counters_["cache.retrace"] += 1;
   if (run.evictions) counters_["cache.evict"] += static_cast<int64_t>(run.evictions);
   if (run.fallback) counters_["compile.fallback"] += 1;
   auto& f = fused_[fused_name];
@@ -222,9 +234,9 @@ std::string SessionReport::summary_text() const {
   os << "  claim:   " << claimed << "/" << total << " nodes claimed (" << pct(claimed, total)
      << ") in " << clusters << " cluster(s), " << ctr("getcapability.calls")
      << " GetCapability call(s)\n";
-  os << "  nodes:   " << executed << "/" << total << " nodes ran on the EP (" << pct(executed, total)
-     << "); " << assigned << " assigned in " << fused_.size() << " fused subgraph(s), "
-     << fused_run << " of them ran\n";
+  os << "  nodes:   " << executed << "/" << total << " nodes ran on the EP ("
+     << pct(executed, total) << "); " << assigned << " assigned in " << fused_.size()
+     << " fused subgraph(s), " << fused_run << " of them ran\n";
   if (!top.empty()) os << "           unclaimed (-> CPU):\n";
   for (const auto& [op, r] : top)
     os << "             - " << op << " x" << r.count << ": " << r.first_reason << "\n";
@@ -233,14 +245,16 @@ std::string SessionReport::summary_text() const {
      << "  (cache: " << ctr("cache.hit") << " HIT / " << ctr("cache.miss") << " MISS / "
      << ctr("cache.retrace") << " RETRACE, " << ctr("cache.evict") << " evicted; "
      << ctr("compile.fallback") << " eager fallback(s))\n";
-  os << "  memory:  inputs " << ctr("input.wrap") << " wrapped in place (" << mib(ctr("input.wrap_bytes"))
-     << "), " << ctr("input.copy") << " copied (" << mib(ctr("input.copy_bytes")) << "); outputs "
-     << ctr("output.copy") << " copied out (" << mib(ctr("output.bytes")) << ")\n";
+  os << "  memory:  inputs " << ctr("input.wrap") << " wrapped in place ("
+     << mib(ctr("input.wrap_bytes")) << "), " << ctr("input.copy") << " copied ("
+     << mib(ctr("input.copy_bytes")) << "); outputs " << ctr("output.copy") << " copied out ("
+     << mib(ctr("output.bytes")) << ")\n";
   const double phases = tm("translate") + tm("compile") + tm("eval") + tm("copy") + tm("queue");
   os << "  timing:  translate=" << ms(tm("translate")) << " compile=" << ms(tm("compile")) << " (x"
      << ctr("cache.miss") + ctr("cache.retrace") << ") eval=" << ms(tm("eval"))
-     << " copy=" << ms(tm("copy")) << " queue=" << ms(tm("queue")) << " other=" << ms(std::max(0.0, tm("compute") - phases))
-     << " total=" << ms(tm("compute")) << "\n";
+     << " copy=" << ms(tm("copy")) << " queue=" << ms(tm("queue"))
+     << " other=" << ms(std::max(0.0, tm("compute") - phases)) << " total=" << ms(tm("compute"))
+     << "\n";
   for (const auto& [label, p] : paths_)
     os << "  path:    " << (p.second ? "fast " : "composed ") << label << " x" << p.first << "\n";
   os << "==================================\n";
@@ -263,9 +277,9 @@ std::string SessionReport::to_json() const {
   for (const auto& [graph_ptr, c_ptr, superseded] : passes) {
     const std::string& graph = *graph_ptr;
     const ClaimSummary& c = *c_ptr;
-    os << (first ? "" : ",") << "\"" << json_escape(graph) << "\":{\"superseded\":"
-       << (superseded ? "true" : "false") << ",\"total_nodes\":"
-       << c.total_nodes << ",\"claimed_nodes\":" << c.claimed_nodes
+    os << (first ? "" : ",") << "\"" << json_escape(graph)
+       << "\":{\"superseded\":" << (superseded ? "true" : "false")
+       << ",\"total_nodes\":" << c.total_nodes << ",\"claimed_nodes\":" << c.claimed_nodes
        << ",\"clusters\":" << c.clusters << ",\"claimed\":";
     str_list(c.claimed);
     os << ",\"refused\":{";

@@ -27,16 +27,16 @@ struct ClaimSummary {
 
 // What one Compute did (filled by plugin/compute.cpp from the executor's RunStats).
 struct RunRecord {
-  bool ok = true;               // false: the run failed (error returned to ORT)
-  bool compiled = false;        // outputs came from a compiled function
-  std::string cache;            // "HIT", "MISS", "RETRACE", or "" (eager run)
-  bool fallback = false;        // compiled path failed, eager produced the outputs
+  bool ok = true;         // false: the run failed (error returned to ORT)
+  bool compiled = false;  // outputs came from a compiled function
+  std::string cache;      // "HIT", "MISS", "RETRACE", or "" (eager run)
+  bool fallback = false;  // compiled path failed, eager produced the outputs
   size_t evictions = 0;
-  size_t cache_entries = 0;     // compiled functions held by the fused node after the run
+  size_t cache_entries = 0;  // compiled functions held by the fused node after the run
   double translate_s = 0, compile_s = 0, eval_s = 0, copy_s = 0;
-  double queue_s = 0;           // waiting for the MLX thread (other sessions' work, hand-off)
-  double total_s = 0;           // wall time of the Compute call (includes waiting for MLX)
-  size_t inputs_wrapped = 0;    // inputs MLX used in place (no copy)
+  double queue_s = 0;         // waiting for the MLX thread (other sessions' work, hand-off)
+  double total_s = 0;         // wall time of the Compute call (includes waiting for MLX)
+  size_t inputs_wrapped = 0;  // inputs MLX used in place (no copy)
   size_t inputs_copied = 0;
   uint64_t bytes_wrapped = 0, bytes_copied = 0, bytes_out = 0;
   size_t outputs = 0;
@@ -59,15 +59,15 @@ class SessionReport {
 
   std::string claim_debug_text() const;  // refusals, for ONNXRUNTIME_EP_MLX_CLAIM_DEBUG
   std::string claim_debug_text(const std::string& graph_key) const;  // one graph
-  std::string summary_text() const;      // for ONNXRUNTIME_EP_MLX_VERBOSE
-  std::string to_json() const;           // for ONNXRUNTIME_EP_MLX_REPORT
+  std::string summary_text() const;  // for ONNXRUNTIME_EP_MLX_VERBOSE
+  std::string to_json() const;       // for ONNXRUNTIME_EP_MLX_REPORT
   void write_json(const std::string& path) const;
 
   int64_t counter(const std::string& name) const;
 
  private:
   mutable std::mutex mu_;
-  mutable std::mutex write_mu_;  // serialises write_json
+  mutable std::mutex write_mu_;                  // serialises write_json
   std::map<std::string, ClaimSummary> claims_;   // latest GetCapability pass per graph
   std::map<std::string, ClaimSummary> earlier_;  // superseded passes that answered differently
   struct Fused {

@@ -38,7 +38,8 @@ uint64_t trace_thread_id() {
 #if defined(__linux__)
   return static_cast<uint64_t>(::syscall(SYS_gettid));
 #else
-  return static_cast<uint64_t>(std::hash<std::thread::id>{}(std::this_thread::get_id()) & 0x7fffffff);
+  return static_cast<uint64_t>(std::hash<std::thread::id>{}(std::this_thread::get_id()) &
+                               0x7fffffff);
 #endif
 }
 
@@ -143,8 +144,8 @@ void TraceSink::name_thread(const std::string& name) {
     named_threads_.push_back(tid);
   }
   std::string e = "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(::getpid()) +
-                  ",\"tid\":" + std::to_string(tid) + ",\"args\":{\"name\":\"" +
-                  json_escape(name) + "\"}}";
+                  ",\"tid\":" + std::to_string(tid) + ",\"args\":{\"name\":\"" + json_escape(name) +
+                  "\"}}";
   push(std::move(e));
 }
 
@@ -161,7 +162,8 @@ void TraceSink::write() const {
     os << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << ::getpid()
        << ",\"args\":{\"name\":\"onnxruntime-mlx-ep\"}}";
     for (const auto& e : events_) os << ",\n" << e;
-    os << "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"ortmlx\",\"dropped_events\":"
+    os << "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"ortmlx\",\"dropped_"
+          "events\":"
        << dropped_ << "}}\n";
   }
   // Unique temp name: several sessions (or processes) may rewrite the same path.

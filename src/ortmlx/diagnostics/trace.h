@@ -21,8 +21,12 @@ class TraceArgs {
   TraceArgs& add(const std::string& key, const std::string& value);
   TraceArgs& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
   TraceArgs& add(const std::string& key, int64_t value);
-  TraceArgs& add(const std::string& key, uint64_t value) { return add(key, static_cast<int64_t>(value)); }
-  TraceArgs& add(const std::string& key, int value) { return add(key, static_cast<int64_t>(value)); }
+  TraceArgs& add(const std::string& key, uint64_t value) {
+    return add(key, static_cast<int64_t>(value));
+  }
+  TraceArgs& add(const std::string& key, int value) {
+    return add(key, static_cast<int64_t>(value));
+  }
   TraceArgs& add(const std::string& key, double value);
   TraceArgs& add(const std::string& key, bool value);
   std::string json() const { return "{" + body_ + "}"; }
@@ -77,7 +81,9 @@ class TraceSink {
 class TraceSpan {
  public:
   TraceSpan(TraceSink* sink, std::string name, const char* cat)
-      : sink_(sink), name_(sink ? std::move(name) : std::string()), cat_(cat),
+      : sink_(sink),
+        name_(sink ? std::move(name) : std::string()),
+        cat_(cat),
         start_(sink ? TraceSink::now_us() : 0) {}
   ~TraceSpan() {
     if (sink_) sink_->span(name_, cat_, start_, args_);

@@ -6,19 +6,32 @@ namespace mx = mlx::core;
 
 std::optional<mx::Dtype> to_mlx_dtype(ElemType t) {
   switch (t) {
-    case ElemType::kFloat: return mx::float32;
-    case ElemType::kFloat16: return mx::float16;
-    case ElemType::kBFloat16: return mx::bfloat16;
-    case ElemType::kBool: return mx::bool_;
-    case ElemType::kInt8: return mx::int8;
-    case ElemType::kInt16: return mx::int16;
-    case ElemType::kInt32: return mx::int32;
-    case ElemType::kInt64: return mx::int64;
-    case ElemType::kUInt8: return mx::uint8;
-    case ElemType::kUInt16: return mx::uint16;
-    case ElemType::kUInt32: return mx::uint32;
-    case ElemType::kUInt64: return mx::uint64;
-    default: return std::nullopt;  // float64 is CPU-only in MLX; strings are not arrays
+    case ElemType::kFloat:
+      return mx::float32;
+    case ElemType::kFloat16:
+      return mx::float16;
+    case ElemType::kBFloat16:
+      return mx::bfloat16;
+    case ElemType::kBool:
+      return mx::bool_;
+    case ElemType::kInt8:
+      return mx::int8;
+    case ElemType::kInt16:
+      return mx::int16;
+    case ElemType::kInt32:
+      return mx::int32;
+    case ElemType::kInt64:
+      return mx::int64;
+    case ElemType::kUInt8:
+      return mx::uint8;
+    case ElemType::kUInt16:
+      return mx::uint16;
+    case ElemType::kUInt32:
+      return mx::uint32;
+    case ElemType::kUInt64:
+      return mx::uint64;
+    default:
+      return std::nullopt;  // float64 is CPU-only in MLX; strings are not arrays
   }
 }
 

@@ -12,7 +12,9 @@ namespace ortmlx {
 // MLX dtype for an ONNX element type; nullopt where we do not run that type (string, float64).
 std::optional<mlx::core::Dtype> to_mlx_dtype(ElemType t);
 ElemType from_mlx_dtype(mlx::core::Dtype d);
-inline bool mlx_supports(ElemType t) { return to_mlx_dtype(t).has_value(); }
+inline bool mlx_supports(ElemType t) {
+  return to_mlx_dtype(t).has_value();
+}
 inline bool is_float_type(ElemType t) {
   return t == ElemType::kFloat || t == ElemType::kFloat16 || t == ElemType::kBFloat16;
 }
@@ -24,6 +26,8 @@ inline bool is_unsigned_int_type(ElemType t) {
   return t == ElemType::kUInt8 || t == ElemType::kUInt16 || t == ElemType::kUInt32 ||
          t == ElemType::kUInt64;
 }
-inline bool is_int_type(ElemType t) { return is_signed_int_type(t) || is_unsigned_int_type(t); }
+inline bool is_int_type(ElemType t) {
+  return is_signed_int_type(t) || is_unsigned_int_type(t);
+}
 
 }  // namespace ortmlx

@@ -63,10 +63,14 @@ void trace_node(TraceSink& sink, const NodeDesc& node, const TranslationContext&
 
 const char* cache_outcome_name(CacheOutcome c) {
   switch (c) {
-    case CacheOutcome::kHit: return "HIT";
-    case CacheOutcome::kMiss: return "MISS";
-    case CacheOutcome::kRetrace: return "RETRACE";
-    case CacheOutcome::kNone: return "";
+    case CacheOutcome::kHit:
+      return "HIT";
+    case CacheOutcome::kMiss:
+      return "MISS";
+    case CacheOutcome::kRetrace:
+      return "RETRACE";
+    case CacheOutcome::kNone:
+      return "";
   }
   return "";
 }

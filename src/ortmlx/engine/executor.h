@@ -51,16 +51,16 @@ struct ExecConfig {
 bool default_compile_fuse();
 
 struct RunStats {
-  bool compiled = false;            // outputs came from a compiled function
+  bool compiled = false;  // outputs came from a compiled function
   CacheOutcome cache = CacheOutcome::kNone;
-  bool fallback = false;            // the compiled path failed; eager produced the outputs
+  bool fallback = false;  // the compiled path failed; eager produced the outputs
   std::string fallback_reason;
   std::string shape_key;
-  size_t evictions = 0;             // LRU evictions caused by this run
-  size_t cache_entries = 0;         // compiled functions held after this run
-  double translate_s = 0;           // graph build: eager translation, or compiled replay
-  double compile_s = 0;             // trace + mlx::compile (first call of a compiled function)
-  double eval_s = 0;                // mlx::eval of the outputs
+  size_t evictions = 0;      // LRU evictions caused by this run
+  size_t cache_entries = 0;  // compiled functions held after this run
+  double translate_s = 0;    // graph build: eager translation, or compiled replay
+  double compile_s = 0;      // trace + mlx::compile (first call of a compiled function)
+  double eval_s = 0;         // mlx::eval of the outputs
 };
 
 struct RunResult {

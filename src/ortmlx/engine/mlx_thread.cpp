@@ -2,8 +2,8 @@
 
 #include <dlfcn.h>
 
-#include <mlx/stream.h>
 #include <mlx/device.h>
+#include <mlx/stream.h>
 
 namespace ortmlx {
 

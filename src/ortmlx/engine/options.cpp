@@ -65,7 +65,8 @@ bool parse_strict_flag(const OptionSpec& spec, const std::string& v) {
   const std::string l = lower(v);
   if (l == "1" || l == "true" || l == "on" || l == "yes") return true;
   if (l == "0" || l == "false" || l == "off" || l == "no" || l.empty()) return false;
-  throw std::invalid_argument(origin(spec, true) + "='" + v + "': expected a flag (1/0, true/false, on/off, yes/no" +
+  throw std::invalid_argument(origin(spec, true) + "='" + v +
+                              "': expected a flag (1/0, true/false, on/off, yes/no" +
                               (std::string(spec.kind) == "auto|flag" ? ", or auto)" : ")"));
 }
 
@@ -82,8 +83,8 @@ uint64_t parse_count(const OptionSpec& spec, const std::string& v, bool from_ses
     }
   }
   if (!ok || pos != v.size() || n < minimum)
-    throw std::invalid_argument(origin(spec, from_session) + "='" + v + "': expected an integer >= " +
-                                std::to_string(minimum));
+    throw std::invalid_argument(origin(spec, from_session) + "='" + v +
+                                "': expected an integer >= " + std::to_string(minimum));
   return n;
 }
 
@@ -105,22 +106,34 @@ EpOptions EpOptions::resolve(
     if (!v) continue;
     const std::string key = spec.key;
     auto flag = [&] { return from_session ? parse_strict_flag(spec, *v) : parse_flag(*v); };
-    if (key == "claim_debug") o.claim_debug = flag();
-    else if (key == "verbose") o.verbose = from_session ? parse_strict_flag(spec, *v) : *v == "1";
-    else if (key == "trace") o.trace_path = *v;
-    else if (key == "report") o.report_path = *v;
-    else if (key == "no_compile") o.no_compile = flag();
-    else if (key == "no_general_compile") o.no_general_compile = flag();
+    if (key == "claim_debug")
+      o.claim_debug = flag();
+    else if (key == "verbose")
+      o.verbose = from_session ? parse_strict_flag(spec, *v) : *v == "1";
+    else if (key == "trace")
+      o.trace_path = *v;
+    else if (key == "report")
+      o.report_path = *v;
+    else if (key == "no_compile")
+      o.no_compile = flag();
+    else if (key == "no_general_compile")
+      o.no_general_compile = flag();
     else if (key == "compile_fuse") {
-      if (lower(*v) == "auto" || (v->empty() && !from_session)) o.compile_fuse.reset();
-      else o.compile_fuse = from_session ? parse_strict_flag(spec, *v) : parse_flag(*v);
+      if (lower(*v) == "auto" || (v->empty() && !from_session))
+        o.compile_fuse.reset();
+      else
+        o.compile_fuse = from_session ? parse_strict_flag(spec, *v) : parse_flag(*v);
     } else if (key == "attention_vjp_native") {
-      if (lower(*v) == "auto" || (v->empty() && !from_session)) o.attention_vjp_native.reset();
-      else o.attention_vjp_native = from_session ? parse_strict_flag(spec, *v) : parse_flag(*v);
+      if (lower(*v) == "auto" || (v->empty() && !from_session))
+        o.attention_vjp_native.reset();
+      else
+        o.attention_vjp_native = from_session ? parse_strict_flag(spec, *v) : parse_flag(*v);
     } else if (key == "attention_vjp_dense_limit_bytes") {
-      if (!v->empty() || from_session) o.attention_vjp_dense_limit_bytes = parse_count(spec, *v, from_session, 0);
+      if (!v->empty() || from_session)
+        o.attention_vjp_dense_limit_bytes = parse_count(spec, *v, from_session, 0);
     } else if (key == "compile_cache_size") {
-      if (!v->empty() || from_session) o.compile_cache_size = parse_count(spec, *v, from_session, 1);
+      if (!v->empty() || from_session)
+        o.compile_cache_size = parse_count(spec, *v, from_session, 1);
     }
   }
   return o;
@@ -136,8 +149,8 @@ EpOptions EpOptions::resolve_entries(
     bool known = false;
     for (const auto& spec : option_specs()) known = known || key == spec.key;
     if (!known)
-      throw std::invalid_argument("unknown provider option '" + k + "' (known options: " +
-                                  option_keys_text() + ")");
+      throw std::invalid_argument("unknown provider option '" + k +
+                                  "' (known options: " + option_keys_text() + ")");
     ours[key] = v;
   }
   return resolve([&](const std::string& key) -> std::optional<std::string> {

@@ -24,12 +24,12 @@ struct OptionSpec {
 const std::vector<OptionSpec>& option_specs();
 
 struct EpOptions {
-  bool claim_debug = false;        // print refusals per op type at GetCapability
-  bool verbose = false;            // session summary on stderr at session end
-  std::string trace_path;          // Chrome/Perfetto trace JSON
-  std::string report_path;         // JSON report of claimed/assigned/run nodes (tests, tools)
-  bool no_compile = false;         // disable every mlx::compile path
-  bool no_general_compile = false; // disable the general shape-keyed compiled path
+  bool claim_debug = false;         // print refusals per op type at GetCapability
+  bool verbose = false;             // session summary on stderr at session end
+  std::string trace_path;           // Chrome/Perfetto trace JSON
+  std::string report_path;          // JSON report of claimed/assigned/run nodes (tests, tools)
+  bool no_compile = false;          // disable every mlx::compile path
+  bool no_general_compile = false;  // disable the general shape-keyed compiled path
   std::optional<uint64_t> attention_vjp_dense_limit_bytes;
   size_t compile_cache_size = 16;  // compiled functions kept per fused node (LRU)
   // Let mlx::compile fuse elementwise ops into generated kernels. nullopt = auto (fuse: see

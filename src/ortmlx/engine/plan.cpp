@@ -18,8 +18,8 @@ std::string NodeDesc::label() const {
 
 mx::array constant_to_array(const ConstTensor& t) {
   auto dtype = to_mlx_dtype(t.dtype);
-  if (!dtype) throw std::runtime_error(std::string("unsupported constant type ") +
-                                       elem_type_name(t.dtype));
+  if (!dtype)
+    throw std::runtime_error(std::string("unsupported constant type ") + elem_type_name(t.dtype));
   mx::Shape shape(t.shape.begin(), t.shape.end());
   if (t.bytes.empty()) return mx::zeros(shape, *dtype);
   mx::array a(mx::allocator::malloc(t.bytes.size()), shape, *dtype);

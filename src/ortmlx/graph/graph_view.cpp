@@ -7,21 +7,36 @@ namespace ortmlx {
 
 const char* elem_type_name(ElemType t) {
   switch (t) {
-    case ElemType::kFloat: return "float32";
-    case ElemType::kUInt8: return "uint8";
-    case ElemType::kInt8: return "int8";
-    case ElemType::kUInt16: return "uint16";
-    case ElemType::kInt16: return "int16";
-    case ElemType::kInt32: return "int32";
-    case ElemType::kInt64: return "int64";
-    case ElemType::kString: return "string";
-    case ElemType::kBool: return "bool";
-    case ElemType::kFloat16: return "float16";
-    case ElemType::kDouble: return "float64";
-    case ElemType::kUInt32: return "uint32";
-    case ElemType::kUInt64: return "uint64";
-    case ElemType::kBFloat16: return "bfloat16";
-    default: return "undefined";
+    case ElemType::kFloat:
+      return "float32";
+    case ElemType::kUInt8:
+      return "uint8";
+    case ElemType::kInt8:
+      return "int8";
+    case ElemType::kUInt16:
+      return "uint16";
+    case ElemType::kInt16:
+      return "int16";
+    case ElemType::kInt32:
+      return "int32";
+    case ElemType::kInt64:
+      return "int64";
+    case ElemType::kString:
+      return "string";
+    case ElemType::kBool:
+      return "bool";
+    case ElemType::kFloat16:
+      return "float16";
+    case ElemType::kDouble:
+      return "float64";
+    case ElemType::kUInt32:
+      return "uint32";
+    case ElemType::kUInt64:
+      return "uint64";
+    case ElemType::kBFloat16:
+      return "bfloat16";
+    default:
+      return "undefined";
   }
 }
 
@@ -29,18 +44,23 @@ size_t elem_type_size(ElemType t) {
   switch (t) {
     case ElemType::kBool:
     case ElemType::kUInt8:
-    case ElemType::kInt8: return 1;
+    case ElemType::kInt8:
+      return 1;
     case ElemType::kUInt16:
     case ElemType::kInt16:
     case ElemType::kFloat16:
-    case ElemType::kBFloat16: return 2;
+    case ElemType::kBFloat16:
+      return 2;
     case ElemType::kFloat:
     case ElemType::kInt32:
-    case ElemType::kUInt32: return 4;
+    case ElemType::kUInt32:
+      return 4;
     case ElemType::kDouble:
     case ElemType::kInt64:
-    case ElemType::kUInt64: return 8;
-    default: return 0;
+    case ElemType::kUInt64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
@@ -74,18 +94,41 @@ std::optional<std::vector<Out>> convert(const ConstTensor& t, bool allow_float) 
   };
   bool ok = false;
   switch (t.dtype) {
-    case ElemType::kInt64: ok = read(int64_t{}); break;
-    case ElemType::kInt32: ok = read(int32_t{}); break;
-    case ElemType::kInt16: ok = read(int16_t{}); break;
-    case ElemType::kInt8: ok = read(int8_t{}); break;
-    case ElemType::kUInt8: ok = read(uint8_t{}); break;
-    case ElemType::kUInt16: ok = read(uint16_t{}); break;
-    case ElemType::kUInt32: ok = read(uint32_t{}); break;
-    case ElemType::kUInt64: ok = read(uint64_t{}); break;
-    case ElemType::kBool: ok = read(uint8_t{}); break;
-    case ElemType::kFloat: ok = allow_float && read(float{}); break;
-    case ElemType::kDouble: ok = allow_float && read(double{}); break;
-    default: ok = false;
+    case ElemType::kInt64:
+      ok = read(int64_t{});
+      break;
+    case ElemType::kInt32:
+      ok = read(int32_t{});
+      break;
+    case ElemType::kInt16:
+      ok = read(int16_t{});
+      break;
+    case ElemType::kInt8:
+      ok = read(int8_t{});
+      break;
+    case ElemType::kUInt8:
+      ok = read(uint8_t{});
+      break;
+    case ElemType::kUInt16:
+      ok = read(uint16_t{});
+      break;
+    case ElemType::kUInt32:
+      ok = read(uint32_t{});
+      break;
+    case ElemType::kUInt64:
+      ok = read(uint64_t{});
+      break;
+    case ElemType::kBool:
+      ok = read(uint8_t{});
+      break;
+    case ElemType::kFloat:
+      ok = allow_float && read(float{});
+      break;
+    case ElemType::kDouble:
+      ok = allow_float && read(double{});
+      break;
+    default:
+      ok = false;
   }
   if (!ok) return std::nullopt;
   return out;

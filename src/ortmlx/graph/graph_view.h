@@ -1,5 +1,6 @@
 // Read-only view of an ONNX graph, copied out of ORT's OrtGraph during a callback.
-// Nothing here refers to ORT types: the plugin layer fills these structs, everything else reads them.
+// Nothing here refers to ORT types: the plugin layer fills these structs, everything else reads
+// them.
 #pragma once
 
 #include <cstdint>
@@ -56,9 +57,9 @@ struct ConstTensor {
   std::optional<std::vector<double>> as_double() const;
 };
 
-using AttrValue = std::variant<int64_t, float, std::string, std::vector<int64_t>,
-                               std::vector<float>, std::vector<std::string>,
-                               std::shared_ptr<const ConstTensor>>;
+using AttrValue =
+    std::variant<int64_t, float, std::string, std::vector<int64_t>, std::vector<float>,
+                 std::vector<std::string>, std::shared_ptr<const ConstTensor>>;
 
 struct NodeView {
   size_t index = 0;  // position in GraphView::nodes (topological order)

@@ -34,15 +34,15 @@ const char* input_name(const Config& c, size_t i) {
 // Checks one tensor input's live rank, dtype, head count and head size.
 void check_tensor(const Config& c, size_t i, const mx::array& a) {
   const int heads = c.heads_of_input(static_cast<int>(i));
-  const bool ok = a.dtype() == mx::float32 && a.ndim() == static_cast<size_t>(c.rank) &&
-                  (c.rank == 4 ? a.shape(1) == heads && a.shape(3) == c.d
-                               : a.shape(2) == heads * c.d);
+  const bool ok =
+      a.dtype() == mx::float32 && a.ndim() == static_cast<size_t>(c.rank) &&
+      (c.rank == 4 ? a.shape(1) == heads && a.shape(3) == c.d : a.shape(2) == heads * c.d);
   if (!ok)
-    throw std::runtime_error(std::string("AttentionVJP input ") + input_name(c, i) + " has shape " +
-                             shape_str(a.shape()) + "; expected float32 " +
-                             (c.rank == 4 ? "(B, " + std::to_string(heads) + ", S, " +
-                                                std::to_string(c.d) + ")"
-                                          : "(B, S, " + std::to_string(heads * c.d) + ")"));
+    throw std::runtime_error(
+        std::string("AttentionVJP input ") + input_name(c, i) + " has shape " +
+        shape_str(a.shape()) + "; expected float32 " +
+        (c.rank == 4 ? "(B, " + std::to_string(heads) + ", S, " + std::to_string(c.d) + ")"
+                     : "(B, S, " + std::to_string(heads * c.d) + ")"));
 }
 
 // (B, S, H*D) -> (B, H, S, D); rank 4 passes through.
@@ -83,7 +83,8 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
   if (b == 0 || sq == 0 || sk == 0) {
     // Every requested gradient is zeros of its input's shape (nothing to attend, or no one).
     for (size_t i = 0; i < c.outputs.size(); ++i)
-      ctx.bind(node.outputs[i], ctx.zeros(in[static_cast<size_t>(c.outputs[i])].shape(), mx::float32));
+      ctx.bind(node.outputs[i],
+               ctx.zeros(in[static_cast<size_t>(c.outputs[i])].shape(), mx::float32));
     return;
   }
 
@@ -104,8 +105,8 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
     const int size = mask.shape(axis);
     if (size != 1 && size != target[4 - mrank + axis] && axis + 1 != mrank)
       throw std::runtime_error("AttentionVJP incompatible mask broadcast: mask " +
-                               shape_str(mask.shape()) + " against (B, HQ, Sq, Sk) = " +
-                               shape_str({b, c.hq, sq, sk}));
+                               shape_str(mask.shape()) +
+                               " against (B, HQ, Sq, Sk) = " + shape_str({b, c.hq, sq, sk}));
   }
 
   const auto explicit_limit = ctx.options().attention_vjp_dense_limit_bytes;
@@ -115,11 +116,13 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
   std::vector<mx::array> results;  // in the order of c.outputs, original layout
   auto bind_bhsd = [&](const std::array<mx::array, 3>& grads) {
     for (int o : c.outputs)
-      results.push_back(from_bhsd(c, grads[static_cast<size_t>(o)], in[static_cast<size_t>(o)].shape(), s));
+      results.push_back(
+          from_bhsd(c, grads[static_cast<size_t>(o)], in[static_cast<size_t>(o)].shape(), s));
   };
   auto bhsd_inputs = [&]() {
-    Bhsd t{to_bhsd(c, in[0], c.hq, s), to_bhsd(c, in[1], c.hk, s), to_bhsd(c, in[2], c.hk, s),
-           std::nullopt, to_bhsd(c, in[tensors - 1], c.hq, s), mask};
+    Bhsd t{to_bhsd(c, in[0], c.hq, s),           to_bhsd(c, in[1], c.hk, s),
+           to_bhsd(c, in[2], c.hk, s),           std::nullopt,
+           to_bhsd(c, in[tensors - 1], c.hq, s), mask};
     if (!c.recompute) t.y = to_bhsd(c, in[3], c.hq, s);
     return t;
   };
@@ -135,15 +138,17 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
     ctx.mark_fast(node, kNativeLabel);
   } else if (native_requested) {
     results = cpu_kernel(c, in, s);  // GPU backends only get here with the option forced off
-    Config plain = c;  // the default byte budget, as for the plain form
+    Config plain = c;                // the default byte budget, as for the plain form
     plain.recompute = false;
     const bool small = use_dense(plain, {b, c.hq, sq, c.d}, {b, c.hk, sk, c.d}, std::nullopt);
     ctx.mark_fast(node, small ? kDenseLabel : kTiledLabel);
   } else if (dense) {
     // On the CPU backend MLX's own matmul is slow (reference BLAS): the fused kernel is faster
     // than any materialised form there, so the dense path runs it too.
-    if (on_cpu) results = cpu_kernel(c, in, s);
-    else bind_bhsd(dense_mlx(c, bhsd_inputs(), s));
+    if (on_cpu)
+      results = cpu_kernel(c, in, s);
+    else
+      bind_bhsd(dense_mlx(c, bhsd_inputs(), s));
     ctx.mark_fast(node, kDenseLabel);
   } else {
     results = cpu_kernel(c, in, s);  // GPU backends: a clear "not implemented" error

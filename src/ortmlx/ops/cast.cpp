@@ -23,8 +23,8 @@ ClaimResult claim_cast(const ClaimContext& c) {
                  "round_mode (float8 rounding) is not implemented");
   ORTMLX_REQUIRE(c.node().has_attr("to"), "attribute 'to' is required");
   const auto to = static_cast<ElemType>(c.node().attr_int("to", 0));
-  ORTMLX_REQUIRE(mlx_supports(to), std::string("cast to ") + type_str(to) + " not supported (" +
-                                       kCastTypes + ")");
+  ORTMLX_REQUIRE(mlx_supports(to),
+                 std::string("cast to ") + type_str(to) + " not supported (" + kCastTypes + ")");
   r = require_input_type(c, 0, mlx_supports, kCastTypes);
   if (!r.ok) return r;
   const ElemType out = c.output_type(0);

@@ -21,7 +21,9 @@ inline bool type_in(ElemType t, std::initializer_list<ElemType> allowed) {
   return false;
 }
 
-inline std::string type_str(ElemType t) { return elem_type_name(t); }
+inline std::string type_str(ElemType t) {
+  return elem_type_name(t);
+}
 
 // Refuses unless input i exists and has a known, MLX-supported type satisfying `pred`.
 template <typename Pred>
@@ -31,8 +33,8 @@ ClaimResult require_input_type(const ClaimContext& c, size_t i, Pred pred, const
   if (t == ElemType::kUndefined)
     return ClaimResult::no("input " + std::to_string(i) + " has no known tensor type");
   if (!pred(t))
-    return ClaimResult::no("input " + std::to_string(i) + " type " + type_str(t) + " not supported (" +
-                           what + ")");
+    return ClaimResult::no("input " + std::to_string(i) + " type " + type_str(t) +
+                           " not supported (" + what + ")");
   return ClaimResult::yes();
 }
 
@@ -42,6 +44,8 @@ ClaimResult require_same_types(const ClaimContext& c);
 // Refuses when an attribute is present that the translator does not implement.
 ClaimResult refuse_unknown_attrs(const ClaimContext& c, std::initializer_list<const char*> known);
 
-inline mx::Shape to_shape(const std::vector<int64_t>& v) { return mx::Shape(v.begin(), v.end()); }
+inline mx::Shape to_shape(const std::vector<int64_t>& v) {
+  return mx::Shape(v.begin(), v.end());
+}
 
 }  // namespace ortmlx::ops

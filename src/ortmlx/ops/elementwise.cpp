@@ -11,7 +11,9 @@ using namespace ortmlx::ops;
 using BinaryFn = mx::array (*)(const mx::array&, const mx::array&, mx::StreamOrDevice);
 using UnaryFn = mx::array (*)(const mx::array&, mx::StreamOrDevice);
 
-bool numeric_type(ElemType t) { return is_float_type(t) || is_int_type(t); }
+bool numeric_type(ElemType t) {
+  return is_float_type(t) || is_int_type(t);
+}
 
 ClaimFn claim_binary(bool allow_int) {
   return [allow_int](const ClaimContext& c) -> ClaimResult {
@@ -65,14 +67,17 @@ ClaimFn claim_unary(UnaryTypes types, std::initializer_list<const char*> attrs =
     }
     auto pred = [types](ElemType t) {
       switch (types) {
-        case UnaryTypes::kFloat: return is_float_type(t);
-        case UnaryTypes::kSigned: return is_float_type(t) || is_signed_int_type(t);
-        case UnaryTypes::kNumeric: return is_float_type(t) || is_int_type(t);
+        case UnaryTypes::kFloat:
+          return is_float_type(t);
+        case UnaryTypes::kSigned:
+          return is_float_type(t) || is_signed_int_type(t);
+        case UnaryTypes::kNumeric:
+          return is_float_type(t) || is_int_type(t);
       }
       return false;
     };
     auto r = require_input_type(c, 0, pred,
-                                types == UnaryTypes::kFloat ? "float16/bfloat16/float32 only"
+                                types == UnaryTypes::kFloat    ? "float16/bfloat16/float32 only"
                                 : types == UnaryTypes::kSigned ? "float or signed integer"
                                                                : "float or integer");
     if (!r.ok) return r;
@@ -85,7 +90,6 @@ TranslateFn translate_unary(UnaryFn fn) {
     ctx.bind_output(n, 0, fn(ctx.input(n, 0), ctx.stream()));
   };
 }
-
 
 void translate_relu(TranslationContext& ctx, const NodeDesc& n) {
   mx::array x = ctx.input(n, 0);
@@ -116,8 +120,8 @@ void translate_gelu(TranslationContext& ctx, const NodeDesc& n) {
   if (n.attr_string("approximate", "none") == "tanh") {
     const float k = std::sqrt(2.0f / static_cast<float>(M_PI));
     mx::array cube = mx::multiply(mx::multiply(xf, xf, s), xf, s);
-    mx::array t = mx::multiply(
-        mx::array(k), mx::add(xf, mx::multiply(mx::array(0.044715f), cube, s), s), s);
+    mx::array t =
+        mx::multiply(mx::array(k), mx::add(xf, mx::multiply(mx::array(0.044715f), cube, s), s), s);
     inner = mx::tanh(t, s);
   } else {
     inner = mx::erf(mx::multiply(xf, mx::array(static_cast<float>(M_SQRT1_2)), s), s);

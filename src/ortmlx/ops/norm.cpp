@@ -31,8 +31,9 @@ ClaimResult claim_layer_norm(const ClaimContext& c) {
   if (!r.ok) return r;
   // stash_type=1 computes in float32. Other stash types differ only for half inputs.
   const int64_t stash = c.node().attr_int("stash_type", 1);
-  ORTMLX_REQUIRE(stash == 1 || c.input_type(0) == ElemType::kFloat,
-                 "stash_type " + std::to_string(stash) + " with a half-precision input is not implemented");
+  ORTMLX_REQUIRE(
+      stash == 1 || c.input_type(0) == ElemType::kFloat,
+      "stash_type " + std::to_string(stash) + " with a half-precision input is not implemented");
   // Mean and InvStdDev are float32 (the stash type).
   for (size_t i = 1; i < c.num_outputs(); ++i) {
     const ElemType t = c.output_type(i);
@@ -41,8 +42,9 @@ ClaimResult claim_layer_norm(const ClaimContext& c) {
   }
   const int64_t rank = c.input_rank(0);
   const int64_t axis = c.node().attr_int("axis", -1);
-  ORTMLX_REQUIRE(rank < 0 || (axis >= -rank && axis < rank),
-                 "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  ORTMLX_REQUIRE(
+      rank < 0 || (axis >= -rank && axis < rank),
+      "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   return ClaimResult::yes();
 }
 
@@ -65,7 +67,9 @@ void translate_layer_norm(TranslationContext& ctx, const NodeDesc& n) {
   const float eps = n.attr_float("epsilon", 1e-5f);
 
   const mx::Dtype dt = x.dtype();
-  auto f32 = [&](const mx::array& a) { return a.dtype() == mx::float32 ? a : mx::astype(a, mx::float32, s); };
+  auto f32 = [&](const mx::array& a) {
+    return a.dtype() == mx::float32 ? a : mx::astype(a, mx::float32, s);
+  };
   mx::array xf = f32(x);
   // Shift each row by one of its own elements before averaging: for rows with a large mean and a
   // small spread the float32 sum of raw values loses the spread, the sum of shifted values does
@@ -106,8 +110,9 @@ ClaimResult claim_softmax(const ClaimContext& c) {
   const bool old_form = c.node().since_version < 13;
   const int64_t rank = c.input_rank(0);
   const int64_t axis = c.node().attr_int("axis", old_form ? 1 : -1);
-  ORTMLX_REQUIRE(rank < 0 || (axis >= -rank && axis < rank),
-                 "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  ORTMLX_REQUIRE(
+      rank < 0 || (axis >= -rank && axis < rank),
+      "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   return ClaimResult::yes();
 }
 
@@ -127,7 +132,8 @@ void translate_softmax(TranslationContext& ctx, const NodeDesc& n) {
   int64_t rows = 1, cols = 1;
   for (int i = 0; i < rank; ++i) (i < axis ? rows : cols) *= x.shape(i);
   constexpr int64_t kMaxDim = 0x7fffffff;  // MLX shapes are int32
-  if (rows > kMaxDim || cols > kMaxDim) throw std::runtime_error("Softmax 2-D view exceeds int32 dims");
+  if (rows > kMaxDim || cols > kMaxDim)
+    throw std::runtime_error("Softmax 2-D view exceeds int32 dims");
   mx::array x2 = mx::reshape(x, {static_cast<int32_t>(rows), static_cast<int32_t>(cols)}, s);
   ctx.bind_output(n, 0, mx::reshape(mx::softmax(x2, {1}, /*precise=*/true, s), x.shape(), s));
 }

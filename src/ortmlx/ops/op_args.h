@@ -51,8 +51,9 @@ inline std::vector<int64_t> translate_const_ints(const TranslationContext& ctx, 
 
 // Normalises axes against `rank` and checks they are in range and (unless allow_repeats, when
 // repeats are dropped) unique; nullopt (with `why`) otherwise. Order is preserved.
-inline std::optional<std::vector<int>> normalize_axes(const std::vector<int64_t>& axes, int64_t rank,
-                                                      std::string* why, bool allow_repeats = false) {
+inline std::optional<std::vector<int>> normalize_axes(const std::vector<int64_t>& axes,
+                                                      int64_t rank, std::string* why,
+                                                      bool allow_repeats = false) {
   std::vector<int> out;
   out.reserve(axes.size());
   for (int64_t a : axes) {

@@ -71,7 +71,8 @@ TranslateFn translate_reduce(Kind kind, int input_axes_opset) {
     mx::array x = ctx.input(n, 0);
     std::vector<int64_t> raw;
     if (n.since_version >= input_axes_opset) {
-      if (n.inputs.size() > 1 && !n.inputs[1].empty()) raw = translate_const_ints(ctx, n, 1, "axes");
+      if (n.inputs.size() > 1 && !n.inputs[1].empty())
+        raw = translate_const_ints(ctx, n, 1, "axes");
     } else if (auto a = n.attr_ints("axes")) {
       raw = *a;
     }
@@ -105,7 +106,8 @@ TranslateFn translate_reduce(Kind kind, int input_axes_opset) {
 
 void register_reduce_ops(OpRegistry& r) {
   // One entry per op; claim and translator pick the axes form from the node's opset.
-  r.add("", "ReduceSum", 1, 1 << 30, claim_reduce(Kind::kSum, 13), translate_reduce(Kind::kSum, 13));
+  r.add("", "ReduceSum", 1, 1 << 30, claim_reduce(Kind::kSum, 13),
+        translate_reduce(Kind::kSum, 13));
   r.add("", "ReduceMean", 1, 1 << 30, claim_reduce(Kind::kMean, 18),
         translate_reduce(Kind::kMean, 18));
 }

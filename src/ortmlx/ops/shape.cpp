@@ -96,7 +96,8 @@ ClaimResult claim_reshape(const ClaimContext& c) {
 void translate_reshape(TranslationContext& ctx, const NodeDesc& n) {
   mx::array x = ctx.input(n, 0);
   const auto spec = translate_const_ints(ctx, n, 1, "shape");
-  ctx.bind_output(n, 0, ctx.reshape(x, reshape_target(x.shape(), spec, n.attr_int("allowzero", 0) == 1)));
+  ctx.bind_output(n, 0,
+                  ctx.reshape(x, reshape_target(x.shape(), spec, n.attr_int("allowzero", 0) == 1)));
 }
 
 // ---------------------------------------------------------------- Transpose
@@ -113,7 +114,8 @@ ClaimResult claim_transpose(const ClaimContext& c) {
     std::vector<int64_t> sorted = *perm;
     std::sort(sorted.begin(), sorted.end());
     for (size_t i = 0; i < sorted.size(); ++i)
-      ORTMLX_REQUIRE(sorted[i] == static_cast<int64_t>(i), "perm is not a permutation of 0..rank-1");
+      ORTMLX_REQUIRE(sorted[i] == static_cast<int64_t>(i),
+                     "perm is not a permutation of 0..rank-1");
     const int64_t rank = c.input_rank(0);
     ORTMLX_REQUIRE(rank < 0 || rank == static_cast<int64_t>(perm->size()),
                    "perm length differs from the input rank");
@@ -167,7 +169,8 @@ ClaimResult claim_squeeze_axes(const ClaimContext& c, bool required, std::vector
   return claim_data_input(c);
 }
 
-std::vector<int64_t> translate_squeeze_axes(TranslationContext& ctx, const NodeDesc& n, bool* present) {
+std::vector<int64_t> translate_squeeze_axes(TranslationContext& ctx, const NodeDesc& n,
+                                            bool* present) {
   *present = false;
   if (n.since_version < 13) {
     auto a = n.attr_ints("axes");
@@ -225,8 +228,8 @@ ClaimResult claim_squeeze(const ClaimContext& c) {
     if (!norm) return ClaimResult::no(why);
     for (int a : *norm) {
       const int64_t d = info->shape[static_cast<size_t>(a)];
-      ORTMLX_REQUIRE(d == 1 || d < 0, "cannot squeeze axis " + std::to_string(a) + " of size " +
-                                          std::to_string(d));
+      ORTMLX_REQUIRE(d == 1 || d < 0,
+                     "cannot squeeze axis " + std::to_string(a) + " of size " + std::to_string(d));
     }
   }
   return ClaimResult::yes();
@@ -265,8 +268,9 @@ ClaimResult claim_flatten(const ClaimContext& c) {
   if (!r.ok) return r;
   const int64_t axis = c.node().attr_int("axis", 1);
   const int64_t rank = c.input_rank(0);
-  ORTMLX_REQUIRE(rank < 0 || (axis >= -rank && axis <= rank),
-                 "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  ORTMLX_REQUIRE(
+      rank < 0 || (axis >= -rank && axis <= rank),
+      "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   return ClaimResult::yes();
 }
 
@@ -281,8 +285,8 @@ void translate_flatten(TranslationContext& ctx, const NodeDesc& n) {
   if (axis < 0) axis += rank;
   const auto& s = x.shape();
   const auto a = static_cast<size_t>(axis);
-  ctx.bind_output(n, 0, ctx.reshape(x, checked_shape({shape_product(s, 0, a),
-                                                       shape_product(s, a, s.size())})));
+  ctx.bind_output(
+      n, 0, ctx.reshape(x, checked_shape({shape_product(s, 0, a), shape_product(s, a, s.size())})));
 }
 
 // ---------------------------------------------------------------- Concat
@@ -303,8 +307,9 @@ ClaimResult claim_concat(const ClaimContext& c) {
   for (size_t i = 0; i < c.num_inputs(); ++i) {
     const int64_t rank = c.input_rank(i);
     ORTMLX_REQUIRE(rank != 0, "scalar inputs cannot be concatenated");
-    ORTMLX_REQUIRE(rank < 0 || (axis >= -rank && axis < rank),
-                   "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+    ORTMLX_REQUIRE(
+        rank < 0 || (axis >= -rank && axis < rank),
+        "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   }
   return ClaimResult::yes();
 }

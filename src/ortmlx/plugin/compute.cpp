@@ -121,7 +121,8 @@ void to_ort(const mx::array& a, OrtKernelContext* ctx, size_t index, RunRecord& 
 
 MlxComputeInfo::MlxComputeInfo(MlxEp& ep, std::shared_ptr<Plan> plan,
                                std::vector<std::string> all_inputs)
-    : OrtNodeComputeInfo{}, ep_(ep),
+    : OrtNodeComputeInfo{},
+      ep_(ep),
       executor_(std::make_unique<Executor>(std::move(plan), ExecConfig::from(ep.options()))),
       all_inputs_(std::move(all_inputs)) {
   ort_version_supported = ORT_API_VERSION;
@@ -197,7 +198,9 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
           TraceSpan span(sink, "mlx.copy", "ep.phase");
           for (const auto& d : descs) inputs.push_back(to_mlx(d, pins, rec));
           if (sink)
-            span.args().add("direction", "in").add("wrapped", rec.inputs_wrapped)
+            span.args()
+                .add("direction", "in")
+                .add("wrapped", rec.inputs_wrapped)
                 .add("copied", rec.inputs_copied)
                 .add("bytes", rec.bytes_wrapped + rec.bytes_copied);
         }
@@ -225,11 +228,13 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
           for (const auto& n : plan.nodes)
             if (n.name == mark.node) op = n.qualified_op();
           if (mark.fast) {
-            sink->instant("mlx.fast_path", "op.fast",
-                          TraceArgs().add("node", mark.node).add("op", op).add("kernel", mark.label));
+            sink->instant(
+                "mlx.fast_path", "op.fast",
+                TraceArgs().add("node", mark.node).add("op", op).add("kernel", mark.label));
           } else {
-            sink->instant("composed-path: " + op, "op.composed",
-                          TraceArgs().add("node", mark.node).add("op", op).add("reason", mark.label));
+            sink->instant(
+                "composed-path: " + op, "op.composed",
+                TraceArgs().add("node", mark.node).add("op", op).add("reason", mark.label));
           }
         }
         rec.evictions = executor_->cache().evictions() - evicted_before;
@@ -243,7 +248,9 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
     ep_.report().record_run(plan.name, rec);
     if (sink)
       sink->span("mlx.subgraph", "ep", start_us,
-                 TraceArgs().add("fused_node", plan.name).add("error", true)
+                 TraceArgs()
+                     .add("fused_node", plan.name)
+                     .add("error", true)
                      .add("session", ep_.session_id()));
     ep_.flush_report();
     throw;

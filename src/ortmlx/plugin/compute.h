@@ -23,8 +23,7 @@ class MlxComputeInfo : public OrtNodeComputeInfo {
 
  private:
   static OrtStatus* ORT_API_CALL CreateStateImpl(OrtNodeComputeInfo* self,
-                                                 OrtNodeComputeContext* ctx,
-                                                 void** state) noexcept;
+                                                 OrtNodeComputeContext* ctx, void** state) noexcept;
   static OrtStatus* ORT_API_CALL ComputeImpl(OrtNodeComputeInfo* self, void* state,
                                              OrtKernelContext* kernel_context) noexcept;
   static void ORT_API_CALL ReleaseStateImpl(OrtNodeComputeInfo* self, void* state) noexcept;

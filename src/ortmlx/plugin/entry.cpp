@@ -5,9 +5,8 @@
 extern "C" {
 
 __attribute__((visibility("default"))) OrtStatus* CreateEpFactories(
-    const char* registered_name, const OrtApiBase* ort_api_base,
-    const OrtLogger* default_logger, OrtEpFactory** factories, size_t max_factories,
-    size_t* num_factories) {
+    const char* registered_name, const OrtApiBase* ort_api_base, const OrtLogger* default_logger,
+    OrtEpFactory** factories, size_t max_factories, size_t* num_factories) {
   using namespace ortmlx::plugin;
   const OrtApi* api = ort_api_base->GetApi(ORT_API_VERSION);
   if (api == nullptr) return nullptr;  // cannot even create a status; ORT reports the failure

@@ -81,7 +81,9 @@ MlxEp::~MlxEp() {
     if (summary) std::cerr << text << std::flush;
     if (trace_) {
       trace_->instant("mlx.session_summary", "ep",
-                      TraceArgs().add("session", session_id_).add("summary", text)
+                      TraceArgs()
+                          .add("session", session_id_)
+                          .add("summary", text)
                           .add("report", report_->to_json()));
       trace_->write();
     }
@@ -101,7 +103,9 @@ void MlxEp::flush_report() const {
   }
 }
 
-const char* MlxEp::GetNameImpl(const OrtEp*) noexcept { return kEpName; }
+const char* MlxEp::GetNameImpl(const OrtEp*) noexcept {
+  return kEpName;
+}
 
 OrtStatus* MlxEp::GetCapabilityImpl(OrtEp* self, const OrtGraph* graph,
                                     OrtEpGraphSupportInfo* info) noexcept {
@@ -153,19 +157,22 @@ void MlxEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* info) {
   }
   if (trace_) {
     TraceArgs args;
-    args.add("graph", key).add("session", session_id_)
-        .add("claimed", summary.claimed_nodes).add("total", summary.total_nodes)
+    args.add("graph", key)
+        .add("session", session_id_)
+        .add("claimed", summary.claimed_nodes)
+        .add("total", summary.total_nodes)
         .add("unclaimed", summary.total_nodes - summary.claimed_nodes)
         .add("fused_subgraphs", summary.clusters);
     for (const auto& [op, r] : summary.refused) {
       std::string names;
       for (const auto& n : r.nodes) names += (names.empty() ? "" : ",") + n;
-      args.add("fallback_" + op, "count=" + std::to_string(r.count) + "; reason=" +
-                                     r.first_reason + "; nodes=" + names);
+      args.add("fallback_" + op, "count=" + std::to_string(r.count) + "; reason=" + r.first_reason +
+                                     "; nodes=" + names);
     }
     trace_->instant("mlx.getcapability", "ep.claim", args);
     trace_->counter("mlx.claimed_nodes",
-                    TraceArgs().add("claimed", summary.claimed_nodes)
+                    TraceArgs()
+                        .add("claimed", summary.claimed_nodes)
                         .add("unclaimed", summary.total_nodes - summary.claimed_nodes));
   }
   report_->record_claim(key, std::move(summary));
@@ -225,8 +232,7 @@ void MlxEp::compile(const OrtGraph** graphs, const OrtNode** fused_nodes, size_t
   flush_report();
 }
 
-void MlxEp::ReleaseNodeComputeInfosImpl(OrtEp*, OrtNodeComputeInfo** infos,
-                                        size_t count) noexcept {
+void MlxEp::ReleaseNodeComputeInfosImpl(OrtEp*, OrtNodeComputeInfo** infos, size_t count) noexcept {
   for (size_t i = 0; i < count; ++i) delete static_cast<MlxComputeInfo*>(infos[i]);
 }
 

@@ -7,7 +7,8 @@
 namespace ortmlx::plugin {
 
 MlxEpFactory::MlxEpFactory(const char* registered_name, const OrtLogger* default_logger)
-    : OrtEpFactory{}, registered_name_(registered_name ? registered_name : kEpName),
+    : OrtEpFactory{},
+      registered_name_(registered_name ? registered_name : kEpName),
       default_logger_(default_logger) {
   ort_version_supported = ORT_API_VERSION;
   GetName = GetNameImpl;
@@ -29,10 +30,18 @@ MlxEpFactory::MlxEpFactory(const char* registered_name, const OrtLogger* default
 }
 
 // The EP name users select devices by is fixed, whatever name the library was registered under.
-const char* MlxEpFactory::GetNameImpl(const OrtEpFactory*) noexcept { return kEpName; }
-const char* MlxEpFactory::GetVendorImpl(const OrtEpFactory*) noexcept { return kVendor; }
-uint32_t MlxEpFactory::GetVendorIdImpl(const OrtEpFactory*) noexcept { return 0; }
-const char* MlxEpFactory::GetVersionImpl(const OrtEpFactory*) noexcept { return ORTMLX_VERSION; }
+const char* MlxEpFactory::GetNameImpl(const OrtEpFactory*) noexcept {
+  return kEpName;
+}
+const char* MlxEpFactory::GetVendorImpl(const OrtEpFactory*) noexcept {
+  return kVendor;
+}
+uint32_t MlxEpFactory::GetVendorIdImpl(const OrtEpFactory*) noexcept {
+  return 0;
+}
+const char* MlxEpFactory::GetVersionImpl(const OrtEpFactory*) noexcept {
+  return ORTMLX_VERSION;
+}
 
 OrtStatus* MlxEpFactory::GetSupportedDevicesImpl(OrtEpFactory* self,
                                                  const OrtHardwareDevice* const* devices,
@@ -88,13 +97,14 @@ OrtStatus* MlxEpFactory::CreateAllocatorImpl(OrtEpFactory*, const OrtMemoryInfo*
 
 void MlxEpFactory::ReleaseAllocatorImpl(OrtEpFactory*, OrtAllocator*) noexcept {}
 
-OrtStatus* MlxEpFactory::CreateDataTransferImpl(OrtEpFactory*,
-                                                OrtDataTransferImpl** out) noexcept {
+OrtStatus* MlxEpFactory::CreateDataTransferImpl(OrtEpFactory*, OrtDataTransferImpl** out) noexcept {
   *out = nullptr;
   return nullptr;
 }
 
-bool MlxEpFactory::IsStreamAwareImpl(const OrtEpFactory*) noexcept { return false; }
+bool MlxEpFactory::IsStreamAwareImpl(const OrtEpFactory*) noexcept {
+  return false;
+}
 
 OrtStatus* MlxEpFactory::CreateSyncStreamImpl(OrtEpFactory*, const OrtMemoryDevice*,
                                               const OrtKeyValuePairs*,

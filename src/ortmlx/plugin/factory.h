@@ -21,12 +21,9 @@ class MlxEpFactory : public OrtEpFactory {
   static const char* ORT_API_CALL GetVendorImpl(const OrtEpFactory* self) noexcept;
   static uint32_t ORT_API_CALL GetVendorIdImpl(const OrtEpFactory* self) noexcept;
   static const char* ORT_API_CALL GetVersionImpl(const OrtEpFactory* self) noexcept;
-  static OrtStatus* ORT_API_CALL GetSupportedDevicesImpl(OrtEpFactory* self,
-                                                         const OrtHardwareDevice* const* devices,
-                                                         size_t num_devices,
-                                                         OrtEpDevice** ep_devices,
-                                                         size_t max_ep_devices,
-                                                         size_t* num_ep_devices) noexcept;
+  static OrtStatus* ORT_API_CALL GetSupportedDevicesImpl(
+      OrtEpFactory* self, const OrtHardwareDevice* const* devices, size_t num_devices,
+      OrtEpDevice** ep_devices, size_t max_ep_devices, size_t* num_ep_devices) noexcept;
   static OrtStatus* ORT_API_CALL CreateEpImpl(OrtEpFactory* self,
                                               const OrtHardwareDevice* const* devices,
                                               const OrtKeyValuePairs* const* ep_metadata,

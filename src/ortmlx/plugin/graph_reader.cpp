@@ -171,15 +171,15 @@ ReadGraph read_graph(const OrtGraph* graph, size_t max_constant_bytes) {
   ReadGraph out;
   GraphView& view = out.view;
 
-  for (const OrtValueInfo* vi :
-       read_list([&](size_t* n) { return g_ort->Graph_GetNumInputs(graph, n); },
-                 [&](const OrtValueInfo** v, size_t n) { return g_ort->Graph_GetInputs(graph, v, n); })) {
+  for (const OrtValueInfo* vi : read_list(
+           [&](size_t*n) { return g_ort->Graph_GetNumInputs(graph, n); },
+           [&](const OrtValueInfo**v, size_t n) { return g_ort->Graph_GetInputs(graph, v, n); })) {
     note_value(view, vi, max_constant_bytes);
     view.graph_inputs.push_back(value_name(vi));
   }
   for (const OrtValueInfo* vi : read_list(
-           [&](size_t* n) { return g_ort->Graph_GetNumOutputs(graph, n); },
-           [&](const OrtValueInfo** v, size_t n) { return g_ort->Graph_GetOutputs(graph, v, n); })) {
+           [&](size_t*n) { return g_ort->Graph_GetNumOutputs(graph, n); },
+           [&](const OrtValueInfo**v, size_t n) { return g_ort->Graph_GetOutputs(graph, v, n); })) {
     note_value(view, vi, max_constant_bytes);
     view.graph_outputs.push_back(value_name(vi));
   }
@@ -203,22 +203,22 @@ ReadGraph read_graph(const OrtGraph* graph, size_t max_constant_bytes) {
     if (node.domain == "ai.onnx") node.domain.clear();
     ORTMLX_CHECK(g_ort->Node_GetSinceVersion(n, &node.since_version));
 
-    for (const OrtValueInfo* vi :
-         read_list([&](size_t* c) { return g_ort->Node_GetNumInputs(n, c); },
-                   [&](const OrtValueInfo** v, size_t c) { return g_ort->Node_GetInputs(n, v, c); })) {
+    for (const OrtValueInfo* vi : read_list(
+             [&](size_t*c) { return g_ort->Node_GetNumInputs(n, c); },
+             [&](const OrtValueInfo**v, size_t c) { return g_ort->Node_GetInputs(n, v, c); })) {
       note_value(view, vi, max_constant_bytes);
       node.inputs.push_back(value_name(vi));
     }
     for (const OrtValueInfo* vi : read_list(
-             [&](size_t* c) { return g_ort->Node_GetNumOutputs(n, c); },
-             [&](const OrtValueInfo** v, size_t c) { return g_ort->Node_GetOutputs(n, v, c); })) {
+             [&](size_t*c) { return g_ort->Node_GetNumOutputs(n, c); },
+             [&](const OrtValueInfo**v, size_t c) { return g_ort->Node_GetOutputs(n, v, c); })) {
       note_value(view, vi, max_constant_bytes);
       node.outputs.push_back(value_name(vi));
     }
     std::vector<std::string> implicit;
     for (const OrtValueInfo* vi :
-         read_list([&](size_t* c) { return g_ort->Node_GetNumImplicitInputs(n, c); },
-                   [&](const OrtValueInfo** v, size_t c) {
+         read_list([&](size_t*c) { return g_ort->Node_GetNumImplicitInputs(n, c); },
+                   [&](const OrtValueInfo**v, size_t c) {
                      return g_ort->Node_GetImplicitInputs(n, v, c);
                    }))
       implicit.push_back(value_name(vi));

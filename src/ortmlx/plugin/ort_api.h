@@ -1,4 +1,5 @@
-// The ORT C API handles, and the exception <-> OrtStatus boundary. Only src/ortmlx/plugin/ sees Ort*.
+// The ORT C API handles, and the exception <-> OrtStatus boundary. Only src/ortmlx/plugin/ sees
+// Ort*.
 #pragma once
 
 // onnxruntime_ep_c_api.h has no include guard and is included by onnxruntime_c_api.h.
@@ -40,13 +41,13 @@ OrtStatus* guard(const char* where, F&& body) noexcept {
   } catch (const OrtError& e) {
     return make_status(e.code(), std::string("[MLXExecutionProvider] ") + where + ": " + e.what());
   } catch (const std::bad_alloc&) {
-    return make_status(ORT_FAIL, std::string("[MLXExecutionProvider] ") + where +
-                                     ": out of memory");
+    return make_status(ORT_FAIL,
+                       std::string("[MLXExecutionProvider] ") + where + ": out of memory");
   } catch (const std::exception& e) {
     return make_status(ORT_FAIL, std::string("[MLXExecutionProvider] ") + where + ": " + e.what());
   } catch (...) {
-    return make_status(ORT_FAIL, std::string("[MLXExecutionProvider] ") + where +
-                                     ": unknown exception");
+    return make_status(ORT_FAIL,
+                       std::string("[MLXExecutionProvider] ") + where + ": unknown exception");
   }
 }
 

@@ -16,7 +16,7 @@ const TensorInfo* ClaimContext::input(size_t i) const {
 }
 const TensorInfo* ClaimContext::output(size_t i) const {
   return i < node_.outputs.size() && !node_.outputs[i].empty() ? graph_.info(node_.outputs[i])
-                                                                : nullptr;
+                                                               : nullptr;
 }
 ElemType ClaimContext::input_type(size_t i) const {
   const TensorInfo* t = input(i);
@@ -37,7 +37,9 @@ const ConstTensor* ClaimContext::constant_input(size_t i) const {
   return has_input(i) ? graph_.constant(node_.inputs[i]) : nullptr;
 }
 
-void OpRegistry::add(OpEntry entry) { entries_.push_back(std::move(entry)); }
+void OpRegistry::add(OpEntry entry) {
+  entries_.push_back(std::move(entry));
+}
 
 void OpRegistry::add(std::string domain, std::string op_type, int min_opset, int max_opset,
                      ClaimFn claim, TranslateFn translate) {

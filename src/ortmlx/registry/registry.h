@@ -1,5 +1,6 @@
 // The op registry: (domain, op_type, [min_opset, max_opset]) -> claim predicate + translator.
-// Contract families whose op names carry parameters (pkg.onnax AttentionVJP_...) register by prefix.
+// Contract families whose op names carry parameters (pkg.onnax AttentionVJP_...) register by
+// prefix.
 #pragma once
 
 #include <functional>
@@ -50,7 +51,7 @@ using ClaimFn = std::function<ClaimResult(const ClaimContext&)>;
 using TranslateFn = std::function<void(TranslationContext&, const NodeDesc&)>;
 
 struct OpEntry {
-  std::string domain;  // "" is the default ONNX domain
+  std::string domain;   // "" is the default ONNX domain
   std::string op_type;  // exact name, or a prefix when by_prefix
   int min_opset = 1;
   int max_opset = 1 << 30;

@@ -37,10 +37,14 @@ std::optional<uint32_t> parse_hex_u32(std::string_view s) {
   uint64_t v = 0;
   for (char ch : s) {
     int digit;
-    if (ch >= '0' && ch <= '9') digit = ch - '0';
-    else if (ch >= 'a' && ch <= 'f') digit = ch - 'a' + 10;
-    else if (ch >= 'A' && ch <= 'F') digit = ch - 'A' + 10;
-    else return std::nullopt;
+    if (ch >= '0' && ch <= '9')
+      digit = ch - '0';
+    else if (ch >= 'a' && ch <= 'f')
+      digit = ch - 'a' + 10;
+    else if (ch >= 'A' && ch <= 'F')
+      digit = ch - 'A' + 10;
+    else
+      return std::nullopt;
     v = v * 16 + static_cast<uint64_t>(digit);
     if (v > std::numeric_limits<uint32_t>::max()) return std::nullopt;
   }
@@ -149,8 +153,12 @@ std::optional<Config> Config::parse(std::string_view name) {
 
 // Per 128-thread group: 4 * kv_rows * 32 floats of score/probability staging plus the K and V
 // rows of the tile (dK/dV kernel); 3 * 16 * 32 floats of staging plus the 16 Q rows (dQ kernel).
-int dkv_tile_bytes(const Config& c) { return (4 * c.kv_rows() * 32 + 2 * c.kv_rows() * c.d) * 4; }
-int dq_tile_bytes(const Config& c) { return (3 * kQueryRows * 32 + kQueryRows * c.d) * 4; }
+int dkv_tile_bytes(const Config& c) {
+  return (4 * c.kv_rows() * 32 + 2 * c.kv_rows() * c.d) * 4;
+}
+int dq_tile_bytes(const Config& c) {
+  return (3 * kQueryRows * 32 + kQueryRows * c.d) * 4;
+}
 
 bool use_dense(const Config& c, const std::array<int64_t, 4>& q, const std::array<int64_t, 4>& k,
                std::optional<uint64_t> explicit_limit) {

@@ -69,16 +69,28 @@ ORTMLX_AVX512 inline void rows_of(int64_t m, const float* a, int64_t a_row, int6
   constexpr int MR = 6;
   int64_t i = 0;
   for (; i + MR <= m; i += MR)
-    micro<MR, NV>(a + i * a_row, a_row, a_col, b, ldb, c + i * ldc, ldc, k_len, alpha, accumulate, last);
+    micro<MR, NV>(a + i * a_row, a_row, a_col, b, ldb, c + i * ldc, ldc, k_len, alpha, accumulate,
+                  last);
   const float* ai = a + i * a_row;
   float* ci = c + i * ldc;
   switch (m - i) {
-    case 5: micro<5, NV>(ai, a_row, a_col, b, ldb, ci, ldc, k_len, alpha, accumulate, last); break;
-    case 4: micro<4, NV>(ai, a_row, a_col, b, ldb, ci, ldc, k_len, alpha, accumulate, last); break;
-    case 3: micro<3, NV>(ai, a_row, a_col, b, ldb, ci, ldc, k_len, alpha, accumulate, last); break;
-    case 2: micro<2, NV>(ai, a_row, a_col, b, ldb, ci, ldc, k_len, alpha, accumulate, last); break;
-    case 1: micro<1, NV>(ai, a_row, a_col, b, ldb, ci, ldc, k_len, alpha, accumulate, last); break;
-    default: break;
+    case 5:
+      micro<5, NV>(ai, a_row, a_col, b, ldb, ci, ldc, k_len, alpha, accumulate, last);
+      break;
+    case 4:
+      micro<4, NV>(ai, a_row, a_col, b, ldb, ci, ldc, k_len, alpha, accumulate, last);
+      break;
+    case 3:
+      micro<3, NV>(ai, a_row, a_col, b, ldb, ci, ldc, k_len, alpha, accumulate, last);
+      break;
+    case 2:
+      micro<2, NV>(ai, a_row, a_col, b, ldb, ci, ldc, k_len, alpha, accumulate, last);
+      break;
+    case 1:
+      micro<1, NV>(ai, a_row, a_col, b, ldb, ci, ldc, k_len, alpha, accumulate, last);
+      break;
+    default:
+      break;
   }
 }
 
@@ -104,10 +116,18 @@ ORTMLX_AVX512 inline void run(int64_t m, int64_t n, int64_t k_len, float alpha, 
       const float* bj = bk + j;
       float* cj = c + j;
       switch (nv) {
-        case 4: rows_of<4>(m, ak, a_row, a_col, bj, ldb, cj, ldc, kl, alpha, acc, last); break;
-        case 3: rows_of<3>(m, ak, a_row, a_col, bj, ldb, cj, ldc, kl, alpha, acc, last); break;
-        case 2: rows_of<2>(m, ak, a_row, a_col, bj, ldb, cj, ldc, kl, alpha, acc, last); break;
-        default: rows_of<1>(m, ak, a_row, a_col, bj, ldb, cj, ldc, kl, alpha, acc, last); break;
+        case 4:
+          rows_of<4>(m, ak, a_row, a_col, bj, ldb, cj, ldc, kl, alpha, acc, last);
+          break;
+        case 3:
+          rows_of<3>(m, ak, a_row, a_col, bj, ldb, cj, ldc, kl, alpha, acc, last);
+          break;
+        case 2:
+          rows_of<2>(m, ak, a_row, a_col, bj, ldb, cj, ldc, kl, alpha, acc, last);
+          break;
+        default:
+          rows_of<1>(m, ak, a_row, a_col, bj, ldb, cj, ldc, kl, alpha, acc, last);
+          break;
       }
     }
     if (k_len == 0) break;
@@ -116,9 +136,13 @@ ORTMLX_AVX512 inline void run(int64_t m, int64_t n, int64_t k_len, float alpha, 
 
 #pragma GCC diagnostic pop
 
-inline bool available() { return rows::have_avx512(); }
+inline bool available() {
+  return rows::have_avx512();
+}
 #else
-inline bool available() { return false; }
+inline bool available() {
+  return false;
+}
 inline void run(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*,
                 int64_t, float*, int64_t, bool) {}
 #endif

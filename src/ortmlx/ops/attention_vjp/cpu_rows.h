@@ -85,7 +85,8 @@ ORTMLX_AVX512 inline float max_avx512(const float* x, int n) {
   __m512 m = _mm512_set1_ps(kNegInf);
   int j = 0;
   for (; j + 16 <= n; j += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(x + j));
-  if (j < n) m = _mm512_max_ps(m, _mm512_mask_loadu_ps(_mm512_set1_ps(kNegInf), tail_mask(n - j), x + j));
+  if (j < n)
+    m = _mm512_max_ps(m, _mm512_mask_loadu_ps(_mm512_set1_ps(kNegInf), tail_mask(n - j), x + j));
   return _mm512_reduce_max_ps(m);
 }
 
@@ -121,8 +122,8 @@ ORTMLX_AVX512 inline void ds_avx512(const float* p, float* dp, int n, float delt
   const __m512 dl = _mm512_set1_ps(delta);
   int j = 0;
   for (; j + 16 <= n; j += 16)
-    _mm512_storeu_ps(dp + j, _mm512_mul_ps(_mm512_loadu_ps(p + j),
-                                           _mm512_sub_ps(_mm512_loadu_ps(dp + j), dl)));
+    _mm512_storeu_ps(
+        dp + j, _mm512_mul_ps(_mm512_loadu_ps(p + j), _mm512_sub_ps(_mm512_loadu_ps(dp + j), dl)));
   if (j < n) {
     const __mmask16 k = tail_mask(n - j);
     _mm512_mask_storeu_ps(dp + j, k,
@@ -149,8 +150,8 @@ ORTMLX_AVX512 inline void add_avx512(float* x, const float* m, int n) {
     _mm512_storeu_ps(x + j, _mm512_add_ps(_mm512_loadu_ps(x + j), _mm512_loadu_ps(m + j)));
   if (j < n) {
     const __mmask16 k = tail_mask(n - j);
-    _mm512_mask_storeu_ps(x + j, k,
-                          _mm512_add_ps(_mm512_maskz_loadu_ps(k, x + j), _mm512_maskz_loadu_ps(k, m + j)));
+    _mm512_mask_storeu_ps(
+        x + j, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, x + j), _mm512_maskz_loadu_ps(k, m + j)));
   }
 }
 
@@ -159,7 +160,8 @@ ORTMLX_AVX512 inline void keep_avx512(float* x, const uint8_t* m, int n) {
   const __m512 ninf = _mm512_set1_ps(kNegInf);
   int j = 0;
   for (; j + 16 <= n; j += 16) {
-    const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(m + j)));
+    const __m512i bytes =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(m + j)));
     const __mmask16 drop = _mm512_cmpeq_epi32_mask(bytes, _mm512_setzero_si512());
     _mm512_mask_storeu_ps(x + j, drop, ninf);
   }
@@ -180,15 +182,29 @@ inline bool have_avx512() {
 #endif
 
 // ---- the entry points the kernel uses -------------------------------------------------------
-inline float row_max(const float* x, int n) { return ORTMLX_AVJP_DISPATCH(max, x, n); }
+inline float row_max(const float* x, int n) {
+  return ORTMLX_AVJP_DISPATCH(max, x, n);
+}
 // x[j] = exp(x[j] - shift); returns the sum.
-inline float exp_sum(float* x, int n, float shift) { return ORTMLX_AVJP_DISPATCH(exp_sum, x, n, shift); }
-inline void scale(float* x, int n, float a) { ORTMLX_AVJP_DISPATCH(scale, x, n, a); }
+inline float exp_sum(float* x, int n, float shift) {
+  return ORTMLX_AVJP_DISPATCH(exp_sum, x, n, shift);
+}
+inline void scale(float* x, int n, float a) {
+  ORTMLX_AVJP_DISPATCH(scale, x, n, a);
+}
 // dp[j] = p[j] * (dp[j] - delta)
-inline void ds(const float* p, float* dp, int n, float delta) { ORTMLX_AVJP_DISPATCH(ds, p, dp, n, delta); }
-inline float dot(const float* a, const float* b, int n) { return ORTMLX_AVJP_DISPATCH(dot, a, b, n); }
-inline void add(float* x, const float* m, int n) { ORTMLX_AVJP_DISPATCH(add, x, m, n); }
-inline void keep(float* x, const uint8_t* m, int n) { ORTMLX_AVJP_DISPATCH(keep, x, m, n); }
+inline void ds(const float* p, float* dp, int n, float delta) {
+  ORTMLX_AVJP_DISPATCH(ds, p, dp, n, delta);
+}
+inline float dot(const float* a, const float* b, int n) {
+  return ORTMLX_AVJP_DISPATCH(dot, a, b, n);
+}
+inline void add(float* x, const float* m, int n) {
+  ORTMLX_AVJP_DISPATCH(add, x, m, n);
+}
+inline void keep(float* x, const uint8_t* m, int n) {
+  ORTMLX_AVJP_DISPATCH(keep, x, m, n);
+}
 
 #undef ORTMLX_AVJP_DISPATCH
 

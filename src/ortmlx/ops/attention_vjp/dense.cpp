@@ -73,7 +73,8 @@ std::array<mx::array, 3> dense_mlx(const Config& c, const Bhsd& t, mx::StreamOrD
   mx::array delta = mx::sum(mx::multiply(dy4, y4, s), -1, true, s);
   mx::array ds = mx::multiply(p, mx::subtract(dp, delta, s), s);
   mx::array dq = mx::multiply(mx::matmul(ds, t.k, s), mx::array(c.scale), s);
-  mx::array dk = mx::multiply(mx::matmul(mx::swapaxes(ds, -1, -2, s), q4, s), mx::array(c.scale), s);
+  mx::array dk =
+      mx::multiply(mx::matmul(mx::swapaxes(ds, -1, -2, s), q4, s), mx::array(c.scale), s);
   return {mx::reshape(dq, {b, c.hq, sq, d}, s), dk, dv};
 }
 

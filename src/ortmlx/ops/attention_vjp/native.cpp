@@ -28,9 +28,8 @@ std::array<mx::array, 3> native_sdpa(const Config& c, const Bhsd& t, mx::StreamO
   }
   const float scale = c.scale;
   auto forward = [bias, scale, s](const std::vector<mx::array>& in) -> std::vector<mx::array> {
-    return {mx::fast::scaled_dot_product_attention(in[0], in[1], in[2], scale,
-                                                   bias ? "array" : "", bias, std::nullopt,
-                                                   false, s)};
+    return {mx::fast::scaled_dot_product_attention(in[0], in[1], in[2], scale, bias ? "array" : "",
+                                                   bias, std::nullopt, false, s)};
   };
   const std::vector<mx::array> grads = mx::vjp(forward, {t.q, t.k, t.v}, {dy}).second;
   return {grads[0], grads[1], grads[2]};

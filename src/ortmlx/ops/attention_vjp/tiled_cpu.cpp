@@ -10,10 +10,12 @@
 //     S = scale Q K^T + bias -> P = softmax rows (exact: the panel holds whole rows, so the row's
 //     log-sum-exp needs no separate pass; a row with every key masked gives P = 0)
 //     [Recompute: Y = P V]    delta = rowsum(dY * Y)
-//     dV += P^T dY     dP = dY V^T     dS = P (dP - delta)     dQ = scale dS K     dK += scale dS^T Q
+//     dV += P^T dY     dP = dY V^T     dS = P (dP - delta)     dQ = scale dS K     dK += scale dS^T
+//     Q
 // which is 5 GEMMs over the scores (the minimum) and one exp per score. Extra memory per worker is
-// two rows x Sk panels plus K^T and V^T of one kv head, independent of Sq. The dense path uses the same kernel: whole-head panels
-// measured 15-25% slower than 128-row ones, so the panel size does not depend on the path.
+// two rows x Sk panels plus K^T and V^T of one kv head, independent of Sq. The dense path uses the
+// same kernel: whole-head panels measured 15-25% slower than 128-row ones, so the panel size does
+// not depend on the path.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -50,9 +52,9 @@ struct Geometry {
   int64_t rows = 0;                      // query rows per panel
   bool operator==(const Geometry& o) const {
     return b == o.b && hq == o.hq && hk == o.hk && sq == o.sq && sk == o.sk && d == o.d &&
-           rank == o.rank && scale == o.scale && causal == o.causal &&
-           mask_kind == o.mask_kind && recompute == o.recompute && want[0] == o.want[0] &&
-           want[1] == o.want[1] && want[2] == o.want[2] && rows == o.rows;
+           rank == o.rank && scale == o.scale && causal == o.causal && mask_kind == o.mask_kind &&
+           recompute == o.recompute && want[0] == o.want[0] && want[1] == o.want[1] &&
+           want[2] == o.want[2] && rows == o.rows;
   }
 };
 
@@ -67,20 +69,22 @@ struct MaskView {
 inline int64_t head_offset(const Geometry& g, int64_t b, int64_t h, int64_t heads, int64_t seq) {
   return g.rank == 4 ? (b * heads + h) * seq * g.d : b * seq * heads * g.d + h * g.d;
 }
-inline int64_t row_stride(const Geometry& g, int64_t heads) { return g.rank == 4 ? g.d : heads * g.d; }
+inline int64_t row_stride(const Geometry& g, int64_t heads) {
+  return g.rank == 4 ? g.d : heads * g.d;
+}
 
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   scipy_cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                    static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha,
-                    a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
+                    static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k),
+                    alpha, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
                     static_cast<blasint>(ldc));
 }
 
 struct Pointers {
   const float *q, *k, *v, *y, *dy;  // y null for Recompute
   MaskView mask;
-  float* out[3];                    // dQ, dK, dV (null when not requested)
+  float* out[3];  // dQ, dK, dV (null when not requested)
 };
 
 struct Scratch {
@@ -125,7 +129,8 @@ class Kernel {
     // Workers, capped so that their scratch (two panels, K^T, V^T) stays within 512 MiB on
     // many-core machines with long keys.
     const int64_t per_worker = 4 * (2 * g.rows * ld_ + 2 * g.d * ldt_ + g.rows * g.d);
-    const int64_t by_memory = std::max<int64_t>(1, (int64_t{512} << 20) / std::max<int64_t>(1, per_worker));
+    const int64_t by_memory =
+        std::max<int64_t>(1, (int64_t{512} << 20) / std::max<int64_t>(1, per_worker));
     threads_ = static_cast<int>(std::min<int64_t>({threads, items_, by_memory}));
   }
 
@@ -155,7 +160,8 @@ class Kernel {
     if (!own_gemm_) single_threaded_blas();
     std::atomic<int64_t> next{0};
     auto worker = [&](int tid) {
-      for (int64_t it; (it = next.fetch_add(1)) < items_;) item(it, scratch_[static_cast<size_t>(tid)]);
+      for (int64_t it; (it = next.fetch_add(1)) < items_;)
+        item(it, scratch_[static_cast<size_t>(tid)]);
     };
     run_parallel(threads_, worker);
     if (kv_ && parts_ > 1) reduce_partials();
@@ -185,7 +191,8 @@ class Kernel {
   }
 
   static void zero_rows(float* x, int64_t rows, int64_t cols, int64_t ld) {
-    for (int64_t r = 0; r < rows; ++r) std::memset(x + r * ld, 0, static_cast<size_t>(cols) * sizeof(float));
+    for (int64_t r = 0; r < rows; ++r)
+      std::memset(x + r * ld, 0, static_cast<size_t>(cols) * sizeof(float));
   }
 
   void item(int64_t it, Scratch& sc) const {
@@ -209,7 +216,8 @@ class Kernel {
       if (sc.vt) transpose(p_.v + head_offset(g_, b, kvh, g_.hk, g_.sk), ldk, sc.vt.get());
     }
     for (int64_t t = part; t < tiles_; t += parts_)
-      for (int64_t h = kvh * group_; h < (kvh + 1) * group_; ++h) panel(b, h, kvh, t, sc, dk, lddk, dv, lddv);
+      for (int64_t h = kvh * group_; h < (kvh + 1) * group_; ++h)
+        panel(b, h, kvh, t, sc, dk, lddk, dv, lddv);
   }
 
   // (Sk x D, row stride ld) -> (D x Sk, row stride ldt_).
@@ -222,17 +230,19 @@ class Kernel {
   // C = alpha A B (+ C when accumulate), a(i, k) = a[i * a_row + k * a_col]; the micro-kernel
   // when available, else OpenBLAS (A must then be A or A^T of a row-major matrix, and B = bt^T
   // when `bt` is given: the BLAS path reads K and V untransposed).
-  void mm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row, int64_t a_col,
-          const float* b, int64_t ldb, const float* bt, int64_t ldbt, float* c, int64_t ldc,
-          bool accumulate) const {
+  void mm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row,
+          int64_t a_col, const float* b, int64_t ldb, const float* bt, int64_t ldbt, float* c,
+          int64_t ldc, bool accumulate) const {
     if (own_gemm_) {
       gemm::run(m, n, k, alpha, a, a_row, a_col, b, ldb, c, ldc, accumulate);
       return;
     }
     const bool ta = a_row == 1;
     const int64_t lda = ta ? a_col : a_row;
-    if (bt) sgemm(ta, true, m, n, k, alpha, a, lda, bt, ldbt, accumulate ? 1.f : 0.f, c, ldc);
-    else sgemm(ta, false, m, n, k, alpha, a, lda, b, ldb, accumulate ? 1.f : 0.f, c, ldc);
+    if (bt)
+      sgemm(ta, true, m, n, k, alpha, a, lda, bt, ldbt, accumulate ? 1.f : 0.f, c, ldc);
+    else
+      sgemm(ta, false, m, n, k, alpha, a, lda, b, ldb, accumulate ? 1.f : 0.f, c, ldc);
   }
 
   // Applies causal/mask to row i (keys [0, live)), then softmax in place; keys [live, n) -> 0.
@@ -476,7 +486,9 @@ class AttentionVjpCpu : public mx::Primitive {
 
 }  // namespace
 
-void force_blas_gemm(bool on) { g_force_blas.store(on); }
+void force_blas_gemm(bool on) {
+  g_force_blas.store(on);
+}
 
 int cpu_threads() {
   const unsigned n = std::thread::hardware_concurrency();
