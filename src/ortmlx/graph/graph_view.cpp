@@ -142,39 +142,38 @@ std::optional<std::vector<double>> ConstTensor::as_double() const {
   return convert<double>(*this, true);
 }
 
+namespace {
+// The attribute `key` when present with type T, else nullptr.
+template <typename T>
+const T* find_attr(const NodeView& n, const std::string& key) {
+  auto it = n.attrs.find(key);
+  return it == n.attrs.end() ? nullptr : std::get_if<T>(&it->second);
+}
+}  // namespace
+
 int64_t NodeView::attr_int(const std::string& key, int64_t fallback) const {
-  auto it = attrs.find(key);
-  if (it == attrs.end()) return fallback;
-  if (auto* v = std::get_if<int64_t>(&it->second)) return *v;
-  return fallback;
+  const auto* v = find_attr<int64_t>(*this, key);
+  return v ? *v : fallback;
 }
 
 float NodeView::attr_float(const std::string& key, float fallback) const {
-  auto it = attrs.find(key);
-  if (it == attrs.end()) return fallback;
-  if (auto* v = std::get_if<float>(&it->second)) return *v;
-  return fallback;
+  const auto* v = find_attr<float>(*this, key);
+  return v ? *v : fallback;
 }
 
 std::string NodeView::attr_string(const std::string& key, const std::string& fallback) const {
-  auto it = attrs.find(key);
-  if (it == attrs.end()) return fallback;
-  if (auto* v = std::get_if<std::string>(&it->second)) return *v;
-  return fallback;
+  const auto* v = find_attr<std::string>(*this, key);
+  return v ? *v : fallback;
 }
 
 std::optional<std::vector<int64_t>> NodeView::attr_ints(const std::string& key) const {
-  auto it = attrs.find(key);
-  if (it == attrs.end()) return std::nullopt;
-  if (auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
-  return std::nullopt;
+  const auto* v = find_attr<std::vector<int64_t>>(*this, key);
+  return v ? std::optional(*v) : std::nullopt;
 }
 
 std::optional<std::vector<float>> NodeView::attr_floats(const std::string& key) const {
-  auto it = attrs.find(key);
-  if (it == attrs.end()) return std::nullopt;
-  if (auto* v = std::get_if<std::vector<float>>(&it->second)) return *v;
-  return std::nullopt;
+  const auto* v = find_attr<std::vector<float>>(*this, key);
+  return v ? std::optional(*v) : std::nullopt;
 }
 
 std::string NodeView::qualified_op() const {
