@@ -7,7 +7,7 @@ BUILD := $(ROOT)/build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: setup build demo test test-cpp test-py asan format clean bench
+.PHONY: setup build demo test test-cpp test-py asan format clean bench setup-cuda build-cuda gpu-bundle test-cuda
 
 setup:
 	@bash scripts/setup.sh
@@ -28,6 +28,30 @@ test-cpp: build
 
 test-py: build
 	@$(PY) -m pytest -q tests
+
+# The CUDA flavour (NVIDIA GPUs): its own venv (mlx-cuda-13 and the NVIDIA wheels) and build folder.
+# It compiles and links on any machine with the CUDA 13 toolkit; it runs where there is a GPU.
+VENV_CUDA := $(ROOT)/.venv-cuda
+BUILD_CUDA := $(ROOT)/build-cuda
+CUDA_ROOT ?= /usr/local/cuda-13.0
+setup-cuda:
+	@bash scripts/setup.sh cuda
+
+build-cuda: setup-cuda
+	@site=$$($(VENV_CUDA)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+	mkdir -p $(BUILD_CUDA) && cmake -S . -B $(BUILD_CUDA) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DORTMLX_VENV=$(VENV_CUDA) -DMLX_DIR=$$site/mlx/share/cmake/MLX -DCUDAToolkit_ROOT=$(CUDA_ROOT) \
+	  -DCUDNN_INCLUDE_PATH=$$site/nvidia/cudnn/include -DCUDNN_LIBRARY_PATH=$$site/nvidia/cudnn/lib/libcudnn.so.9 \
+	  $(CMAKE_FLAGS) > $(BUILD_CUDA)/cmake-configure.log 2>&1 || { cat $(BUILD_CUDA)/cmake-configure.log; exit 1; }
+	@cmake --build $(BUILD_CUDA) -j $(JOBS) -- --no-print-directory
+
+# Packs build-cuda into .gpu/ for the H200 test machine (shared/tools/gpu_bundle.sh).
+gpu-bundle: build-cuda
+	@bash $(ROOT)/../shared/tools/gpu_bundle.sh $(BUILD_CUDA)
+
+# On the GPU machine, after `source .gpu/env.sh`: the whole suite on the GPU, logs under $$OUT.
+test-cuda:
+	@bash scripts/gpu_suite.sh
 
 # Op suite under AddressSanitizer/UBSan (separate build tree).
 asan: setup

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -20,7 +21,8 @@ OUT = ROOT / "docs" / "OP_COVERAGE.md"
 
 
 def registry(build: Path) -> list[dict]:
-    exe = build / "ortmlx_registry_dump"
+    # ORTMLX_REGISTRY_DUMP: the dump binary elsewhere (the GPU machine has no build tree).
+    exe = Path(os.environ.get("ORTMLX_REGISTRY_DUMP", build / "ortmlx_registry_dump"))
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 

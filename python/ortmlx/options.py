@@ -18,7 +18,7 @@ PREFIX = "ep.mlxexecutionprovider."
 class Option:
     key: str      # provider option key (after PREFIX)
     env: str      # environment variable (same names as the reference MLX EP)
-    kind: str     # "flag", "path", "integer" or "auto|flag"
+    kind: str     # "flag", "path", "integer", "auto|flag" or "auto|kernel|blocked"
     meaning: str
     example: str  # a valid value (tests create a session with it)
 
@@ -48,6 +48,13 @@ OPTIONS: tuple[Option, ...] = (
            "AttentionVJPRecompute without a dense limit: vjp of MLX's fused SDPA (on), the fused "
            "CPU kernel (off), or auto (default: native on GPU backends, fused kernel on MLX CPU)",
            "auto"),
+    Option("attention_vjp_tiled", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_TILED", "auto|kernel|blocked",
+           "AttentionVJP beyond the dense limit: kernel (fused CPU kernel; an error on GPU "
+           "backends), blocked (MLX ops by query blocks, any backend) or auto (default: kernel on "
+           "MLX CPU, blocked on GPU backends)", "blocked"),
+    Option("tf32", "ONNXRUNTIME_EP_MLX_TF32", "flag",
+           "TF32 fp32 matmuls on CUDA (default off: exact fp32); process-wide, decided when the "
+           "library loads: a session value that differs from the process mode fails", "0"),
 )
 
 FLAG_VALUES = "1/0, true/false, on/off, yes/no"

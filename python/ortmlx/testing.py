@@ -58,6 +58,19 @@ class EpReport:
     def counters(self) -> dict:
         return self.raw.get("counters", {})
 
+    @property
+    def backend(self) -> str:
+        """MLX's backend the session ran on: "cpu" or "gpu"."""
+        return self.raw.get("backend", "cpu")
+
+    def describe_backend(self) -> str:
+        """E.g. "GPU (NVIDIA H200, device I/O, exact fp32)" or "CPU"."""
+        if self.backend != "gpu":
+            return "CPU"
+        parts = [p for p in (self.raw.get("device"), f"{self.raw.get('io', 'host')} I/O",
+                             "TF32" if self.raw.get("tf32") else "exact fp32") if p]
+        return f"GPU ({', '.join(parts)})"
+
 
 @dataclass
 class EpRun:
@@ -99,6 +112,29 @@ class EpRun:
             os.unlink(self.report_path)
         except FileNotFoundError:
             pass
+
+
+_BACKEND: str | None = None
+
+
+def mlx_backend() -> str:
+    """MLX's backend in this process as the EP reports it: "cpu" or "gpu" (cached). Tests use it
+    where the EP's path choice differs by backend."""
+    global _BACKEND
+    if _BACKEND is None:
+        from onnx import TensorProto, helper
+
+        ortmlx.register_execution_provider_library()
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+        graph = helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"])], "probe", [x], [y])
+        run = EpRun(make_model(graph))
+        try:
+            run.run({"x": np.ones(2, np.float32)})
+            _BACKEND = run.report().backend
+        finally:
+            run.close()
+    return _BACKEND
 
 
 def cpu_session(model):

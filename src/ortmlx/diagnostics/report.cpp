@@ -261,6 +261,15 @@ std::string SessionReport::summary_text() const {
   return os.str();
 }
 
+void SessionReport::set_backend(std::string backend, std::string device, std::string io,
+                                bool tf32) {
+  std::lock_guard<std::mutex> lock(mu_);
+  backend_ = std::move(backend);
+  device_ = std::move(device);
+  io_ = std::move(io);
+  tf32_ = tf32;
+}
+
 std::string SessionReport::to_json() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::ostringstream os;
@@ -269,7 +278,9 @@ std::string SessionReport::to_json() const {
     for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << "\"" << json_escape(v[i]) << "\"";
     os << "]";
   };
-  os << "{\"ep\":\"MLXExecutionProvider\",\"claims\":{";
+  os << "{\"ep\":\"MLXExecutionProvider\",\"backend\":\"" << json_escape(backend_)
+     << "\",\"device\":\"" << json_escape(device_) << "\",\"io\":\"" << json_escape(io_)
+     << "\",\"tf32\":" << (tf32_ ? "true" : "false") << ",\"claims\":{";
   bool first = true;
   std::vector<std::tuple<const std::string*, const ClaimSummary*, bool>> passes;
   for (const auto& [graph, c] : claims_) passes.emplace_back(&graph, &c, false);

@@ -55,6 +55,9 @@ class SessionReport {
   void record_run(const std::string& fused_name, const RunRecord& run);
   void record_path(const std::string& label, bool fast);
   void count(const std::string& counter, int64_t delta = 1);
+  // Where this session runs: MLX's backend ("cpu" or "gpu"), its device name, where EP I/O lives
+  // ("host" or "device") and the fp32 matmul mode.
+  void set_backend(std::string backend, std::string device, std::string io, bool tf32);
   void add_time(const std::string& phase, double seconds);
 
   std::string claim_debug_text() const;  // refusals, for ONNXRUNTIME_EP_MLX_CLAIM_DEBUG
@@ -67,6 +70,8 @@ class SessionReport {
 
  private:
   mutable std::mutex mu_;
+  std::string backend_ = "cpu", device_, io_ = "host";
+  bool tf32_ = false;
   mutable std::mutex write_mu_;                  // serialises write_json
   std::map<std::string, ClaimSummary> claims_;   // latest GetCapability pass per graph
   std::map<std::string, ClaimSummary> earlier_;  // superseded passes that answered differently

@@ -59,6 +59,23 @@ void trace_node(TraceSink& sink, const NodeDesc& node, const TranslationContext&
   sink.span(node.qualified_op(), "op", start_us, args);
 }
 
+// Evaluates the outputs that hold elements. MLX's CUDA backend divides by the element count when
+// it sizes a kernel launch, so evaluating an empty array kills the process with SIGFPE (seen on
+// an H200 for Add, Relu, MatMul, Gemm, ReduceMean and LayerNormalization on 0-sized tensors).
+// An empty output needs no computation: it becomes an empty array that owns no kernel.
+void eval_outputs(std::vector<mx::array>& outputs) {
+  std::vector<mx::array> todo;
+  todo.reserve(outputs.size());
+  for (const auto& o : outputs)
+    if (o.size() != 0) todo.push_back(o);
+  mx::eval(todo);
+  for (auto& o : outputs) {
+    if (o.size() != 0) continue;
+    static char nothing = 0;
+    o = mx::array(static_cast<void*>(&nothing), o.shape(), o.dtype(), [](void*) {});
+  }
+}
+
 }  // namespace
 
 const char* cache_outcome_name(CacheOutcome c) {
@@ -151,7 +168,7 @@ RunResult Executor::run_eager(const std::vector<mx::array>& inputs, TraceSink* s
     TraceSpan span(sink, "mlx.eval", "ep.phase");
     if (sink) span.args().add("fused_node", plan_->name).add("compiled", false);
     try {
-      mx::eval(r.outputs);
+      eval_outputs(r.outputs);
     } catch (const std::exception& e) {
       throw NodeError("fused node " + plan_->name + ": MLX evaluation failed: " + e.what());
     }
@@ -213,7 +230,7 @@ bool Executor::run_compiled(const std::vector<mx::array>& inputs, TraceSink* sin
     TraceSpan span(sink, "mlx.eval", "ep.phase");
     if (sink) span.args().add("fused_node", plan_->name).add("compiled", true);
     try {
-      mx::eval(r.outputs);
+      eval_outputs(r.outputs);
     } catch (const std::exception& e) {
       failure = std::string("evaluating the compiled function failed: ") + e.what();
       r.outputs.clear();

@@ -32,6 +32,13 @@ const std::vector<OptionSpec>& option_specs() {
       {"attention_vjp_native", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_NATIVE", "auto|flag",
        "AttentionVJPRecompute without a dense limit: vjp of MLX's fused SDPA (on), the fused "
        "CPU kernel (off), or auto (default: native on GPU backends, fused kernel on MLX CPU)"},
+      {"attention_vjp_tiled", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_TILED", "auto|kernel|blocked",
+       "AttentionVJP beyond the dense limit: kernel (fused CPU kernel; an error on GPU backends), "
+       "blocked (MLX ops by query blocks, any backend) or auto (default: kernel on MLX CPU, "
+       "blocked on GPU backends)"},
+      {"tf32", "ONNXRUNTIME_EP_MLX_TF32", "flag",
+       "TF32 fp32 matmuls on CUDA (default off: exact fp32); process-wide, decided when the "
+       "library loads: a session value that differs from the process mode fails"},
   };
   return specs;
 }
@@ -68,6 +75,18 @@ bool parse_strict_flag(const OptionSpec& spec, const std::string& v) {
   throw std::invalid_argument(origin(spec, true) + "='" + v +
                               "': expected a flag (1/0, true/false, on/off, yes/no" +
                               (std::string(spec.kind) == "auto|flag" ? ", or auto)" : ")"));
+}
+
+// auto | kernel | blocked, either case; an empty environment value means auto.
+EpOptions::AttentionVjpTiled parse_tiled(const OptionSpec& spec, const std::string& v,
+                                         bool from_session) {
+  using Tiled = EpOptions::AttentionVjpTiled;
+  const std::string l = lower(v);
+  if (l == "auto" || (l.empty() && !from_session)) return Tiled::kAuto;
+  if (l == "kernel") return Tiled::kKernel;
+  if (l == "blocked") return Tiled::kBlocked;
+  throw std::invalid_argument(origin(spec, from_session) + "='" + v +
+                              "': expected auto, kernel or blocked");
 }
 
 uint64_t parse_count(const OptionSpec& spec, const std::string& v, bool from_session,
@@ -128,6 +147,10 @@ EpOptions EpOptions::resolve(
         o.attention_vjp_native.reset();
       else
         o.attention_vjp_native = from_session ? parse_strict_flag(spec, *v) : parse_flag(*v);
+    } else if (key == "tf32") {
+      if (!v->empty() || from_session) o.tf32 = flag();
+    } else if (key == "attention_vjp_tiled") {
+      o.attention_vjp_tiled = parse_tiled(spec, *v, from_session);
     } else if (key == "attention_vjp_dense_limit_bytes") {
       if (!v->empty() || from_session)
         o.attention_vjp_dense_limit_bytes = parse_count(spec, *v, from_session, 0);

@@ -15,7 +15,7 @@ inline constexpr const char* kOptionPrefix = "ep.mlxexecutionprovider.";
 struct OptionSpec {
   const char* key;      // provider option key (after "ep.mlxexecutionprovider.")
   const char* env;      // environment variable
-  const char* kind;     // "flag", "path", "integer", "auto|flag"
+  const char* kind;     // "flag", "path", "integer", "auto|flag", "auto|kernel|blocked"
   const char* meaning;  // one line for README / --help
 };
 
@@ -40,6 +40,15 @@ struct EpOptions {
   // native on GPU backends, fused kernel on MLX's CPU backend, where MLX's SDPA vjp runs on a
   // reference-BLAS matmul (measured 15-25x slower than ORT CPU running the function body).
   std::optional<bool> attention_vjp_native;
+  // AttentionVJP beyond the dense budget: kAuto = the fused CPU kernel on MLX's CPU backend,
+  // blocked MLX ops on GPU backends (no fused GPU kernels yet); kKernel = the fused CPU kernel
+  // (a clear error on GPU backends); kBlocked = blocked MLX ops on any backend (tests, A/B).
+  enum class AttentionVjpTiled { kAuto, kKernel, kBlocked };
+  AttentionVjpTiled attention_vjp_tiled = AttentionVjpTiled::kAuto;
+  // TF32 matmuls on CUDA. MLX reads its switch once per process, so the mode is decided when the
+  // library loads (device::init_precision_mode, from the environment variable); a session value
+  // is only a check against it. nullopt = not given by the session.
+  std::optional<bool> tf32;
 
   // True when Compute may use mlx::compile (neither kill switch is set).
   bool compile_enabled() const { return !no_compile && !no_general_compile; }

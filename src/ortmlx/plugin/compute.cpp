@@ -12,8 +12,10 @@
 #include <mlx/transforms.h>
 
 #include "ortmlx/diagnostics/trace.h"
+#include "ortmlx/engine/device/device_memory.h"
 #include "ortmlx/engine/dtype.h"
 #include "ortmlx/engine/mlx_thread.h"
+#include "ortmlx/plugin/device_io.h"
 #include "ortmlx/plugin/ep.h"
 
 namespace ortmlx::plugin {
@@ -84,6 +86,13 @@ mx::array to_mlx(const InputDesc& in, InputPins& pins, RunRecord& rec) {
   if (bytes == 0) return mx::zeros(shape, *dtype);
   const void* data = nullptr;
   ORTMLX_CHECK(g_ort->GetTensorData(in.value, &data));
+  if (on_gpu(in.value)) {
+    // ORT's device buffer: one device-to-device copy into an MLX-owned buffer (device_memory.h
+    // says why not in place).
+    rec.inputs_copied += 1;
+    rec.bytes_copied += bytes;
+    return device::from_device(data, shape, *dtype);
+  }
   auto live = pins.live;
   live->fetch_add(1);
   std::optional<mx::array> wrapped;
@@ -113,7 +122,10 @@ void to_ort(const mx::array& a, OrtKernelContext* ctx, size_t index, RunRecord& 
   if (bytes == 0) return;
   void* dst = nullptr;
   ORTMLX_CHECK(g_ort->GetTensorMutableData(out, &dst));
-  std::memcpy(dst, a.data<uint8_t>(), bytes);
+  if (on_gpu(out))
+    device::to_device(a, dst);  // reads MLX's device buffer in place; never migrates it to host
+  else
+    std::memcpy(dst, a.data<uint8_t>(), bytes);
   rec.bytes_out += bytes;
 }
 

@@ -1,4 +1,5 @@
 // The library's only exported symbols: ORT's plugin entry points.
+#include "ortmlx/engine/device/device_memory.h"
 #include "ortmlx/plugin/factory.h"
 #include "ortmlx/plugin/ort_api.h"
 
@@ -15,6 +16,8 @@ __attribute__((visibility("default"))) OrtStatus* CreateEpFactories(
   return guard("CreateEpFactories", [&] {
     *num_factories = 0;
     if (max_factories < 1) throw OrtError(ORT_INVALID_ARGUMENT, "no room for the factory");
+    // Before anything touches MLX: exact fp32 matmuls on CUDA unless the user opted in to TF32.
+    ortmlx::device::init_precision_mode();
     factories[0] = new MlxEpFactory(registered_name, default_logger);
     *num_factories = 1;
   });

@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "ortmlx/engine/device/device_memory.h"
 #include "ortmlx/engine/executor.h"
 #include "ortmlx/engine/mlx_thread.h"
 #include "ortmlx/engine/plan.h"
@@ -65,6 +66,16 @@ MlxEp::MlxEp(MlxEpFactory& factory, const OrtSessionOptions* session_options,
   } catch (const std::invalid_argument& e) {
     throw OrtError(ORT_INVALID_ARGUMENT, e.what());
   }
+  if (options_.tf32 && *options_.tf32 != device::tf32_enabled())
+    throw OrtError(ORT_INVALID_ARGUMENT,
+                   std::string("provider option ") + kOptionPrefix + "tf32=" +
+                       (*options_.tf32 ? "1" : "0") + " differs from this process's mode (" +
+                       (device::tf32_enabled() ? "TF32" : "exact fp32") +
+                       "): MLX reads its TF32 switch once per process, so set "
+                       "ONNXRUNTIME_EP_MLX_TF32 before the EP library is registered");
+  report_->set_backend(device::mlx_backend(),
+                       factory_.gpu() ? device::gpu_name() : std::string(),
+                       factory_.gpu() ? "device" : "host", device::tf32_enabled());
   session_id_ = g_next_session_id.fetch_add(1);
   if (!options_.trace_path.empty()) {
     trace_ = TraceSink::open(options_.trace_path);

@@ -1,8 +1,11 @@
 // OrtEpFactory for MLXExecutionProvider. One factory per loaded library, shared by all sessions.
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <string>
 
+#include "ortmlx/plugin/device_io.h"
 #include "ortmlx/plugin/ort_api.h"
 
 namespace ortmlx::plugin {
@@ -13,8 +16,12 @@ inline constexpr const char* kVendor = "ortmlx";
 class MlxEpFactory : public OrtEpFactory {
  public:
   MlxEpFactory(const char* registered_name, const OrtLogger* default_logger);
+  ~MlxEpFactory();
 
   const std::string& registered_name() const { return registered_name_; }
+  // Set when EP I/O lives on the GPU (CUDA flavour with a usable GPU): the EP's OrtEpDevice is
+  // then that GPU, with device and pinned allocators and a data transfer.
+  const GpuMemoryInfos* gpu() const { return gpu_ ? &*gpu_ : nullptr; }
 
  private:
   static const char* ORT_API_CALL GetNameImpl(const OrtEpFactory* self) noexcept;
@@ -53,8 +60,14 @@ class MlxEpFactory : public OrtEpFactory {
                                                         OrtCustomOpDomain** domains,
                                                         size_t num) noexcept;
 
+  // Adds the GPU OrtEpDevice (ORT's NVIDIA hardware device, or one the EP creates).
+  void add_gpu_device(const OrtHardwareDevice* const* devices, size_t num_devices,
+                      OrtEpDevice** ep_devices, size_t max_ep_devices, size_t* num_ep_devices);
+
   std::string registered_name_;
   const OrtLogger* default_logger_;
+  std::optional<GpuMemoryInfos> gpu_;
+  OrtHardwareDevice* own_gpu_device_ = nullptr;  // created by the EP when ORT lists no GPU
 };
 
 }  // namespace ortmlx::plugin

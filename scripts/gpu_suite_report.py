@@ -1,0 +1,67 @@
+"""Summarises a scripts/gpu_suite.sh run: passed / failed / skipped per part (from JUnit XML),
+crashes and time-outs (from exit codes), skip reasons grouped. Prints Markdown."""
+
+from __future__ import annotations
+
+import collections
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+
+def junit_counts(path: Path):
+    root = ET.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root)
+    counts = collections.Counter()
+    skips = collections.Counter()
+    failures = []
+    for suite in suites:
+        for case in suite.iter("testcase"):
+            name = f"{case.get('classname', '')}::{case.get('name', '')}"
+            kind = "passed"
+            for child in case:
+                if child.tag in ("failure", "error"):
+                    kind = "failed"
+                    failures.append((name, (child.get("message") or "").splitlines()[0][:160]
+                                     if child.get("message") else ""))
+                elif child.tag == "skipped":
+                    kind = "skipped"
+                    skips[(child.get("message") or "").split(":")[0][:90]] += 1
+            counts[kind] += 1
+    return counts, skips, failures
+
+
+def main(out: Path) -> None:
+    rcs = {}
+    for line in (out / "parts.txt").read_text().splitlines():
+        bits = line.split()
+        if len(bits) >= 3 and bits[1].startswith("rc="):
+            rcs[bits[0]] = (int(bits[1][3:]), bits[2].split("=")[1])
+    print((out / "env.txt").read_text().strip().replace("\n", "  \n"))
+    print()
+    print("| part | passed | failed | skipped | exit | seconds |")
+    print("|---|---|---|---|---|---|")
+    all_fail, all_skip = [], collections.Counter()
+    for name, (rc, secs) in rcs.items():
+        xml = out / f"{name}.xml"
+        if xml.exists():
+            c, skips, fails = junit_counts(xml)
+            all_skip.update({(name, k): v for k, v in skips.items()})
+            all_fail += [(name, n, m) for n, m in fails]
+            cells = (c["passed"], c["failed"], c["skipped"])
+        else:
+            cells = ("ok" if rc == 0 else "-", "-" if rc == 0 else "see log", "-")
+        note = {124: "timeout", 137: "killed"}.get(rc, "crash" if rc > 128 else str(rc))
+        print(f"| {name} | {cells[0]} | {cells[1]} | {cells[2]} | {note} | {secs} |")
+    if all_fail:
+        print("\nFailures:")
+        for part, n, m in all_fail[:60]:
+            print(f"- {part}: `{n}` {m}")
+    if all_skip:
+        print("\nSkips by reason:")
+        for (part, reason), n in all_skip.most_common(30):
+            print(f"- {part}: {n} x {reason}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

@@ -1,0 +1,129 @@
+// Device-resident I/O on MLX's CUDA backend (the CUDA flavour only; see device_memory.h).
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <mlx/backend/cuda/allocator.h>
+#include <mlx/device.h>
+#include <mlx/ops.h>
+#include <mlx/transforms.h>
+
+#include "ortmlx/engine/device/device_memory.h"
+
+namespace ortmlx::device {
+
+namespace mx = mlx::core;
+
+namespace {
+
+void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess)
+    throw std::runtime_error(std::string("CUDA ") + what + " failed: " + cudaGetErrorString(err));
+}
+
+// One non-blocking stream for the EP's own copies; every copy is synchronous for its caller.
+cudaStream_t copy_stream() {
+  static cudaStream_t stream = [] {
+    cudaStream_t s = nullptr;
+    check(cudaSetDevice(gpu_ordinal()), "cudaSetDevice");
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+    return s;
+  }();
+  return stream;
+}
+
+// The device address of an evaluated MLX array (MLX's own gpu_ptr, which is not exported).
+// Reading the buffer struct never migrates it, unlike array::data().
+const void* device_address(const mx::array& a) {
+  auto* buf = static_cast<const mx::cu::CudaBuffer*>(a.buffer().ptr());
+  if (buf == nullptr || buf->data == nullptr) throw std::runtime_error("array has no buffer");
+  return static_cast<const char*>(buf->data) + a.offset();  // offset() is in bytes
+}
+
+}  // namespace
+
+bool gpu_io_available() {
+  static const bool available = [] {
+    try {
+      return mx::is_available(mx::Device::gpu) && mx::default_device() == mx::Device::gpu;
+    } catch (...) {
+      return false;
+    }
+  }();
+  return available;
+}
+
+int gpu_ordinal() {
+  return 0;  // MLX's CUDA backend runs on device 0 of the visible devices
+}
+
+const char* gpu_name() {
+  static const std::string name = [] {
+    cudaDeviceProp prop{};
+    return cudaGetDeviceProperties(&prop, gpu_ordinal()) == cudaSuccess ? std::string(prop.name)
+                                                                        : std::string("CUDA");
+  }();
+  return name.c_str();
+}
+
+void* alloc_device(size_t bytes) {
+  // Stream-ordered allocation from the device's default pool (shared with MLX), synchronised so
+  // that the memory is usable from any stream when ORT gets it; freed memory stays in the pool.
+  void* p = nullptr;
+  cudaStream_t s = copy_stream();
+  if (cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, s) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  if (cudaStreamSynchronize(s) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return p;
+}
+
+void free_device(void* p) {
+  if (p == nullptr) return;
+  cudaStream_t s = copy_stream();
+  (void)cudaFreeAsync(p, s);
+  (void)cudaStreamSynchronize(s);
+}
+
+void* alloc_pinned(size_t bytes) {
+  void* p = nullptr;
+  if (cudaMallocHost(&p, bytes == 0 ? 1 : bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return p;
+}
+
+void free_pinned(void* p) {
+  if (p != nullptr) (void)cudaFreeHost(p);
+}
+
+void copy_bytes(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  cudaStream_t s = copy_stream();
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s), "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+}
+
+mx::array from_device(const void* src, const mx::Shape& shape, mx::Dtype dtype) {
+  // An MLX-owned device buffer of the right size: materialise a fill on the GPU (MLX allocates
+  // kernel outputs in device memory), then overwrite it with the input.
+  mx::array a = mx::contiguous(mx::full(shape, mx::array(0, dtype), mx::Device::gpu),
+                               /*allow_col_major=*/false, mx::Device::gpu);
+  mx::eval(a);
+  copy_bytes(const_cast<void*>(device_address(a)), src, a.nbytes());
+  return a;
+}
+
+void to_device(const mx::array& a, void* dst) {
+  copy_bytes(dst, device_address(a), a.nbytes());
+}
+
+}  // namespace ortmlx::device

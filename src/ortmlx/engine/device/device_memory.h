@@ -1,0 +1,57 @@
+// GPU memory for the EP's device-resident I/O: what the plugin's ORT allocators and data
+// transfer (src/ortmlx/plugin/device_io.*) call, and how Compute moves device tensors in and out
+// of MLX. Backend-specific: device/cuda.cpp in the CUDA flavour, device/none.cpp elsewhere (every
+// call but gpu_io_available() then throws).
+//
+// Why copies and not zero-copy wrapping: MLX 0.32's CUDA allocator moves a buffer to unified
+// memory (and frees the device memory) whenever host code touches it (Buffer::raw_ptr), so an
+// MLX array wrapping ORT's buffer could free memory that ORT still owns. Each device input is
+// copied once device-to-device into an MLX-owned buffer, and each output is copied once into
+// ORT's buffer: ~4 TB/s on an H200, measured in the trace ("mlx.copy" spans).
+#pragma once
+
+#include <cstddef>
+
+#include <mlx/array.h>
+
+namespace ortmlx::device {
+
+// PCI vendor id of the GPU the EP's OrtEpDevice sits on (NVIDIA in the CUDA flavour).
+inline constexpr unsigned kNvidiaVendorId = 0x10DE;
+
+// True when this build can keep EP I/O on a GPU and MLX's default device is that GPU.
+bool gpu_io_available();
+// The CUDA device ordinal MLX runs on (0), and its name for diagnostics ("" when none).
+int gpu_ordinal();
+const char* gpu_name();
+
+// Device memory for ORT's DEFAULT allocator; pinned host memory for its HOST_ACCESSIBLE one.
+// Allocation failure returns nullptr (ORT reports it); free(nullptr) is a no-op.
+void* alloc_device(size_t bytes);
+void free_device(void* p);
+void* alloc_pinned(size_t bytes);
+void free_pinned(void* p);
+
+// Synchronous copy between any two of host, pinned and device memory (the data transfer).
+void copy_bytes(void* dst, const void* src, size_t bytes);
+
+// A new MLX array on the GPU holding a copy of `bytes` at device pointer `src`.
+mlx::core::array from_device(const void* src, const mlx::core::Shape& shape,
+                             mlx::core::Dtype dtype);
+// Copies an evaluated, row-contiguous array into device memory at `dst` (a.nbytes() bytes).
+void to_device(const mlx::core::array& a, void* dst);
+
+}  // namespace ortmlx::device
+
+namespace ortmlx::device {
+
+// MLX runs fp32 matmuls in TF32 on CUDA unless MLX_ENABLE_TF32=0 is set before its first matmul,
+// and reads the variable once per process. Called when the library is loaded (CreateEpFactories):
+// exact fp32 unless ONNXRUNTIME_EP_MLX_TF32 opts in; an explicit MLX_ENABLE_TF32 is respected.
+void init_precision_mode();
+// The process-wide mode decided by init_precision_mode().
+bool tf32_enabled();
+// MLX's default device: "gpu" (CUDA or Metal) or "cpu".
+const char* mlx_backend();
+
+}  // namespace ortmlx::device

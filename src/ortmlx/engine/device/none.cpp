@@ -1,0 +1,41 @@
+// Builds without a GPU backend (MLX CPU, Metal): EP I/O stays in host memory.
+#include <stdexcept>
+
+#include "ortmlx/engine/device/device_memory.h"
+
+namespace ortmlx::device {
+
+namespace {
+[[noreturn]] void no_gpu() {
+  throw std::runtime_error("device-resident I/O needs the CUDA flavour of ortmlx");
+}
+}  // namespace
+
+bool gpu_io_available() {
+  return false;
+}
+int gpu_ordinal() {
+  return -1;
+}
+const char* gpu_name() {
+  return "";
+}
+void* alloc_device(size_t) {
+  return nullptr;
+}
+void free_device(void*) {}
+void* alloc_pinned(size_t) {
+  return nullptr;
+}
+void free_pinned(void*) {}
+void copy_bytes(void*, const void*, size_t) {
+  no_gpu();
+}
+mlx::core::array from_device(const void*, const mlx::core::Shape&, mlx::core::Dtype) {
+  no_gpu();
+}
+void to_device(const mlx::core::array&, void*) {
+  no_gpu();
+}
+
+}  // namespace ortmlx::device
