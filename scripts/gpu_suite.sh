@@ -3,12 +3,13 @@
 # scripts/gpu_pack.sh and PLAYBOOK "The GPU"). Each part runs in its own process so that a crash
 # is recorded, not fatal; logs and JUnit XML go to $OUT (or ./gpu-out); the table comes last.
 #   scripts/gpu_suite.sh [part ...]     parts: probe cpp ops contracts engine plugin external docs demo
+#                                       precision (default: all)
 set -uo pipefail
 out="${OUT:-$PWD/gpu-out}"
 mkdir -p "$out"
 py=${PYTHON:-python3}
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(probe cpp ops contracts engine plugin external docs demo)
+[ ${#parts[@]} -eq 0 ] && parts=(probe cpp ops contracts engine plugin external docs demo precision)
 export PYTHONUNBUFFERED=1 ORT_LOGGING_LEVEL=3
 workers=${GPU_SUITE_WORKERS:-6}
 start=$(date +%s)
@@ -46,6 +47,7 @@ for part in "${parts[@]}"; do
     external) pytest_part external 400 tests/external ;;
     docs) pytest_part docs 120 tests/test_docs.py ;;
     demo) run_part demo 300 $py -m ortmlx demo ;;
+    precision) run_part precision 300 $py scripts/gpu_precision.py ;;
     *) echo "unknown part $part" ;;
   esac
 done

@@ -57,6 +57,11 @@ def main(out: Path) -> None:
         print("\nFailures:")
         for part, n, m in all_fail[:60]:
             print(f"- {part}: `{n}` {m}")
+    precision = out / "precision.log"
+    if precision.exists() and "| model |" in precision.read_text():
+        text = precision.read_text()
+        print("\nError of each fp32 mode against ORT CPU (scripts/gpu_precision.py):\n")
+        print(text[text.index("| model |"):].strip())
     if all_skip:
         print("\nSkips by reason:")
         for (part, reason), n in all_skip.most_common(30):

@@ -75,11 +75,15 @@ def ep_devices():
 def append_to_session_options(session_options, provider_options: dict | None = None):
     """Adds MLXExecutionProvider to `session_options` (before ORT's CPU EP, which stays the fallback).
 
-    provider_options become session config entries `ep.mlxexecutionprovider.<key>`.
+    provider_options become session config entries `ep.mlxexecutionprovider.<key>`. They are
+    checked here against the EP's option table (ValueError naming the option), because ORT's Python
+    API otherwise falls back to its CPU EP with only a warning when the EP refuses them.
     """
+    from ortmlx.options import validate
+
+    opts = validate(provider_options or {})
     devices = ep_devices()
     if not devices:
         raise RuntimeError("ONNX Runtime offers no device for MLXExecutionProvider")
-    opts = {k: str(v) for k, v in (provider_options or {}).items()}
     session_options.add_provider_for_devices(devices[:1], opts)
     return session_options

@@ -80,3 +80,39 @@ def format_table() -> str:
     lines.append("non-empty value other than 0 (VERBOSE: exactly 1). An unknown key or a bad value fails")
     lines.append("session creation with a message naming the option.")
     return "\n".join(lines)
+
+
+_FLAGS = {"1", "0", "true", "false", "on", "off", "yes", "no"}
+
+
+def validate(provider_options: dict) -> dict[str, str]:
+    """The provider options as strings, checked against the EP's table the way the EP checks
+    session values: an unknown key or a bad value raises ValueError naming the option. (Through
+    Python, ORT's default is to fall back to its CPU EP when the EP fails session creation, so a
+    typo would otherwise only show as a warning and a slow session.)"""
+    by_key = {o.key: o for o in OPTIONS}
+    out = {}
+    for key, value in provider_options.items():
+        opt = by_key.get(key)
+        if opt is None:
+            raise ValueError(f"unknown MLXExecutionProvider option '{key}' "
+                             f"(known options: {', '.join(by_key)})")
+        v = str(value).strip() if not isinstance(value, bool) else ("1" if value else "0")
+        low = v.lower()
+        choices = opt.kind.split("|")
+        ok = True
+        if opt.kind == "path":
+            ok = v != ""
+        elif opt.kind == "integer":
+            minimum = 1 if key == "compile_cache_size" else 0
+            ok = v.isdigit() and int(v) >= minimum
+        elif "flag" in choices:
+            ok = low in _FLAGS or ("auto" in choices and low == "auto") or low == ""
+        else:  # an enumeration such as auto|kernel|blocked
+            ok = low in choices
+        if not ok:
+            expected = {"path": "a non-empty path", "integer": "an integer"}.get(
+                opt.kind, f"one of {FLAG_VALUES}" if "flag" in choices else " / ".join(choices))
+            raise ValueError(f"MLXExecutionProvider option {key}={value!r}: expected {expected}")
+        out[key] = v
+    return out

@@ -17,10 +17,13 @@ from tests.engine.util import ROOT, dynamic_chain_model
 
 
 def _session(provider_options):
-    """A session on the EP with ORT's Python-side CPU fallback off, so EP errors surface."""
+    """A session on the EP with ORT's Python-side CPU fallback off, so EP errors surface. The
+    options go straight into the session config (not through ortmlx.append_to_session_options,
+    which checks them itself): these tests are about the EP's own checks."""
     so = ort.SessionOptions()
     so.log_severity_level = 3
-    ortmlx.append_to_session_options(so, provider_options)
+    so.add_provider_for_devices(ortmlx.ep_devices()[:1],
+                                {k: str(v) for k, v in provider_options.items()})
     return ort.InferenceSession(dynamic_chain_model().SerializeToString(), so, enable_fallback=0)
 
 
@@ -92,3 +95,25 @@ def test_cli_prints_the_option_table():
     for opt in options.OPTIONS:
         line = next(line for line in out.splitlines() if line.startswith(opt.key + " "))
         assert opt.env in line and opt.meaning in line
+
+
+@pytest.mark.parametrize("key,value,expect", [
+    ("no_such_knob", "1", "unknown MLXExecutionProvider option 'no_such_knob'"),
+    ("compile_cache_size", "0", "expected an integer"),
+    ("attention_vjp_dense_limit_bytes", "64MiB", "expected an integer"),
+    ("verbose", "2", "expected one of 1/0"),
+    ("compile_fuse", "sometimes", "expected one of 1/0"),
+    ("trace", "", "expected a non-empty path"),
+])
+def test_python_helper_refuses_bad_options(key, value, expect):
+    """ORT's Python API falls back to the CPU EP with only a warning when the EP refuses its
+    options; the helper raises first, so no session silently runs without the EP."""
+    so = ort.SessionOptions()
+    with pytest.raises(ValueError) as err:
+        ortmlx.append_to_session_options(so, {key: value})
+    assert key in str(err.value) and expect in str(err.value), str(err.value)
+
+
+def test_python_helper_accepts_every_example(tmp_path):
+    for opt in options.OPTIONS:
+        options.validate({opt.key: opt.example.format(tmp=tmp_path)})

@@ -142,3 +142,23 @@ def test_fast_path_markers(tmp_path, rng):
     fast = [e for e in load_trace(path) if e.get("cat") == "op.fast"]
     assert len(fast) == 2  # replayed on the cache hit too
     assert all(e["args"]["kernel"] and e["args"]["node"] == "attention_vjp" for e in fast)
+
+
+def test_unwritable_trace_path_warns(tmp_path):
+    """A trace that cannot be written is said on stderr, at session creation and at session end
+    (a report path that cannot be written warns too); the session itself runs normally."""
+    path = str(tmp_path / "no_such_folder" / "trace.json")
+    out = run_python("""
+        import gc, numpy as np, ortmlx
+        from ortmlx.testing import EpRun
+        from tests.engine.util import dynamic_chain_model
+        ortmlx.register_execution_provider_library()
+        run = EpRun(dynamic_chain_model(), provider_options={"trace": %r}, strict=True)
+        run.run({"x": np.full((2, 8), 0.3, np.float32)})
+        run.close(); del run; gc.collect()
+        print("done")
+    """ % path)
+    assert "done" in out.stdout
+    assert f"the trace path '{path}' is not writable" in out.stderr, out.stderr
+    assert f"cannot write trace to {path}" in out.stderr, out.stderr
+    assert not os.path.exists(path)

@@ -85,6 +85,13 @@ std::shared_ptr<TraceSink> TraceSink::open(const std::string& path) {
 
 TraceSink::TraceSink(std::string path) : path_(std::move(path)) {}
 
+bool TraceSink::writable(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  const std::string dir =
+      slash == std::string::npos ? std::string(".") : path.substr(0, slash == 0 ? 1 : slash);
+  return ::access(dir.c_str(), W_OK | X_OK) == 0;
+}
+
 double TraceSink::now_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - epoch())
       .count();

@@ -41,6 +41,8 @@ class TraceSink {
  public:
   // The sink for `path` (created on first use, kept for the process's lifetime).
   static std::shared_ptr<TraceSink> open(const std::string& path);
+  // Whether a file can be created at `path` (its folder exists and is writable).
+  static bool writable(const std::string& path);
 
   const std::string& path() const { return path_; }
 

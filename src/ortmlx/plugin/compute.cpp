@@ -59,7 +59,9 @@ struct InputDesc {
 };
 
 // Wraps (or, where MLX cannot use the memory in place, copies) an ORT input tensor.
-mx::array to_mlx(const InputDesc& in, InputPins& pins, RunRecord& rec) {
+// Device inputs are only allocated here; `uploads` copies them in afterwards, all at once.
+mx::array to_mlx(const InputDesc& in, InputPins& pins, RunRecord& rec,
+                 std::vector<device::Upload>& uploads) {
   OrtTensorTypeAndShapeInfo* raw = nullptr;
   ORTMLX_CHECK(g_ort->GetTensorTypeAndShape(in.value, &raw));
   std::unique_ptr<OrtTensorTypeAndShapeInfo, TensorInfoDeleter> tsi(raw);
@@ -91,7 +93,9 @@ mx::array to_mlx(const InputDesc& in, InputPins& pins, RunRecord& rec) {
     // says why not in place).
     rec.inputs_copied += 1;
     rec.bytes_copied += bytes;
-    return device::from_device(data, shape, *dtype);
+    mx::array a = device::new_device_array(shape, *dtype);
+    uploads.push_back({a, data});
+    return a;
   }
   auto live = pins.live;
   live->fetch_add(1);
@@ -208,7 +212,9 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
         auto t0 = Clock::now();
         {
           TraceSpan span(sink, "mlx.copy", "ep.phase");
-          for (const auto& d : descs) inputs.push_back(to_mlx(d, pins, rec));
+          std::vector<device::Upload> uploads;
+          for (const auto& d : descs) inputs.push_back(to_mlx(d, pins, rec, uploads));
+          if (!uploads.empty()) device::upload(uploads);
           if (sink)
             span.args()
                 .add("direction", "in")

@@ -78,6 +78,11 @@ MlxEp::MlxEp(MlxEpFactory& factory, const OrtSessionOptions* session_options,
                        factory_.gpu() ? "device" : "host", device::tf32_enabled());
   session_id_ = g_next_session_id.fetch_add(1);
   if (!options_.trace_path.empty()) {
+    // The trace is written at session end; say now if its folder cannot take it (diagnostics
+    // never fail a session, but a trace that silently never appears wastes a user's run).
+    if (!TraceSink::writable(options_.trace_path))
+      std::cerr << "[ortmlx] warning: the trace path '" << options_.trace_path
+                << "' is not writable; no trace will be written" << std::endl;
     trace_ = TraceSink::open(options_.trace_path);
     trace_->instant("mlx.session_start", "ep",
                     TraceArgs().add("session", session_id_).add("trace", options_.trace_path));
@@ -98,6 +103,8 @@ MlxEp::~MlxEp() {
                           .add("report", report_->to_json()));
       trace_->write();
     }
+  } catch (const std::exception& e) {
+    std::cerr << "[ortmlx] warning: " << e.what() << std::endl;
   } catch (...) {
     // never throw from a destructor; diagnostics are best effort at teardown
   }

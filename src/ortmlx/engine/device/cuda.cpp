@@ -1,6 +1,7 @@
 // Device-resident I/O on MLX's CUDA backend (the CUDA flavour only; see device_memory.h).
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -105,6 +106,25 @@ void free_pinned(void* p) {
   if (p != nullptr) (void)cudaFreeHost(p);
 }
 
+size_t device_free_bytes() {
+  size_t free_bytes = 0, total = 0;
+  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  // MLX allocates from the device's default pool and keeps freed memory reserved there;
+  // cudaMemGetInfo counts that memory as used although any allocation from the pool can reuse it.
+  cudaMemPool_t pool = nullptr;
+  std::uint64_t reserved = 0, used = 0;
+  if (cudaDeviceGetDefaultMemPool(&pool, gpu_ordinal()) == cudaSuccess &&
+      cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved) == cudaSuccess &&
+      cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used) == cudaSuccess &&
+      reserved > used)
+    free_bytes += static_cast<size_t>(reserved - used);
+  (void)cudaGetLastError();
+  return free_bytes;
+}
+
 void copy_bytes(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   cudaStream_t s = copy_stream();
@@ -112,14 +132,23 @@ void copy_bytes(void* dst, const void* src, size_t bytes) {
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
-mx::array from_device(const void* src, const mx::Shape& shape, mx::Dtype dtype) {
-  // An MLX-owned device buffer of the right size: materialise a fill on the GPU (MLX allocates
-  // kernel outputs in device memory), then overwrite it with the input.
-  mx::array a = mx::contiguous(mx::full(shape, mx::array(0, dtype), mx::Device::gpu),
-                               /*allow_col_major=*/false, mx::Device::gpu);
-  mx::eval(a);
-  copy_bytes(const_cast<void*>(device_address(a)), src, a.nbytes());
-  return a;
+mx::array new_device_array(const mx::Shape& shape, mx::Dtype dtype) {
+  // MLX allocates kernel outputs in device memory: a fill materialised on the GPU gives an
+  // MLX-owned device buffer of the right size (upload() overwrites it).
+  return mx::full(shape, mx::array(0, dtype), mx::Device::gpu);
+}
+
+void upload(const std::vector<Upload>& uploads) {
+  if (uploads.empty()) return;
+  std::vector<mx::array> dsts;
+  for (const auto& u : uploads) dsts.push_back(u.dst);
+  mx::eval(dsts);
+  cudaStream_t s = copy_stream();
+  for (const auto& u : uploads)
+    check(cudaMemcpyAsync(const_cast<void*>(device_address(u.dst)), u.src, u.dst.nbytes(),
+                          cudaMemcpyDefault, s),
+          "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
 void to_device(const mx::array& a, void* dst) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include <mlx/array.h>
 
@@ -32,12 +33,23 @@ void free_device(void* p);
 void* alloc_pinned(size_t bytes);
 void free_pinned(void* p);
 
+// Device memory that a new allocation could still get: free memory plus what the default memory
+// pool (MLX's and ours) holds reserved but unused. 0 = unknown (no GPU backend). For the memory
+// guard (engine/executor.h), which adds MLX's own cache.
+size_t device_free_bytes();
+
 // Synchronous copy between any two of host, pinned and device memory (the data transfer).
 void copy_bytes(void* dst, const void* src, size_t bytes);
 
-// A new MLX array on the GPU holding a copy of `bytes` at device pointer `src`.
-mlx::core::array from_device(const void* src, const mlx::core::Shape& shape,
-                             mlx::core::Dtype dtype);
+// Device inputs in two steps, so that a Compute with several inputs allocates them in one MLX
+// evaluation and copies them with one synchronisation: new_device_array() returns a lazy
+// MLX-owned GPU array; upload() materialises every listed array and copies its source into it.
+struct Upload {
+  mlx::core::array dst;
+  const void* src;  // device pointer, dst.nbytes() bytes
+};
+mlx::core::array new_device_array(const mlx::core::Shape& shape, mlx::core::Dtype dtype);
+void upload(const std::vector<Upload>& uploads);
 // Copies an evaluated, row-contiguous array into device memory at `dst` (a.nbytes() bytes).
 void to_device(const mlx::core::array& a, void* dst);
 

@@ -28,10 +28,16 @@ void* alloc_pinned(size_t) {
   return nullptr;
 }
 void free_pinned(void*) {}
+size_t device_free_bytes() {
+  return 0;
+}
 void copy_bytes(void*, const void*, size_t) {
   no_gpu();
 }
-mlx::core::array from_device(const void*, const mlx::core::Shape&, mlx::core::Dtype) {
+mlx::core::array new_device_array(const mlx::core::Shape&, mlx::core::Dtype) {
+  no_gpu();
+}
+void upload(const std::vector<Upload>&) {
   no_gpu();
 }
 void to_device(const mlx::core::array&, void*) {
