@@ -10,6 +10,7 @@
 
 #include <mlx/compile.h>
 #include <mlx/compile_impl.h>
+#include <mlx/memory.h>
 #include <mlx/ops.h>
 #include <mlx/random.h>
 #include <mlx/transforms.h>
@@ -417,6 +418,75 @@ TEST(Engine, PathMarksAreReplayedOnCacheHits) {
       EXPECT_FALSE(r.marks[1].fast);
       EXPECT_EQ(r.marks[1].label, "test composed reason");
       EXPECT_EQ(r.marks[0].node, "Marked1");
+    }
+  });
+}
+
+TEST(Engine, FootprintCountsAllocationsNotViews) {
+  on_mlx([] {
+    auto a = mx::ones({512, 1, 1});
+    auto b = mx::ones({1, 256, 4});
+    mx::eval(a, b);
+    // The broadcasts inside add() are views of 2 KiB and 4 KiB inputs; the sum allocates 2 MiB;
+    // its transpose is a view again; exp allocates another 2 MiB.
+    auto s = mx::add(a, b);
+    auto y = mx::exp(mx::transpose(s));
+    FootprintWalk walk;
+    walk.add(s);
+    walk.add(y);  // reaches s again: counted once
+    const GraphFootprint& fp = walk.result();
+    EXPECT_EQ(fp.largest, size_t{512} * 256 * 4 * 4);
+    EXPECT_EQ(fp.total, 2 * fp.largest);
+    EXPECT_EQ(fp.shape, (mx::Shape{512, 256, 4}));
+    // Arrays with data end the walk.
+    mx::eval(s);
+    FootprintWalk after;
+    after.add(y);
+    EXPECT_EQ(after.result().total, fp.largest);
+    EXPECT_EQ(format_bytes(size_t{64} << 30), "64.0 GiB");
+    EXPECT_EQ(format_bytes(1536), "1.5 KiB");
+  });
+}
+
+// MLX's memory limit lowered for one test (the guard never offers more than it): a 2 MiB tensor
+// is then too big without any real allocation of note.
+struct MemoryLimitScope {
+  size_t previous;
+  explicit MemoryLimitScope(size_t limit) : previous(mx::set_memory_limit(limit)) {}
+  ~MemoryLimitScope() { mx::set_memory_limit(previous); }
+};
+
+TEST(Engine, OversizedRunIsAnErrorAndKeepsCompiling) {
+  on_mlx([] {
+    GraphBuilder b;
+    b.input("a", f32({-1, -1}));
+    b.input("c", f32({-1, -1}));
+    b.node("Add", {"a", "c"}, {"s"});
+    b.node("Exp", {"s"}, {"y"});
+    auto plan = build_plan(b.g, "big", {"a", "c"}, {"y"});
+    for (bool compile : {true, false}) {
+      Executor ex(plan, {compile, 4});
+      {
+        MemoryLimitScope limit(size_t{1} << 20);
+        const size_t before = mx::get_active_memory();
+        try {
+          ex.run({mx::ones({512, 1}), mx::ones({1, 1024})});
+          FAIL() << "expected an out-of-memory error";
+        } catch (const OutOfMemoryError& e) {
+          const std::string msg = e.what();
+          EXPECT_NE(msg.find("fused node big: node 'Add0' (Add) needs 2.0 MiB for one "
+                             "float32[512,1024] tensor; 1.0 MiB available"),
+                    std::string::npos)
+              << msg;
+        }
+        // Nothing of the 2 MiB tensors was allocated.
+        EXPECT_LT(mx::get_active_memory(), before + (size_t{1} << 20));
+        EXPECT_TRUE(ex.compile_enabled() == compile);
+      }
+      RunResult r = ex.run({mx::ones({2, 1}), mx::ones({1, 3})});
+      EXPECT_EQ(r.stats.compiled, compile);
+      EXPECT_FALSE(r.stats.fallback);
+      EXPECT_TRUE(mx::allclose(r.outputs[0], mx::full({2, 3}, std::exp(2.0f))).item<bool>());
     }
   });
 }

@@ -1,12 +1,24 @@
 #include "ortmlx/engine/executor.h"
 
-#include <chrono>
-#include <cstdlib>
-#include <iostream>
+#include <fcntl.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <new>
+
+#include <mlx/device.h>
+#include <mlx/memory.h>
+#include <mlx/primitives.h>
 #include <mlx/transforms.h>
 
 #include "ortmlx/diagnostics/trace.h"
+#include "ortmlx/engine/device/device_memory.h"
 #include "ortmlx/engine/dtype.h"
 
 namespace ortmlx {
@@ -21,15 +33,19 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// "float32[2,3]" for trace args.
-std::string describe(const mx::array& a) {
-  std::string s = elem_type_name(from_mlx_dtype(a.dtype()));
+// "float32[2,3]" for trace args and messages.
+std::string describe(mx::Dtype dtype, const mx::Shape& shape) {
+  std::string s = elem_type_name(from_mlx_dtype(dtype));
   s += '[';
-  for (size_t d = 0; d < a.ndim(); ++d) {
+  for (size_t d = 0; d < shape.size(); ++d) {
     if (d) s += ',';
-    s += std::to_string(a.shape(static_cast<int>(d)));
+    s += std::to_string(shape[d]);
   }
   return s + ']';
+}
+
+std::string describe(const mx::array& a) {
+  return describe(a.dtype(), a.shape());
 }
 
 // One "op" span per node while the graph is built: shapes, dtypes, elements, bytes.
@@ -76,7 +92,125 @@ void eval_outputs(std::vector<mx::array>& outputs) {
   }
 }
 
+// Bytes an unevaluated array will take when evaluated. MLX evaluates these primitives as views of
+// their input's buffer on every backend: a broadcast of a small input to a huge shape allocates
+// nothing. Reshape-like ones are views when their input is row-contiguous; that is known only for
+// an input with data (otherwise the input is walked and counted itself, and the copy, if any, is
+// no larger).
+size_t allocated_bytes(const mx::array& a) {
+  if (!a.has_primitive()) return a.nbytes();
+  const char* name = a.primitive().name();
+  static constexpr const char* kViews[] = {"Broadcast", "BroadcastAxes", "Transpose",
+                                           "Slice",     "ExpandDims",    "Squeeze",
+                                           "AsStrided", "StopGradient"};
+  for (const char* v : kViews)
+    if (std::strcmp(name, v) == 0) return 0;
+  static constexpr const char* kReshapes[] = {"Reshape", "Flatten", "Unflatten", "Contiguous"};
+  for (const char* v : kReshapes) {
+    if (std::strcmp(name, v) != 0) continue;
+    const auto& in = a.inputs();
+    if (in.size() == 1 && in[0].status() != mx::array::Status::unscheduled &&
+        in[0].flags().row_contiguous)
+      return 0;
+    break;
+  }
+  return a.nbytes();
+}
+
+// MemAvailable of /proc/meminfo in bytes (0 when unknown). MemFree alone would miss the page
+// cache that the kernel gives back on demand.
+size_t meminfo_available() {
+  const int fd = ::open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[1024];
+  const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* p = std::strstr(buf, "MemAvailable:");
+  if (p == nullptr) return 0;
+  return static_cast<size_t>(std::strtoull(p + std::strlen("MemAvailable:"), nullptr, 10)) * 1024;
+}
+
+bool is_allocation_failure(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) return true;
+  // MLX's GPU allocators throw runtime_error("[malloc] Unable to allocate N bytes."); CUDA's own
+  // error text is "out of memory".
+  const char* what = e.what();
+  return std::strstr(what, "[malloc]") != nullptr ||
+         std::strstr(what, "Unable to allocate") != nullptr ||
+         std::strstr(what, "out of memory") != nullptr;
+}
+
+const char* backend_name() {
+  return mx::default_device() == mx::Device::gpu ? "GPU" : "CPU";
+}
+
 }  // namespace
+
+void FootprintWalk::add(const mx::array& root, const NodeDesc* node) {
+  stack_.push_back(&root);
+  while (!stack_.empty()) {
+    const mx::array& a = *stack_.back();
+    stack_.pop_back();
+    // Arrays with data (inputs, constants, anything evaluated) end the walk: they are allocated
+    // already, and their graph is gone.
+    if (a.status() != mx::array::Status::unscheduled) continue;
+    if (!seen_.insert(a.id()).second) continue;
+    // Siblings (the other outputs of a multi-output primitive) are allocated with `a` and share
+    // its inputs.
+    auto count = [&](const mx::array& x) {
+      const size_t bytes = allocated_bytes(x);
+      fp_.arrays += 1;
+      fp_.total += bytes;
+      if (bytes > fp_.largest) {
+        fp_.largest = bytes;
+        fp_.shape = x.shape();
+        fp_.dtype = x.dtype();
+        fp_.node = node;
+      }
+    };
+    count(a);
+    for (const auto& s : a.siblings())
+      if (seen_.insert(s.id()).second) count(s);
+    for (const auto& in : a.inputs())
+      if (in.status() == mx::array::Status::unscheduled) stack_.push_back(&in);
+  }
+}
+
+size_t available_memory(size_t need) {
+  const size_t limit = mx::get_memory_limit();
+  if (need > limit) return limit;
+  const size_t cache = mx::get_cache_memory();
+  if (mx::default_device() == mx::Device::gpu) {
+    const size_t free_bytes = device::device_free_bytes();
+    return free_bytes == 0 ? limit : std::min(limit, free_bytes + cache);
+  }
+  // MemAvailable is never far below MemFree (by the kernel's watermark reserve), and sysinfo is a
+  // cheap call: a need under half of MemFree fits without reading /proc/meminfo.
+  struct sysinfo si {};
+  if (::sysinfo(&si) == 0) {
+    const size_t free_bytes = static_cast<size_t>(si.freeram) * si.mem_unit;
+    if (need <= free_bytes / 2) return std::min(limit, free_bytes + cache);
+  }
+  const size_t avail = meminfo_available();
+  if (avail == 0) return limit;  // unknown: trust MLX's limit
+  return std::min(limit, avail + cache);
+}
+
+std::string format_bytes(size_t bytes) {
+  char buf[64];
+  const double b = static_cast<double>(bytes);
+  if (bytes >= (size_t{1} << 30))
+    std::snprintf(buf, sizeof(buf), "%.1f GiB", b / double(size_t{1} << 30));
+  else if (bytes >= (size_t{1} << 20))
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", b / double(size_t{1} << 20));
+  else if (bytes >= (size_t{1} << 10))
+    std::snprintf(buf, sizeof(buf), "%.1f KiB", b / double(size_t{1} << 10));
+  else
+    std::snprintf(buf, sizeof(buf), "%zu bytes", bytes);
+  return buf;
+}
 
 const char* cache_outcome_name(CacheOutcome c) {
   switch (c) {
@@ -110,11 +244,52 @@ ExecConfig ExecConfig::from(const EpOptions& options) {
 }
 
 Executor::Executor(std::shared_ptr<const Plan> plan, ExecConfig config)
-    : plan_(std::move(plan)), config_(config), cache_(config.cache_size) {}
+    : plan_(std::move(plan)), config_(config), cache_(config.cache_size) {
+  output_producers_.assign(plan_->output_names.size(), nullptr);
+  for (size_t i = 0; i < plan_->output_names.size(); ++i)
+    for (const auto& node : plan_->nodes)
+      if (std::find(node.outputs.begin(), node.outputs.end(), plan_->output_names[i]) !=
+          node.outputs.end())
+        output_producers_[i] = &node;
+}
 
-std::vector<mx::array> Executor::trace(const std::vector<mx::array>& inputs,
-                                       std::vector<TranslationContext::PathMark>* marks,
-                                       TraceSink* sink, bool compiling) const {
+void Executor::check_memory(const GraphFootprint& fp) const {
+  if (fp.largest == 0) return;
+  const size_t avail = available_memory(fp.largest);
+  if (fp.largest <= avail) return;
+  std::string msg = "fused node " + plan_->name + ": ";
+  if (fp.node) msg += fp.node->label() + " ";
+  msg += "needs " + format_bytes(fp.largest) + " for one " + describe(fp.dtype, fp.shape) +
+         " tensor; " + format_bytes(avail) + " available to MLX's " + backend_name() + " backend";
+  if (fp.total > fp.largest)
+    msg += " (the run's " + std::to_string(fp.arrays) + " new tensors take up to " +
+           format_bytes(fp.total) + ")";
+  throw OutOfMemoryError(msg);
+}
+
+void Executor::evaluate(std::vector<mx::array>& outputs, const GraphFootprint& fp) const {
+  try {
+    eval_outputs(outputs);
+  } catch (const std::exception& e) {
+    if (!is_allocation_failure(e)) throw;
+    std::string msg =
+        "fused node " + plan_->name + ": out of memory while evaluating (" + e.what() + ")";
+    if (fp.largest) {
+      msg += "; its largest tensor, " + describe(fp.dtype, fp.shape);
+      if (fp.node) msg += " from " + fp.node->label();
+      msg += ", needs " + format_bytes(fp.largest) + ", the run's " + std::to_string(fp.arrays) +
+             " new tensors up to " + format_bytes(fp.total) + "; " +
+             format_bytes(available_memory(fp.largest)) + " available to MLX's " + backend_name() +
+             " backend";
+    }
+    throw OutOfMemoryError(msg);
+  }
+}
+
+std::vector<mx::array> Executor::trace(
+    const std::vector<mx::array>& inputs, std::vector<TranslationContext::PathMark>* marks,
+    TraceSink* sink, bool compiling,
+    std::vector<std::pair<const NodeDesc*, mx::array>>* produced) const {
   const Plan& plan = *plan_;
   if (inputs.size() != plan.input_names.size())
     throw NodeError("fused node " + plan.name + " expected " +
@@ -138,6 +313,9 @@ std::vector<mx::array> Executor::trace(const std::vector<mx::array>& inputs,
       throw NodeError(node.label() + ": " + e.what());
     }
     if (sink) trace_node(*sink, node, ctx, start_us);
+    if (produced)
+      for (const auto& out : node.outputs)
+        if (!out.empty()) produced->emplace_back(&node, ctx.resolve(out));
   }
   std::vector<mx::array> outputs;
   outputs.reserve(plan.output_names.size());
@@ -156,19 +334,31 @@ std::vector<mx::array> Executor::trace(const std::vector<mx::array>& inputs,
 
 RunResult Executor::run_eager(const std::vector<mx::array>& inputs, TraceSink* sink) {
   RunResult r;
+  std::vector<std::pair<const NodeDesc*, mx::array>> produced;
   auto t0 = Clock::now();
   {
     TraceSpan span(sink, "mlx.translate", "ep.phase");
     if (sink) span.args().add("fused_node", plan_->name).add("compiled", false);
-    r.outputs = trace(inputs, &r.marks, sink, /*compiling=*/false);
+    r.outputs = trace(inputs, &r.marks, sink, /*compiling=*/false, &produced);
   }
   r.stats.translate_s = seconds_since(t0);
   t0 = Clock::now();
   {
     TraceSpan span(sink, "mlx.eval", "ep.phase");
     if (sink) span.args().add("fused_node", plan_->name).add("compiled", false);
+    // Walked after the whole graph is built (a translator that reads values evaluates earlier
+    // nodes), node by node in plan order, so each array is charged to the node that built it.
+    FootprintWalk walk;
+    for (const auto& [node, a] : produced) walk.add(a, node);
+    for (size_t i = 0; i < r.outputs.size(); ++i) walk.add(r.outputs[i], output_producers_[i]);
+    produced.clear();
+    const GraphFootprint& fp = walk.result();
+    if (sink) span.args().add("largest_bytes", fp.largest);
+    check_memory(fp);
     try {
-      eval_outputs(r.outputs);
+      evaluate(r.outputs, fp);
+    } catch (const NodeError&) {
+      throw;
     } catch (const std::exception& e) {
       throw NodeError("fused node " + plan_->name + ": MLX evaluation failed: " + e.what());
     }
@@ -178,7 +368,7 @@ RunResult Executor::run_eager(const std::vector<mx::array>& inputs, TraceSink* s
 }
 
 bool Executor::run_compiled(const std::vector<mx::array>& inputs, TraceSink* sink, RunResult& r,
-                            std::string& failure) {
+                            std::string& failure, bool& out_of_memory) {
   RunStats& st = r.stats;
   const std::string& key = st.shape_key;
   CompiledFn* fn = cache_.find(key);
@@ -229,10 +419,30 @@ bool Executor::run_compiled(const std::vector<mx::array>& inputs, TraceSink* sin
   {
     TraceSpan span(sink, "mlx.eval", "ep.phase");
     if (sink) span.args().add("fused_node", plan_->name).add("compiled", true);
+    auto memo = compiled_footprints_.find(key);
+    if (traced || memo == compiled_footprints_.end()) {
+      FootprintWalk walk;
+      for (const auto& o : r.outputs) walk.add(o);
+      // Bounded like the LRU it shadows; entries of evicted keys are simply walked again.
+      if (compiled_footprints_.size() >= 2 * cache_.capacity()) compiled_footprints_.clear();
+      memo = compiled_footprints_.insert_or_assign(key, walk.result()).first;
+    }
+    const GraphFootprint& fp = memo->second;
+    if (sink) span.args().add("largest_bytes", fp.largest);
     try {
-      eval_outputs(r.outputs);
+      check_memory(fp);
+    } catch (const OutOfMemoryError& e) {
+      // Nothing was evaluated and the compiled function is sound: keep it for its key.
+      failure = e.what();
+      out_of_memory = true;
+      r.outputs.clear();
+      return false;
+    }
+    try {
+      evaluate(r.outputs, fp);
     } catch (const std::exception& e) {
       failure = std::string("evaluating the compiled function failed: ") + e.what();
+      out_of_memory = dynamic_cast<const OutOfMemoryError*>(&e) != nullptr;
       r.outputs.clear();
       cache_.erase(key);
       return false;
@@ -254,12 +464,24 @@ RunResult Executor::run(const std::vector<mx::array>& inputs, TraceSink* sink) {
   RunResult compiled;
   compiled.stats.shape_key = key;
   std::string failure;
-  if (run_compiled(inputs, sink, compiled, failure)) return compiled;
+  bool out_of_memory = false;
+  if (run_compiled(inputs, sink, compiled, failure, out_of_memory)) return compiled;
 
   // The eager run decides: if it fails too, the input is at fault and its error is the answer
-  // (compilation stays on); if it succeeds, compilation is what failed.
+  // (compilation stays on); if it succeeds, compilation is what failed. A run that is too big
+  // fails eagerly as well, and cheaply: the eager graph is built and walked, never evaluated (it
+  // holds every array of the compiled graph, fused kernels unfused, so its largest is no smaller).
   RunResult r = run_eager(inputs, sink);
   r.stats.shape_key = key;
+  if (out_of_memory) {
+    // Memory was short for the compiled run but not for the eager one (freed in between, or
+    // fragmentation on a GPU): not the compiler's fault, so compilation stays on. Reported as a
+    // plain eager run.
+    r.stats.compile_s += compiled.stats.compile_s;
+    r.stats.evictions = compiled.stats.evictions;
+    r.stats.cache_entries = cache_.size();
+    return r;
+  }
   r.stats.cache = compiled.stats.cache;
   r.stats.evictions = compiled.stats.evictions;
   r.stats.compile_s += compiled.stats.compile_s;
@@ -268,6 +490,7 @@ RunResult Executor::run(const std::vector<mx::array>& inputs, TraceSink* sink) {
   compile_disabled_ = true;
   disabled_reason_ = failure;
   cache_.clear();
+  compiled_footprints_.clear();
   r.stats.cache_entries = 0;
   std::cerr << "[ortmlx] fused node '" << plan_->name
             << "': compiled execution failed, running eagerly from now on: " << failure

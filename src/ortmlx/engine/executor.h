@@ -9,14 +9,22 @@
 // problem).
 // Eager path (ONNXRUNTIME_EP_MLX_NO_COMPILE / NO_GENERAL_COMPILE, or after a fallback): every run
 // translates each node through a TranslationContext, then evaluates.
+// Memory guard: before either path evaluates, the lazy graph is walked for the largest array it
+// will allocate; one that MLX cannot get is an OutOfMemoryError, raised before anything is
+// allocated (MLX's CPU backend would crash on it). Memory is never a compile problem: a compiled
+// run that fails for memory does not switch the plan to eager (docs/ENGINE.md, "Memory guard").
 //
 // Threading: an Executor is not thread-safe; it is created, run and destroyed on the MLX thread
 // (engine/mlx_thread.h).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include <mlx/array.h>
@@ -34,6 +42,48 @@ class NodeError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// A run whose tensors MLX cannot allocate (found by the memory guard, or an allocation failure
+// MLX reported while evaluating). The message names the node and the bytes needed vs available.
+class OutOfMemoryError : public NodeError {
+ public:
+  using NodeError::NodeError;
+};
+
+// What evaluating a lazy graph will allocate, measured without evaluating it.
+struct GraphFootprint {
+  size_t largest = 0;      // bytes of the largest single array the evaluation allocates
+  size_t total = 0;        // bytes of all of them: an upper bound of the peak, not the peak
+  size_t arrays = 0;       // unevaluated arrays walked
+  mlx::core::Shape shape;  // the largest array's shape and dtype
+  mlx::core::Dtype dtype = mlx::core::float32;
+  const NodeDesc* node = nullptr;  // the node whose translation built it (eager runs), or null
+};
+
+// Walks the unevaluated arrays behind some roots (inputs and siblings, each array once), stopping
+// at arrays that already have data. Views that never allocate (broadcasts, transposes, slices)
+// count 0 bytes, so a broadcast input is not mistaken for a huge tensor.
+class FootprintWalk {
+ public:
+  // Adds the arrays reachable from `root` that no earlier call reached, attributed to `node`.
+  void add(const mlx::core::array& root, const NodeDesc* node = nullptr);
+  const GraphFootprint& result() const { return fp_; }
+
+ private:
+  GraphFootprint fp_;
+  std::unordered_set<std::uintptr_t> seen_;
+  std::vector<const mlx::core::array*> stack_;
+};
+
+// Bytes that MLX's default device can still allocate. On MLX's CPU backend: the system's
+// MemAvailable plus MLX's cache, at most MLX's memory limit; on a GPU: MLX's memory limit, and
+// the device's free memory plus MLX's cache where the build can ask (CUDA flavour). Exact when
+// `need` comes near it; otherwise (need well below the system's free memory) a cheap lower bound,
+// since reading /proc/meminfo costs as much as a small run.
+size_t available_memory(size_t need);
+
+// "64.0 GiB", "3.5 MiB", "12 bytes".
+std::string format_bytes(size_t bytes);
 
 enum class CacheOutcome { kNone, kHit, kMiss, kRetrace };
 // "HIT", "MISS", "RETRACE" (the reference EP's names), "" for kNone (eager run).
@@ -83,9 +133,11 @@ class Executor {
 
   // Traces the plan into (unevaluated) output arrays. `compiling` tells translators that the
   // inputs are mlx::compile placeholders.
-  std::vector<mlx::core::array> trace(const std::vector<mlx::core::array>& inputs,
-                                      std::vector<TranslationContext::PathMark>* marks,
-                                      TraceSink* sink = nullptr, bool compiling = false) const;
+  // `produced`, when set, receives each node's output arrays with their node (memory guard).
+  std::vector<mlx::core::array> trace(
+      const std::vector<mlx::core::array>& inputs, std::vector<TranslationContext::PathMark>* marks,
+      TraceSink* sink = nullptr, bool compiling = false,
+      std::vector<std::pair<const NodeDesc*, mlx::core::array>>* produced = nullptr) const;
 
   // Whether the next run may use the compiled path.
   bool compile_enabled() const { return config_.compile && !compile_disabled_; }
@@ -95,9 +147,14 @@ class Executor {
 
  private:
   RunResult run_eager(const std::vector<mlx::core::array>& inputs, TraceSink* sink);
-  // False (with `failure` set) when the compiled path could not produce the outputs.
+  // False (with `failure` set) when the compiled path could not produce the outputs;
+  // `out_of_memory` tells that memory, not compilation, was the reason.
   bool run_compiled(const std::vector<mlx::core::array>& inputs, TraceSink* sink, RunResult& r,
-                    std::string& failure);
+                    std::string& failure, bool& out_of_memory);
+  // Throws OutOfMemoryError when the largest array of `fp` cannot be allocated.
+  void check_memory(const GraphFootprint& fp) const;
+  // Evaluates `outputs` (eval_outputs), turning MLX's allocation failures into OutOfMemoryError.
+  void evaluate(std::vector<mlx::core::array>& outputs, const GraphFootprint& fp) const;
 
   std::shared_ptr<const Plan> plan_;
   ExecConfig config_;
@@ -105,6 +162,11 @@ class Executor {
   bool compile_disabled_ = false;
   std::string disabled_reason_;
   TraceSink* current_sink_ = nullptr;  // sink of the run in progress (read by compiled traces)
+  // The node that produces each fused output (null for a fused input passed through).
+  std::vector<const NodeDesc*> output_producers_;
+  // Footprint of each compiled function's graph by shape key: a compiled function replays the
+  // same graph for its key, so the walk runs once per key (bounded; cleared with the cache).
+  std::unordered_map<std::string, GraphFootprint> compiled_footprints_;
 };
 
 }  // namespace ortmlx

@@ -1,0 +1,133 @@
+"""Runs whose outputs cannot be allocated: the memory guard turns them into a clean error that
+names the node (MLX's CPU backend would crash the process), and the session stays usable.
+
+The oversized runs feed small inputs whose result is at least 64 GiB and at least twice the
+machine's memory, so the guard must refuse them before anything is allocated. The cases run in a
+child interpreter: should the guard ever regress, the tests fail instead of killing pytest.
+"""
+
+import math
+import os
+
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from ortmlx.testing import EpRun, assert_ran_on_ep, make_model
+from tests.engine.util import run_python
+
+GIB = 1 << 30
+
+
+def _target_bytes() -> int:
+    """What the oversized output must exceed: 64 GiB, and twice the machine's memory."""
+    total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return max(64 * GIB, 2 * total)
+
+
+def _format_gib(nbytes: int) -> str:
+    return f"{nbytes / GIB:.1f} GiB"
+
+
+def broadcast_add_model():
+    """a[n, 1, 1] + b[1, m, 4] -> Add -> Relu, all dims symbolic. Nodes: big_add, relu."""
+    a = h.make_tensor_value_info("a", T.FLOAT, ["a0", "a1", "a2"])
+    b = h.make_tensor_value_info("b", T.FLOAT, ["b0", "b1", "b2"])
+    y = h.make_tensor_value_info("y", T.FLOAT, ["y0", "y1", "y2"])
+    nodes = [
+        h.make_node("Add", ["a", "b"], ["s"], name="big_add"),
+        h.make_node("Relu", ["s"], ["y"], name="relu"),
+    ]
+    return make_model(h.make_graph(nodes, "broadcast_add", [a, b], [y]))
+
+
+def matmul_model():
+    """a[m, k] x b[k, n] -> MatMul, symbolic dims. Node: big_matmul."""
+    a = h.make_tensor_value_info("a", T.FLOAT, ["m", "k"])
+    b = h.make_tensor_value_info("b", T.FLOAT, ["k", "n"])
+    y = h.make_tensor_value_info("y", T.FLOAT, ["m", "n"])
+    nodes = [h.make_node("MatMul", ["a", "b"], ["y"], name="big_matmul")]
+    return make_model(h.make_graph(nodes, "big_matmul", [a, b], [y]))
+
+
+def _case(name: str):
+    """(model, node names, oversized feeds and output bytes, small feeds, reference)."""
+    rng = np.random.default_rng(7)
+    target = _target_bytes()
+    if name == "add":
+        # (n, 1, 1) + (1, n, 4) fp32 -> 16 n^2 bytes; n = 65536 gives 64 GiB from 1.25 MiB in.
+        n = 1 << math.ceil(math.log2(math.sqrt(target / 16)))
+        big = {"a": np.ones((n, 1, 1), np.float32), "b": np.ones((1, n, 4), np.float32)}
+        small = {"a": rng.uniform(-1, 1, (3, 1, 1)).astype(np.float32),
+                 "b": rng.uniform(-1, 1, (1, 5, 4)).astype(np.float32)}
+        want = np.maximum(small["a"] + small["b"], 0)
+        return broadcast_add_model(), ["big_add", "relu"], big, 16 * n * n, small, want
+    # (m, 8) x (8, m) fp32 -> 4 m^2 bytes; m = 131072 gives 64 GiB from 8 MiB in.
+    m = 1 << math.ceil(math.log2(math.sqrt(target / 4)))
+    big = {"a": np.ones((m, 8), np.float32), "b": np.ones((8, m), np.float32)}
+    small = {"a": rng.uniform(-1, 1, (4, 8)).astype(np.float32),
+             "b": rng.uniform(-1, 1, (8, 6)).astype(np.float32)}
+    return matmul_model(), ["big_matmul"], big, 4 * m * m, small, small["a"] @ small["b"]
+
+
+def check_oversized_then_small(name: str, provider_options: dict):
+    """One case, in the child interpreter (run_cases)."""
+    import ortmlx
+
+    ortmlx.register_execution_provider_library()
+    model, nodes, big, big_bytes, small, want = _case(name)
+    run = EpRun(model, provider_options=provider_options, strict=True)
+    try:
+        with pytest.raises(Exception) as err:
+            run.run(big)
+        msg = str(err.value)
+        # The error names the node that builds the tensor, and the bytes it needs.
+        assert f"node '{nodes[0]}'" in msg, msg
+        assert f"needs {_format_gib(big_bytes)}" in msg, msg
+        assert "available" in msg, msg
+        # The same session runs a normal input, on the EP.
+        got = run.run(small)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        report = assert_ran_on_ep(run, nodes)
+        c = report.counters()
+        assert c.get("compute.error", 0) == 1, c
+        # Memory is not a compile problem: no eager fallback, the small run compiled.
+        assert c.get("compile.fallback", 0) == 0, c
+        (fused,) = report.fused.values()
+        assert not fused["eager_only"], fused
+        compiled = provider_options.get("no_compile") != "1"
+        assert c.get("compute.compiled", 0) == (1 if compiled else 0), c
+        assert c.get("compute.eager", 0) == (0 if compiled else 1), c
+    finally:
+        run.close()
+
+
+CASES = [(name, path) for name in ("add", "matmul") for path in ("compiled", "eager")]
+
+
+def run_cases():
+    """Child interpreter: every case in turn, one line each ("OK add/compiled" or "FAIL ...")."""
+    for name, path in CASES:
+        opts = {} if path == "compiled" else {"no_compile": "1"}
+        try:
+            check_oversized_then_small(name, opts)
+            print(f"OK {name}/{path}", flush=True)
+        except (Exception, pytest.fail.Exception) as e:  # pytest.raises fails with the latter
+            print(f"FAIL {name}/{path}: {e!r}".replace("\n", " "), flush=True)
+
+
+@pytest.fixture(scope="module")
+def child():
+    # One interpreter for all cases (each costs a session, not a process start).
+    return run_python("from tests.engine.test_allocation import run_cases\nrun_cases()\n",
+                      check=False)
+
+
+@pytest.mark.parametrize("name,path", CASES, ids=[f"{n}-{p}" for n, p in CASES])
+def test_oversized_output_is_a_clean_error(child, name, path):
+    lines = child.stdout.splitlines()
+    mine = [ln for ln in lines if ln.split(" ", 1)[-1].startswith(f"{name}/{path}")]
+    assert mine == [f"OK {name}/{path}"], (
+        f"child exited with {child.returncode}\nstdout:\n{child.stdout}\n"
+        f"stderr:\n{child.stderr[-4000:]}")
