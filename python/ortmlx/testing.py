@@ -58,6 +58,11 @@ class EpReport:
     def counters(self) -> dict:
         return self.raw.get("counters", {})
 
+    def mlx_memory(self) -> dict:
+        """MLX's allocator after the session's latest run: {"active", "peak", "cache"} bytes
+        (process-wide figures)."""
+        return self.raw.get("mlx_memory", {})
+
     @property
     def backend(self) -> str:
         """MLX's backend the session ran on: "cpu" or "gpu"."""

@@ -270,6 +270,13 @@ void SessionReport::set_backend(std::string backend, std::string device, std::st
   tf32_ = tf32;
 }
 
+void SessionReport::set_mlx_memory(size_t active, size_t peak, size_t cache) {
+  std::lock_guard<std::mutex> lock(mu_);
+  mlx_active_ = active;
+  mlx_peak_ = peak;
+  mlx_cache_ = cache;
+}
+
 std::string SessionReport::to_json() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::ostringstream os;
@@ -280,7 +287,9 @@ std::string SessionReport::to_json() const {
   };
   os << "{\"ep\":\"MLXExecutionProvider\",\"backend\":\"" << json_escape(backend_)
      << "\",\"device\":\"" << json_escape(device_) << "\",\"io\":\"" << json_escape(io_)
-     << "\",\"tf32\":" << (tf32_ ? "true" : "false") << ",\"claims\":{";
+     << "\",\"tf32\":" << (tf32_ ? "true" : "false") << ",\"mlx_memory\":{\"active\":"
+     << mlx_active_ << ",\"peak\":" << mlx_peak_ << ",\"cache\":" << mlx_cache_
+     << "},\"claims\":{";
   bool first = true;
   std::vector<std::tuple<const std::string*, const ClaimSummary*, bool>> passes;
   for (const auto& [graph, c] : claims_) passes.emplace_back(&graph, &c, false);

@@ -58,6 +58,8 @@ class SessionReport {
   // Where this session runs: MLX's backend ("cpu" or "gpu"), its device name, where EP I/O lives
   // ("host" or "device") and the fp32 matmul mode.
   void set_backend(std::string backend, std::string device, std::string io, bool tf32);
+  // MLX's allocator after the latest run (process-wide figures: active, peak and cached bytes).
+  void set_mlx_memory(size_t active, size_t peak, size_t cache);
   void add_time(const std::string& phase, double seconds);
 
   std::string claim_debug_text() const;  // refusals, for ONNXRUNTIME_EP_MLX_CLAIM_DEBUG
@@ -72,6 +74,7 @@ class SessionReport {
   mutable std::mutex mu_;
   std::string backend_ = "cpu", device_, io_ = "host";
   bool tf32_ = false;
+  size_t mlx_active_ = 0, mlx_peak_ = 0, mlx_cache_ = 0;
   mutable std::mutex write_mu_;                  // serialises write_json
   std::map<std::string, ClaimSummary> claims_;   // latest GetCapability pass per graph
   std::map<std::string, ClaimSummary> earlier_;  // superseded passes that answered differently

@@ -8,6 +8,7 @@
 #include <optional>
 #include <thread>
 
+#include <mlx/memory.h>
 #include <mlx/ops.h>
 #include <mlx/transforms.h>
 
@@ -259,6 +260,8 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
         // `result` and `inputs` die here: no MLX array may outlive Compute.
       }
       pins.wait_released();
+      ep_.report().set_mlx_memory(mx::get_active_memory(), mx::get_peak_memory(),
+                                  mx::get_cache_memory());
     });
   } catch (...) {
     rec.ok = false;
