@@ -98,14 +98,14 @@ def parse_attention_vjp_name(name: str) -> AttentionVJPConfig | None:
         return None
     ints = {}
     for i, letter in enumerate("rqkd"):
-        m = re.fullmatch(letter + r"(\d+)", fields[i])
+        m = re.fullmatch(letter + r"([0-9]+)", fields[i])
         if not m:
             return None
         ints[letter] = int(m.group(1))
     m_scale = re.fullmatch(r"s([0-9a-fA-F]{8})", fields[4])
-    m_causal = re.fullmatch(r"c(\d+)", fields[5])
-    m_outs = re.fullmatch(r"o(\d+)", fields[6])
-    m_mask = re.fullmatch(r"m(\d+)", fields[7])
+    m_causal = re.fullmatch(r"c([0-9]+)", fields[5])
+    m_outs = re.fullmatch(r"o([0-9]+)", fields[6])
+    m_mask = re.fullmatch(r"m([0-9]+)", fields[7])
     if not (m_scale and m_causal and m_outs and m_mask):
         return None
     if not re.fullmatch(r"[0-9a-fA-F]{16}", fields[8]):
@@ -369,6 +369,10 @@ def _probs(q, k, mask, hq, hk, causal, mask_kind, scale):
         else:
             s = s + np.broadcast_to(full.astype(np.float64), keep.shape)
             keep &= ~np.isneginf(s)
+            if width != 1:
+                # Masked outright, not only through the -inf fill: a NaN score there (NaN + -inf
+                # is NaN) must not count as a visible key.
+                keep &= np.arange(sk) < width
     s = np.where(keep, s, -np.inf)
     rowmax = s.max(axis=-1, keepdims=True) if sk else np.zeros(s.shape[:-1] + (1,))
     live = np.isfinite(rowmax)

@@ -1,6 +1,6 @@
 """The pkg.onnax AttentionVJP contract (shared/design/ATTENTION_VJP.md): claimed and run on
-MLXExecutionProvider through each path (dense GEMM, tiled, native), checked against a float64
-reference and against ORT CPU running the contract's ONNX body unclaimed.
+MLXExecutionProvider through each path (dense GEMM, tiled, blocked MLX ops, native), checked
+against a float64 reference and against ORT CPU running the contract's ONNX body unclaimed.
 
 Cases are a representative subset of the cartesian product (rank, GQA, causal, mask kind and
 shape, output subset, form, path), chosen so every value of every dimension appears.
@@ -8,6 +8,7 @@ shape, output subset, form, path), chosen so every value of every dimension appe
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,23 +27,43 @@ from ortmlx.contracts import (
     parse_attention_vjp_name,
     scale_hex,
 )
-from ortmlx.testing import EpRun, assert_ran_on_ep, run_cpu
+from ortmlx.testing import EpRun, assert_ran_on_ep, mlx_backend, run_cpu
 
 LIMIT_ENV = "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_DENSE_LIMIT_BYTES"
 NATIVE_ENV = "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_NATIVE"
+TILED_ENV = "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_TILED"
 HUGE_LIMIT = str(1 << 40)  # forces dense for any test shape
-# Path -> (limit env value or None for unset, trace label the fused path must report).
+DENSE_LABEL = "onnax GEMM attention VJP"
+TILED_LABEL = "onnax tiled attention VJP"
+BLOCKED_LABEL = "onnax blocked attention VJP"
+NATIVE_LABEL = "onnax native SDPA attention VJP"
+# Path -> (limit env value or None for unset, trace label the fused path must report on MLX's
+# CPU backend); expected_label() gives the label on the backend the EP runs on.
 PATHS = {
-    "dense": (HUGE_LIMIT, "onnax GEMM attention VJP"),
-    "tiled": ("0", "onnax tiled attention VJP"),
+    "dense": (HUGE_LIMIT, DENSE_LABEL),
+    # Beyond the limit: the fused CPU kernel on MLX's CPU backend; on a GPU backend (no fused GPU
+    # kernels yet) blocked MLX ops.
+    "tiled": ("0", TILED_LABEL),
+    # Beyond the limit with attention_vjp_tiled=blocked: MLX ops by query blocks on any backend.
+    "blocked": ("0", BLOCKED_LABEL),
     # No variable, small shapes: under 64 MiB. For the Recompute form the seed's rule says
     # native, but on MLX's CPU backend the EP's default (attention_vjp_native=auto) runs the
-    # fused CPU kernel instead, labelled by the default budget.
-    "auto": (None, "onnax GEMM attention VJP"),
+    # fused CPU kernel instead, labelled by the default budget; GPU backends follow the seed.
+    "auto": (None, DENSE_LABEL),
     # Recompute form without the limit variable and native forced on: vjp of MLX's fused SDPA.
-    "native": (None, "onnax native SDPA attention VJP"),
+    "native": (None, NATIVE_LABEL),
 }
 FUSED_LABELS = {label for _, label in PATHS.values()}
+
+
+def expected_label(path, recompute):
+    """The trace label of `path` on the backend this process's EP runs MLX on."""
+    if mlx_backend() == "gpu":
+        if path == "tiled":
+            return BLOCKED_LABEL
+        if path == "auto" and recompute:
+            return NATIVE_LABEL
+    return PATHS[path][1]
 
 
 # ------------------------------------------------------------------------------------------
@@ -104,12 +125,16 @@ def claim_landed(handler_missing):
     return True
 
 
-def set_path(monkeypatch, path):
-    limit = PATHS[path][0]
+def set_path(monkeypatch, path, limit=None):
+    limit = limit if limit is not None else PATHS[path][0]
     if path == "native":
         monkeypatch.setenv(NATIVE_ENV, "1")
     else:
         monkeypatch.delenv(NATIVE_ENV, raising=False)
+    if path == "blocked":
+        monkeypatch.setenv(TILED_ENV, "blocked")
+    else:
+        monkeypatch.delenv(TILED_ENV, raising=False)
     if limit is None:
         monkeypatch.delenv(LIMIT_ENV, raising=False)
     else:
@@ -150,15 +175,26 @@ class Case:
     path: str = "dense"
     full_rows: bool = False  # some query rows have every key masked
     consistent_y: bool = True  # plain form: Y is the true forward output (else random)
+    block_rows: int = 0  # blocked path: rows per block through the limit (0: limit 0, 1 row)
 
     @property
     def id(self):
         ms = "x".join(map(str, self.mask_shape)) if self.mask_shape else "def"
         form = "recompute" if self.recompute else "plain"
         extra = ("_fullrows" if self.full_rows else "") + ("" if self.consistent_y else "_randY")
+        extra += f"_rows{self.block_rows}" if self.block_rows else ""
         return (f"r{self.rank}_b{self.b}_s{self.sq}x{self.sk}_h{self.hq}-{self.hk}_d{self.d}"
                 f"_c{self.causal}_m{self.mask}[{ms}]_o{''.join(map(str, self.outputs))}"
                 f"_{form}_{self.path}{extra}")
+
+    def limit(self):
+        """The dense-limit variable for this case (None: unset). The blocked path sizes its
+        blocks by the limit, so `block_rows` rows' worth of scores gives blocks of that many rows
+        (evened out), while the whole problem stays beyond the limit."""
+        if self.path == "blocked" and self.block_rows:
+            rows = min(self.block_rows, self.sq - 1)  # fewer rows than Sq: beyond the limit
+            return str(4 * self.b * self.hq * self.sk * max(rows, 0))
+        return PATHS[self.path][0]
 
     def model(self, **kw):
         return attention_vjp_model(self.b, self.sq, self.sk, self.hq, self.hk, self.d,
@@ -211,6 +247,41 @@ CASES = [
     C(4, 2, 16, 16, 2, 1, 32, mask=1, mask_shape=(1,), outputs=(0,), recompute=True,
       path="dense"),
 ]
+# The blocked path (attention_vjp_tiled=blocked beyond the limit) on every variant: 1-row blocks
+# (limit 0) and blocks of a few rows that do not divide Sq.
+BLOCKED = [
+    C(4, 2, 16, 16, 4, 4, 16, path="blocked"),
+    C(3, 2, 24, 24, 2, 2, 32, causal=1, path="blocked", block_rows=5),
+    C(4, 2, 12, 20, 4, 2, 32, causal=1, mask=1, mask_shape=(2, 1, 12, 20), full_rows=True,
+      path="blocked"),
+    C(3, 1, 20, 12, 4, 1, 8, causal=1, mask=2, mask_shape=(20, 12), full_rows=True,
+      path="blocked", block_rows=3),
+    C(3, 2, 16, 16, 2, 2, 64, mask=1, mask_shape=(16,), outputs=(0,), path="blocked"),
+    C(4, 2, 16, 24, 4, 2, 24, mask=1, mask_shape=(1, 1, 1, 30), outputs=(1,), path="blocked",
+      block_rows=6),
+    C(4, 2, 16, 24, 4, 2, 24, causal=1, mask=2, mask_shape=(2, 4, 16, 10), outputs=(2,),
+      path="blocked", block_rows=7),
+    C(3, 2, 9, 33, 4, 2, 40, mask=2, mask_shape=(4, 1, 7), outputs=(0, 1), path="blocked"),
+    C(4, 3, 17, 17, 6, 3, 16, causal=1, outputs=(1, 2), path="blocked", block_rows=4),
+    C(3, 1, 32, 32, 8, 2, 8, causal=1, mask=1, mask_shape=(1, 32, 1), outputs=(0, 2),
+      path="blocked", block_rows=5),
+    C(4, 2, 8, 40, 2, 1, 16, mask=1, mask_shape=(8, 1), outputs=(0, 2), path="blocked"),
+    C(4, 1, 48, 64, 2, 2, 64, causal=1, mask=2, mask_shape=(1, 48, 64), path="blocked",
+      block_rows=10),
+    C(3, 2, 16, 16, 4, 2, 16, mask=1, mask_shape=(16, 16), consistent_y=False, path="blocked"),
+    C(4, 2, 16, 16, 4, 2, 32, causal=1, mask=1, full_rows=True, recompute=True, path="blocked"),
+    C(3, 2, 12, 20, 4, 1, 32, mask=2, mask_shape=(12, 20), recompute=True, path="blocked",
+      block_rows=5),
+    C(4, 2, 24, 16, 4, 4, 48, causal=1, mask=2, mask_shape=(1, 1, 24, 16), outputs=(1,),
+      recompute=True, path="blocked", block_rows=7),
+    C(4, 2, 20, 12, 4, 2, 32, causal=1, mask=1, mask_shape=(2, 1, 20, 12), full_rows=True,
+      recompute=True, path="blocked"),
+    C(3, 1, 16, 24, 4, 1, 64, mask=2, mask_shape=(16, 8), outputs=(1, 2), recompute=True,
+      path="blocked", block_rows=3),
+    C(4, 2, 16, 16, 2, 1, 32, mask=1, mask_shape=(1,), outputs=(0,), recompute=True,
+      path="blocked"),
+]
+CASES += BLOCKED
 EMPTY = [
     C(3, 0, 8, 8, 4, 2, 16, causal=1, mask=1, mask_shape=(8, 8), path="dense"),
     C(4, 0, 8, 8, 4, 2, 16, path="tiled"),
@@ -220,19 +291,23 @@ EMPTY = [
     C(4, 2, 8, 0, 4, 2, 16, causal=1, path="tiled"),
     C(4, 2, 8, 0, 4, 2, 32, recompute=True, path="native"),
     C(3, 0, 8, 8, 4, 2, 32, causal=1, recompute=True, path="tiled"),
+    C(4, 0, 8, 8, 4, 2, 16, mask=1, mask_shape=(8, 8), path="blocked"),
+    C(3, 2, 0, 8, 4, 2, 16, causal=1, outputs=(0, 2), path="blocked"),
+    C(4, 2, 8, 0, 4, 1, 32, mask=2, mask_shape=(1, 8), recompute=True, path="blocked"),
 ]
 
 
-def _sampled_cases(n, seed=20261202):
-    """A fixed pseudo-random sample of the full product, on top of the hand-picked cases."""
+def _sampled_cases(n, seed=20261202, paths=None):
+    """A fixed pseudo-random sample of the full product, on top of the hand-picked cases.
+    `paths`: draw the path from these (default: every path of each form but blocked)."""
     r = np.random.default_rng(seed)
     heads = [(4, 4), (4, 2), (4, 1), (6, 3), (2, 1), (8, 2)]
     subsets = [(0,), (1,), (2,), (0, 1), (1, 2), (0, 2), (0, 1, 2)]
     out = []
     while len(out) < n:
         recompute = bool(r.integers(2))
-        path = str(r.choice(["native", "auto", "dense", "tiled"] if recompute else
-                            ["auto", "dense", "tiled"]))
+        path = str(r.choice(paths or (["native", "auto", "dense", "tiled"] if recompute else
+                                      ["auto", "dense", "tiled"])))
         hq, hk = heads[r.integers(len(heads))]
         d = int(r.choice([32, 40, 64] if recompute else [8, 16, 24, 32, 64]))
         b, sq, sk = int(r.integers(1, 4)), int(r.integers(1, 49)), int(r.integers(1, 49))
@@ -252,6 +327,9 @@ def _sampled_cases(n, seed=20261202):
 
 
 CASES += _sampled_cases(40)
+SAMPLED_BLOCKED = [dataclasses.replace(c, block_rows=int(i % 4 and 1 + i % 9))
+                   for i, c in enumerate(_sampled_cases(24, seed=20261203, paths=["blocked"]))]
+CASES += SAMPLED_BLOCKED
 
 
 def _feeds(case, model, rng):
@@ -259,8 +337,7 @@ def _feeds(case, model, rng):
                                consistent_y=case.consistent_y)
 
 
-def test_cases_cover_every_variant():
-    cases = CASES + EMPTY
+def _assert_every_variant(cases):
     assert {c.rank for c in cases} == {3, 4}
     assert any(c.hq == c.hk for c in cases) and any(c.hk == 1 < c.hq for c in cases)
     assert any(1 < c.hk < c.hq for c in cases)
@@ -273,12 +350,24 @@ def test_cases_cover_every_variant():
                c.mask_shape[-1] < c.sk for c in cases)  # narrow
     assert any(c.mask and c.mask_shape and c.mask_shape[-1] > c.sk for c in cases)  # wide
     assert {c.outputs for c in cases} >= {(0,), (1,), (2,), (0, 1), (1, 2), (0, 2), (0, 1, 2)}
-    for form in (False, True):
-        assert {c.path for c in cases if c.recompute == form} >= (
-            {"native", "auto", "dense", "tiled"} if form else {"dense", "tiled", "auto"})
-    assert {(c.b == 0, c.sq == 0, c.sk == 0) for c in EMPTY} >= {
+    assert {c.recompute for c in cases} == {False, True}
+    assert {(c.b == 0, c.sq == 0, c.sk == 0) for c in cases} >= {
         (True, False, False), (False, True, False), (False, False, True)}
     assert any(c.full_rows for c in cases) and any(not c.consistent_y for c in cases)
+
+
+def test_cases_cover_every_variant():
+    _assert_every_variant(CASES + EMPTY)
+    for form in (False, True):
+        assert {c.path for c in CASES + EMPTY if c.recompute == form} >= (
+            {"native", "auto", "dense", "tiled", "blocked"} if form else
+            {"dense", "tiled", "auto", "blocked"})
+    # The blocked path on its own covers every variant too, with 1-row and multi-row blocks
+    # (some of which do not divide Sq).
+    blocked = [c for c in CASES + EMPTY if c.path == "blocked"]
+    _assert_every_variant(blocked)
+    assert any(c.block_rows == 0 for c in blocked)
+    assert any(c.block_rows > 1 and c.sq % c.block_rows for c in blocked)
 
 
 # ------------------------------------------------------------------------------------------
@@ -327,6 +416,17 @@ MALFORMED = {
     "m3": VALID.replace("m1_", "m3_"),
     "fingerprint_15_digits": VALID[:-1],
     "fingerprint_not_hex": VALID[:-1] + "g",
+    # The documented grammar, strictly (issue 8: the EP claimed these, parsing fields the way the
+    # seed's Rust from_str / from_str_radix do).
+    "sign_in_heads": VALID.replace("q4_", "q+4_"),
+    "sign_in_causal": VALID.replace("c1_", "c+1_"),
+    "negative_zero_mask_kind": VALID.replace("m1_", "m-0_"),
+    "scale_short_hex": VALID.replace("s3e800000_", "s+3e8_"),  # was run with scale 1.4e-42
+    "scale_3_digits": VALID.replace("s3e800000_", "s3e8_"),
+    "scale_7_digits": VALID.replace("s3e800000_", "s3e80000_"),
+    "scale_9_digits": VALID.replace("s3e800000_", "s03e800000_"),
+    "non_ascii_digit": VALID.replace("r3_", "r\u0663_"),
+    "space_in_field": VALID.replace("d16_", "d 16_"),
 }
 
 
@@ -407,11 +507,11 @@ def test_body_on_ort_cpu_matches_reference(case, rng):
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_on_ep_matches_reference_and_cpu(case, rng, monkeypatch, claim_landed):
-    set_path(monkeypatch, case.path)
+    set_path(monkeypatch, case.path, case.limit())
     model = case.model()
     feeds = _feeds(case, model, rng)
     got, report = run_on_ep(model, feeds)
-    label = PATHS[case.path][1]
+    label = expected_label(case.path, case.recompute)
     paths = report.paths()
     assert label in paths, f"expected path {label!r}, report has {sorted(paths)}"
     assert not (FUSED_LABELS - {label}) & set(paths), sorted(paths)
@@ -426,7 +526,7 @@ def test_on_ep_matches_reference_and_cpu(case, rng, monkeypatch, claim_landed):
 
 @pytest.mark.parametrize("case", EMPTY, ids=lambda c: c.id)
 def test_empty_dims_give_zeros(case, rng, monkeypatch, claim_landed):
-    set_path(monkeypatch, case.path)
+    set_path(monkeypatch, case.path, case.limit())
     model = case.model()
     feeds = _feeds(case, model, rng)
     got, _ = run_on_ep(model, feeds)
@@ -539,7 +639,7 @@ def _errors_then_correct(model, feeds, bad_feeds_list):
         assert_close(g, w, magnitude=mag)
 
 
-@pytest.mark.parametrize("path", ["dense", "tiled"])
+@pytest.mark.parametrize("path", ["dense", "tiled", "blocked"])
 def test_wrong_live_batch_is_an_error_then_the_session_still_works(path, rng, monkeypatch,
                                                                    claim_landed):
     set_path(monkeypatch, path)
@@ -560,8 +660,9 @@ def test_wrong_live_sequence_is_an_error_then_the_session_still_works(rng, monke
                                         _bad_feeds(feeds, rng, "V", (2, 4, 11, 16))])  # V unlike K
 
 
-def test_unbroadcastable_mask_is_an_error(rng, monkeypatch, claim_landed):
-    set_path(monkeypatch, "tiled")
+@pytest.mark.parametrize("path", ["tiled", "blocked"])
+def test_unbroadcastable_mask_is_an_error(path, rng, monkeypatch, claim_landed):
+    set_path(monkeypatch, path)
     model = attention_vjp_model(2, 8, 8, 4, 2, 16, rank=3, mask_kind=1,
                                 mask_shape=("Mb", 1, "Mq", 8))
     feeds = attention_vjp_feeds(model, rng, {"Mb": 2, "Mq": 8})
@@ -595,3 +696,90 @@ def test_onnax_grad_of_attention_emits_claimed_contracts():
         pytest.skip("onnax is not installable from PyPI (no distribution found): "
                     "contracts come from ortmlx.contracts instead")
     pytest.skip("onnax importable but its API is unknown here: add the producer test")
+
+
+# ------------------------------------------------------------------------------------------
+# non-finite inputs (issue 8)
+# ------------------------------------------------------------------------------------------
+
+# (path, rank, recompute, causal, mask kind, mask shape): causal and narrow masks, where the
+# fast kernel skips keys a row cannot see.
+NONFINITE_VARIANTS = [
+    ("dense", 4, False, 1, 2, (1, 3)),
+    ("tiled", 3, False, 1, 1, (4, 6)),
+    ("auto", 4, True, 1, 0, None),
+    ("native", 3, True, 0, 2, (4, 4)),
+    ("tiled", 4, True, 1, 2, (2, 1, 4, 3)),
+]
+
+
+def _same_non_finite(got, want, what, mag):
+    """Same NaN and Inf positions; finite values close (absolute slack: 1e-4 of `mag`, the
+    gradients' largest finite entry, as in assert_close)."""
+    assert got.shape == want.shape, (what, got.shape, want.shape)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"{what}: NaN")
+    np.testing.assert_array_equal(np.where(np.isnan(got), 0, got)[np.isinf(want)],
+                                  want[np.isinf(want)], err_msg=f"{what}: Inf")
+    fin = np.isfinite(want)
+    assert np.isfinite(got[fin]).all(), f"{what}: Inf where the reference is finite"
+    np.testing.assert_allclose(got[fin], want[fin], rtol=1e-4, atol=1e-4 * max(mag, 1e-3),
+                               err_msg=what)
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf], ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize("which", ["Q", "K", "V", "Y", "dY", "Mask"])
+@pytest.mark.parametrize("variant", NONFINITE_VARIANTS, ids=lambda v: f"{v[0]}_r{v[1]}_"
+                         f"{'rec' if v[2] else 'plain'}_c{v[3]}_m{v[4]}")
+def test_non_finite_inputs_follow_the_reference(variant, which, value, rng, monkeypatch,
+                                                claim_landed):
+    """Regression (issue 8): NaN/Inf in Q, V, Y or dY gave finite gradients on the CPU paths
+    where the float64 reference (and ORT CPU running the body) give NaN: the fused kernel skipped
+    keys a row cannot see (causal, beyond a narrow mask) and zeroed them, while the reference's
+    products run over every pair (0 * NaN = NaN); a row with a NaN or +Inf score is dead in the
+    reference. The kernel now runs over all keys when an input is non-finite, and the native
+    path takes the kernel's answer for such inputs. The value sits at the last key (hidden by
+    causal/narrow masks from some rows) or the first query row."""
+    path, rank, recompute, causal, kind, mshape = variant
+    if (which == "Y" and recompute) or (which == "Mask" and kind != 2):
+        pytest.skip("no such input")
+    set_path(monkeypatch, path)
+    model = attention_vjp_model(2, 4, 6, 4, 2, 32 if recompute else 16, rank=rank,
+                                causal=causal, mask_kind=kind, mask_shape=mshape,
+                                recompute=recompute)
+    feeds = attention_vjp_feeds(model, rng)
+    x = feeds[which]
+    if which in ("K", "V"):
+        idx = (1, 5, 3) if rank == 3 else (1, 1, 5, 3)
+    elif which == "Mask":
+        idx = (0,) * (x.ndim - 1) + (x.shape[-1] - 1,)
+    else:
+        idx = (0, 0, 5) if rank == 3 else (0, 2, 0, 5)
+    x[idx] = value
+    got, _ = run_on_ep(model, feeds)
+    with np.errstate(all="ignore"):
+        want = attention_vjp_reference_for(model, feeds)
+        grads = attention_vjp_reference_for(model, feeds, outputs=(0, 1, 2))
+    mag = max([float(np.abs(g[np.isfinite(g)]).max()) for g in grads if np.isfinite(g).any()]
+              or [0.0])
+    for o, g, w in zip(parse_attention_vjp_name(contract_op(model)).outputs, got, want):
+        _same_non_finite(g, w, f"d{'QKV'[o]}", mag)
+
+
+def test_reference_masks_keys_beyond_a_narrow_additive_mask(rng):
+    """The float64 reference masked keys beyond a narrow additive mask only by adding -inf, so a
+    NaN score there (NaN + -inf = NaN) made the whole row dead; the contract masks such keys
+    outright, as the ONNX body and the EP do. Found by tests/fuzz."""
+    b, sq, sk, h, d = 1, 3, 4, 2, 8
+    q, k, v, dy = (rng.standard_normal((b, h, s, d)) for s in (sq, sk, sk, sq))
+    mask = rng.uniform(-1, 1, (1, 2))  # keys 2 and 3 are beyond its width
+    kw = dict(hq=h, hk=h, causal=0, mask_kind=2, scale=0.3, rank=4)
+    clean = attention_vjp_reference(q, k, v, dy, mask, **kw)
+    k_nan = k.copy()
+    k_nan[0, 1, 3, 0] = np.nan
+    with np.errstate(invalid="ignore"):
+        dq, dk, dv = attention_vjp_reference(q, k_nan, v, dy, mask, **kw)
+    np.testing.assert_allclose(dv, clean[2])  # the rows stay alive
+    np.testing.assert_allclose(dk, clean[1])
+    # 0 * NaN reaches dQ of head 1 in column 0 (the NaN's column), for every row.
+    assert np.isnan(dq[0, 1, :, 0]).all() and not np.isnan(dq[0, 1, :, 1:]).any()
+    assert not np.isnan(dq[0, 0]).any()

@@ -63,6 +63,8 @@ def test_every_option_is_accepted(opt, tmp_path, rng):
     ("verbose", "2", "expected a flag"),
     ("claim_debug", "enabled", "expected a flag"),
     ("compile_fuse", "sometimes", "expected a flag (1/0, true/false, on/off, yes/no, or auto)"),
+    ("attention_vjp_tiled", "fused", "expected auto, kernel or blocked"),
+    ("attention_vjp_tiled", "", "expected auto, kernel or blocked"),
 ])
 def test_bad_values_fail_session_creation(key, value, expect):
     msg = _creation_error({key: value})
@@ -74,6 +76,13 @@ def test_bad_environment_value_fails_session_creation(monkeypatch):
     monkeypatch.setenv("ONNXRUNTIME_EP_MLX_COMPILE_CACHE_SIZE", "lots")
     msg = _creation_error({})
     assert "ONNXRUNTIME_EP_MLX_COMPILE_CACHE_SIZE='lots'" in msg, msg
+
+
+def test_bad_attention_vjp_tiled_environment_value_fails(monkeypatch):
+    monkeypatch.setenv("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_TILED", "gpu")
+    msg = _creation_error({})
+    want = "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_TILED='gpu': expected auto, kernel or blocked"
+    assert want in msg, msg
 
 
 def test_option_overrides_environment(monkeypatch, rng):

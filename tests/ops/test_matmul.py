@@ -156,3 +156,18 @@ def test_gemm_float64_is_refused(rng):
     b = rng.uniform(size=(3, 4))
     reason = refusal(single_node_model("Gemm", {"a": a, "b": b}), "Gemm")
     assert reason and "float64" in reason
+
+
+def test_gemm_alpha_zero_keeps_nan_and_inf_of_a_and_b(rng):
+    """Regression (issue 8, found by tests/fuzz): with alpha = 0 and a C input the EP used
+    addmm, which hands alpha to BLAS, and BLAS then skips A B: a NaN or Inf in A or B vanished.
+    ORT CPU (and IEEE: 0 * NaN) gives NaN."""
+    a = random_array(rng, (3, 4))
+    b = random_array(rng, (4, 5))
+    a[1, 2] = np.nan
+    b[0, 3] = np.inf
+    c = random_array(rng, (3, 5))
+    got = check_on_ep(single_node_model("Gemm", {"a": a, "b": b, "c": c},
+                                        attrs={"alpha": 0.0, "beta": 2.0}),
+                      {"a": a, "b": b, "c": c})
+    assert np.isnan(got[0][1]).all() and np.isnan(got[0][:, 3]).all()

@@ -198,3 +198,65 @@ def test_bfloat16_layer_norm_softmax_matmul_chain(rng):
     logits = y @ w.astype(np.float64)
     e = np.exp(logits - logits.max(axis=-1, keepdims=True))
     np.testing.assert_allclose(got[0], e / e.sum(axis=-1, keepdims=True), rtol=0.05, atol=0.02)
+
+
+# ---------------------------------------------------------------- huge and non-finite rows (issue 8)
+
+def test_layer_norm_huge_rows_match_float64():
+    """Regression (issue 8): rows near 1e37 overflow float32 when their deviations are squared;
+    the EP gave NaN there (its shifted row sum overflowed too). It now scales such rows by their
+    largest magnitude and matches float64. ORT 1.30's CPU kernel returns Y = 0 and InvStdDev = 0
+    for them (float64: Y = [-0.169, 0.507, -1.521, 1.183] for the first row), so the reference
+    here is float64, not ORT."""
+    rng = np.random.default_rng(8)
+    x = np.concatenate([
+        np.array([[1e37, 2e37, -1e37, 3e37], [3e38, -3e38, 1.0, 2.0],
+                  [1e19, 2e19, 3e19, 0.0], [2e19, 2e19, 2e19, 2e19]]),
+        rng.uniform(1e37, 3e37, (2, 4)), rng.uniform(-3, 3, (1, 4))]).astype(np.float32)
+    scale = np.array([1.0, -2.0, 0.5, 1.5], np.float32)
+    bias = np.array([0.25, 0.0, -1.0, 2.0], np.float32)
+    model = single_node_model("LayerNormalization", {"x": x, "scale": scale, "bias": bias},
+                              attrs={"axis": -1}, n_outputs=3, opset=17)
+    y, mean, inv = run_on_ep(model, {"x": x, "scale": scale, "bias": bias})
+    ry, rmean, rinv = layer_norm_ref(x, scale, bias, -1, 1e-5)
+    assert np.isfinite(y).all() and np.isfinite(mean).all() and np.isfinite(inv).all()
+    np.testing.assert_allclose(y, ry, rtol=1e-5, atol=1e-5)
+    # The mean is exact to float32 rounding of the row's largest magnitude (3e38 - 3e38 + 1 + 2
+    # loses the 3 in float32 in any order of summation).
+    row_mag = np.abs(x.astype(np.float64)).max(axis=-1, keepdims=True)
+    assert np.all(np.abs(mean - rmean) <= 1e-6 * np.abs(rmean) + 1e-7 * row_mag)
+    # InvStdDev of the huge rows is subnormal or near it in float32 (1e-37 .. 3e-39).
+    np.testing.assert_allclose(inv, rinv, rtol=1e-5, atol=1e-44)
+
+
+def test_layer_norm_rows_with_inf_or_nan():
+    """A row holding +Inf has mean +Inf in float64 (NaN outputs otherwise); the EP's pivot shift
+    (subtracting the row's first element) turned that mean into NaN when the first element was
+    the Inf. NaN rows stay NaN."""
+    inf, nan = np.inf, np.nan
+    x = np.array([[inf, 1, 2, 3], [1, inf, 2, 3], [-inf, 1, inf, 2], [nan, 1, 2, 3],
+                  [inf, inf, inf, inf], [1, 2, 3, 4]], np.float32)
+    scale = np.ones(4, np.float32)
+    model = single_node_model("LayerNormalization", {"x": x, "scale": scale}, attrs={"axis": -1},
+                              n_outputs=3, opset=17)
+    y, mean, inv = run_on_ep(model, {"x": x, "scale": scale})
+    with np.errstate(invalid="ignore"):
+        ry, rmean, rinv = layer_norm_ref(x, scale, None, -1, 1e-5)
+    np.testing.assert_allclose(y, ry, rtol=1e-5, atol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(mean, rmean, rtol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(inv, rinv, rtol=1e-5, equal_nan=True)
+
+
+def test_layer_norm_empty_normalized_shape_is_an_error(rng):
+    """X.shape[axis:] with no elements: ORT's CPU kernel rejects it; so does the EP, naming the
+    op (it used to fail inside MLX's max reduction)."""
+    x = np.zeros((2, 0), np.float32)
+    scale = np.zeros((0,), np.float32)
+    model = single_node_model("LayerNormalization", {"x": x, "scale": scale}, attrs={"axis": 1},
+                              opset=17)
+    run = EpRun(model, strict=True)
+    try:
+        with pytest.raises(Exception, match="X.shape\\[axis:\\] has no elements"):
+            run.run({"x": x, "scale": scale})
+    finally:
+        run.close()

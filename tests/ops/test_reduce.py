@@ -4,7 +4,7 @@ import pytest
 from onnx import helper
 
 from opcheck import check_on_ep, refusal, single_node_model
-from ortmlx.testing import make_model, random_array
+from ortmlx.testing import EpRun, assert_ran_on_ep, make_model, random_array
 
 # Opset where the axes move from an attribute to an input.
 INPUT_AXES_OPSET = {"ReduceSum": 13, "ReduceMean": 18}
@@ -120,3 +120,44 @@ def test_reduce_sum_float64_is_refused(rng):
     x = rng.uniform(size=(2, 3))
     reason = refusal(reduce_model("ReduceSum", x, [1], opset=13), "ReduceSum")
     assert reason and "float64" in reason
+
+
+# ---------------------------------------------------------------- integer overflow (issue 8)
+
+INT_OVERFLOW = [
+    # (dtype, rows, axes): sums past the type's range in both directions, and a row whose total
+    # fits although a running sum does not (ORT saturates the total, not each step).
+    (np.int32, [[2**30] * 4, [-(2**30)] * 3 + [-5], [2**31 - 1, 1, -1, 0], [7, 8, 9, 10]], [1]),
+    (np.int32, [[2**30, 2**30], [2**30, 2**30], [-(2**30), 3]], [0]),
+    (np.int32, [[2**30, 2**30, 2**30, -(2**30)]], None),
+    (np.int64, [[2**62, 2**62, 1], [-(2**62), -(2**62), -(2**62)], [5, -6, 7]], [1]),
+]
+
+
+@pytest.mark.parametrize("dtype,rows,axes", INT_OVERFLOW, ids=lambda v: str(v)[:24])
+@pytest.mark.parametrize("opset", [11, 13])
+def test_reduce_sum_int_overflow_saturates_like_cpu(dtype, rows, axes, opset):
+    """Regression (issue 8): the EP wrapped int32/int64 sums past the type's range; ORT's CPU
+    kernel (measured, ORT 1.30) sums in double and saturates the total. The EP now sums exactly
+    and saturates: equal to ORT CPU wherever ORT's double sum is exact."""
+    x = np.array(rows, dtype=dtype)
+    got = check_on_ep(reduce_model("ReduceSum", x, axes, keepdims=0, opset=opset), {"x": x})
+    info = np.iinfo(dtype)
+    exact = np.sum(x.astype(object), axis=None if axes is None else tuple(axes))
+    want = np.array(np.clip(exact, int(info.min), int(info.max)), dtype=object).astype(dtype)
+    np.testing.assert_array_equal(got[0], want)
+
+
+def test_reduce_sum_int64_is_exact_beyond_2_53():
+    """Regression (issue 8): above 2^53 ORT's CPU kernel rounds int64 sums (it accumulates in
+    double: [2^53 + 1, 1] gives 2^53 there); the EP's sum is exact, so it is checked against
+    Python integers, not ORT."""
+    x = np.array([[2**53 + 1, 1], [2**62 + 3, -5], [2**63 - 1, -1]], dtype=np.int64)
+    model = reduce_model("ReduceSum", x, [1], keepdims=0, opset=13)
+    run = EpRun(model, strict=True)
+    try:
+        got = run.run({"x": x})[0]
+        assert_ran_on_ep(run, ["node"])
+    finally:
+        run.close()
+    assert got.tolist() == [2**53 + 2, 2**62 - 2, 2**63 - 2]

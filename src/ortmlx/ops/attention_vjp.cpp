@@ -1,7 +1,8 @@
 // pkg.onnax AttentionVJP family: the pullback of scaled-dot-product attention, recognised by the
 // name of an onnax model-local function (shared/design/ATTENTION_VJP.md). Claim: contract.cpp.
 // Paths: attention_vjp/dense.cpp (MLX GEMMs), tiled_cpu.cpp (fused CPU kernel, also used for the
-// dense path on the CPU backend), native.cpp (vjp of MLX's fused SDPA).
+// dense path on the CPU backend), blocked.cpp (MLX ops by query blocks: beyond the dense budget on
+// GPU backends), native.cpp (vjp of MLX's fused SDPA).
 #include <stdexcept>
 #include <string>
 
@@ -127,22 +128,43 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
     return t;
   };
 
+  // Beyond the dense budget: the fused CPU kernel on MLX's CPU backend; MLX ops by query blocks
+  // on GPU backends (no fused GPU kernels yet, and the CPU kernel cannot run there); or what
+  // the option attention_vjp_tiled forces.
+  using Tiled = EpOptions::AttentionVjpTiled;
+  const Tiled tiled_mode = ctx.options().attention_vjp_tiled;
+  const bool blocked = tiled_mode == Tiled::kBlocked || (tiled_mode == Tiled::kAuto && !on_cpu);
+  auto run_tiled = [&] {
+    if (blocked) {
+      // Block rows from the dense limit: with it set, a block's score tile stays within it.
+      const uint64_t budget = explicit_limit.value_or(kDefaultDenseLimitBytes);
+      bind_bhsd(blocked_mlx(c, bhsd_inputs(), s, blocked_rows(c, b, sq, sk, budget)));
+      ctx.mark_fast(node, kBlockedLabel);
+      return;
+    }
+    if (!on_cpu)
+      throw std::runtime_error(
+          "AttentionVJP beyond the dense limit: attention_vjp_tiled=kernel asks for the fused CPU "
+          "kernel, which runs only on MLX's CPU backend, and this session runs on a GPU backend; "
+          "use attention_vjp_tiled=auto or blocked");
+    results = cpu_kernel(c, in, s);
+    ctx.mark_fast(node, kTiledLabel);
+  };
+
   // The seed sends the Recompute form without a limit to the native SDPA vjp. On MLX's CPU
   // backend that runs on reference-BLAS matmuls with O(S^2) memory, so by default (option
   // attention_vjp_native = auto) the CPU backend runs the fused kernel instead, which recomputes
-  // Y per panel; the dense/tiled label then follows the default byte budget.
+  // Y per panel; the path then follows the default byte budget, as for the plain form.
   const bool native_requested = c.recompute && dense && !explicit_limit;
   const bool native = native_requested && ctx.options().attention_vjp_native.value_or(!on_cpu);
+  Config plain = c;  // the default byte budget, as for the plain form
+  plain.recompute = false;
+  const bool within_default =
+      use_dense(plain, {b, c.hq, sq, c.d}, {b, c.hk, sk, c.d}, std::nullopt);
   if (native) {
     bind_bhsd(native_sdpa(c, bhsd_inputs(), s));
     ctx.mark_fast(node, kNativeLabel);
-  } else if (native_requested) {
-    results = cpu_kernel(c, in, s);  // GPU backends only get here with the option forced off
-    Config plain = c;                // the default byte budget, as for the plain form
-    plain.recompute = false;
-    const bool small = use_dense(plain, {b, c.hq, sq, c.d}, {b, c.hk, sk, c.d}, std::nullopt);
-    ctx.mark_fast(node, small ? kDenseLabel : kTiledLabel);
-  } else if (dense) {
+  } else if (dense && (!native_requested || within_default)) {
     // On the CPU backend MLX's own matmul is slow (reference BLAS): the fused kernel is faster
     // than any materialised form there, so the dense path runs it too.
     if (on_cpu)
@@ -151,8 +173,7 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
       bind_bhsd(dense_mlx(c, bhsd_inputs(), s));
     ctx.mark_fast(node, kDenseLabel);
   } else {
-    results = cpu_kernel(c, in, s);  // GPU backends: a clear "not implemented" error
-    ctx.mark_fast(node, kTiledLabel);
+    run_tiled();
   }
   for (size_t i = 0; i < c.outputs.size(); ++i) ctx.bind(node.outputs[i], results[i]);
 }

@@ -98,7 +98,14 @@ void translate_gemm(TranslationContext& ctx, const NodeDesc& n) {
     }
     if (!ok) throw std::runtime_error("Gemm C is not broadcastable to (M, N)");
     c = mx::broadcast_to(c, {m, nn}, s);
-    ctx.bind_output(n, 0, mx::addmm(c, a, b, alpha, beta, s));
+    if (alpha != 0.0f) {
+      ctx.bind_output(n, 0, mx::addmm(c, a, b, alpha, beta, s));
+      return;
+    }
+    // alpha == 0: addmm hands alpha to BLAS, which then skips A B altogether, so NaN or Inf in A
+    // or B would vanish; ORT (and IEEE: 0 * NaN) keeps them. Multiply explicitly.
+    mx::array y = mx::multiply(mx::matmul(a, b, s), mx::array(0.0f, a.dtype()), s);
+    ctx.bind_output(n, 0, mx::add(y, mx::multiply(c, mx::array(beta, c.dtype()), s), s));
     return;
   }
   mx::array y = mx::matmul(a, b, s);

@@ -5,7 +5,15 @@
 // mx::fast::layer_norm is not used: its CPU path computes E[x^2] - E[x]^2, which loses all
 // precision for rows with a large mean (checked: a row near 1000 with spread 1e-3 came out wrong
 // by 3x), and it only covers the last axis with 1-D weights.
+//
+// Rows with huge values are divided by their largest magnitude first (and the statistics scaled
+// back): squared deviations of values beyond ~1e19 overflow float32, which made the variance Inf
+// or (through an overflowing row sum) the mean and every output NaN. ORT's CPU kernel overflows
+// too and returns 0 for such rows (a float64 computation gives finite normalised values: see
+// tests/ops/test_norm.py::test_layer_norm_huge_rows_match_float64); ours match float64 there.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "ortmlx/ops/common.h"
 #include "ortmlx/ops/ops.h"
@@ -65,27 +73,61 @@ void translate_layer_norm(TranslationContext& ctx, const NodeDesc& n) {
   std::vector<int> axes;
   for (int i = axis; i < rank; ++i) axes.push_back(i);
   const float eps = n.attr_float("epsilon", 1e-5f);
+  for (int a : axes)
+    if (x.shape(a) == 0)
+      throw std::runtime_error("LayerNormalization: X.shape[axis:] has no elements (ORT's CPU "
+                               "kernel rejects this too)");
 
   const mx::Dtype dt = x.dtype();
   auto f32 = [&](const mx::array& a) {
     return a.dtype() == mx::float32 ? a : mx::astype(a, mx::float32, s);
   };
   mx::array xf = f32(x);
+  // Rows whose largest magnitude m exceeds 2^40 are divided by it (others by 1, which is exact):
+  // below 2^40 no sum of squared deviations overflows float32 for any row length MLX can hold
+  // (16 * 2^80 * 2^31 < FLT_MAX). The normalised output is scale-free apart from epsilon, which
+  // scales by 1/m^2 (kept above 0 so a constant row still gives 0, not 0 * Inf); the mean scales
+  // by m. Rows holding Inf or NaN are left alone (m = 1): they propagate as before.
+  const mx::array amax = mx::max(mx::abs(xf, s), axes, /*keepdims=*/true, s);
+  const mx::array big = mx::logical_and(mx::greater(amax, mx::array(0x1p40f), s),
+                                        mx::isfinite(amax, s), s);
+  const mx::array m = mx::where(big, amax, mx::array(1.0f), s);
+  xf = mx::divide(xf, m, s);
+  const float eps_floor = eps > 0.f ? std::numeric_limits<float>::denorm_min() : 0.f;
+  const mx::array eps_n =
+      mx::where(big, mx::maximum(mx::divide(mx::divide(mx::array(eps), m, s), m, s),
+                                 mx::array(eps_floor), s),
+                mx::array(eps), s);
   // Shift each row by one of its own elements before averaging: for rows with a large mean and a
   // small spread the float32 sum of raw values loses the spread, the sum of shifted values does
   // not (x - pivot is exact when both are close). Mathematically a no-op.
   mx::Shape stop = xf.shape();
   for (int a : axes) stop[a] = std::min(stop[a], 1);
   mx::array pivot = mx::slice(xf, mx::Shape(rank, 0), stop, s);
+  // A non-finite pivot would turn every shifted value into NaN (Inf - Inf) and hide a row mean of
+  // +-Inf; such rows are not shifted (their outputs are NaN anyway, their mean stays the float64
+  // one: Inf for one Inf, NaN for mixed signs or NaN).
+  pivot = mx::where(mx::isfinite(pivot, s), pivot, mx::array(0.0f), s);
   mx::array xs = mx::subtract(xf, pivot, s);
   mx::array mean_s = mx::mean(xs, axes, /*keepdims=*/true, s);
   mx::array d = mx::subtract(xs, mean_s, s);
-  mx::array mean = mx::add(pivot, mean_s, s);
+  mx::array mean = mx::multiply(mx::add(pivot, mean_s, s), m, s);
   mx::array var = mx::mean(mx::square(d, s), axes, /*keepdims=*/true, s);
-  mx::array inv_std = mx::reciprocal(mx::sqrt(mx::add(var, mx::array(eps), s), s), s);
+  mx::array inv_std_n = mx::reciprocal(mx::sqrt(mx::add(var, eps_n, s), s), s);
+  // InvStdDev = 1 / sqrt(var * m^2 + eps) for scaled rows; where var * m^2 overflows, epsilon is
+  // negligible and it is inv_std_n / m (computed so, a constant row would get 1 / sqrt(eps/m^2)/m
+  // with eps/m^2 rounded to the smallest subnormal, instead of 1 / sqrt(eps)).
+  const mx::array var_unscaled = mx::add(mx::multiply(mx::multiply(var, m, s), m, s),
+                                         mx::array(eps), s);
+  mx::array inv_std =
+      mx::where(big,
+                mx::where(mx::isfinite(var_unscaled, s),
+                          mx::reciprocal(mx::sqrt(var_unscaled, s), s), mx::divide(inv_std_n, m, s),
+                          s),
+                inv_std_n, s);
   // Scale and shift in float32 as ORT's CPU kernel does, rounding to X's type once at the end.
   check_unidirectional(scale, x, "Scale");
-  mx::array y = mx::multiply(mx::multiply(d, inv_std, s), f32(scale), s);
+  mx::array y = mx::multiply(mx::multiply(d, inv_std_n, s), f32(scale), s);
   if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
     mx::array b = ctx.input(n, 2);
     check_unidirectional(b, x, "B");

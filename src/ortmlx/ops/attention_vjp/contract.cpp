@@ -9,50 +9,39 @@ namespace ortmlx::attention_vjp {
 
 namespace {
 
-// Rust's `i32::from_str`: an optional '+' or '-', then at least one ASCII digit, no overflow.
-std::optional<int32_t> parse_i32(std::string_view s) {
-  bool negative = false;
-  if (!s.empty() && (s[0] == '+' || s[0] == '-')) {
-    negative = s[0] == '-';
-    s.remove_prefix(1);
-  }
+// A decimal field value: one or more ASCII digits, nothing else (the documented grammar has no
+// signs, spaces or exponents; the seed's Rust `i32::from_str` would also take "+4" or "-0").
+// Leading zeros are allowed. nullopt when the value does not fit an int32.
+std::optional<int32_t> parse_decimal(std::string_view s) {
   if (s.empty()) return std::nullopt;
   int64_t v = 0;
   for (char ch : s) {
     if (ch < '0' || ch > '9') return std::nullopt;
     v = v * 10 + (ch - '0');
-    if (v > int64_t{std::numeric_limits<int32_t>::max()} + 1) return std::nullopt;
+    if (v > std::numeric_limits<int32_t>::max()) return std::nullopt;
   }
-  if (negative) v = -v;
-  if (v > std::numeric_limits<int32_t>::max() || v < std::numeric_limits<int32_t>::min())
-    return std::nullopt;
   return static_cast<int32_t>(v);
-}
-
-// Rust's `u32::from_str_radix(s, 16)`: an optional '+', then at least one hex digit (either
-// case, any count as long as the value fits in 32 bits).
-std::optional<uint32_t> parse_hex_u32(std::string_view s) {
-  if (!s.empty() && s[0] == '+') s.remove_prefix(1);
-  if (s.empty()) return std::nullopt;
-  uint64_t v = 0;
-  for (char ch : s) {
-    int digit;
-    if (ch >= '0' && ch <= '9')
-      digit = ch - '0';
-    else if (ch >= 'a' && ch <= 'f')
-      digit = ch - 'a' + 10;
-    else if (ch >= 'A' && ch <= 'F')
-      digit = ch - 'A' + 10;
-    else
-      return std::nullopt;
-    v = v * 16 + static_cast<uint64_t>(digit);
-    if (v > std::numeric_limits<uint32_t>::max()) return std::nullopt;
-  }
-  return static_cast<uint32_t>(v);
 }
 
 bool is_hex(char ch) {
   return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F');
+}
+
+int hex_value(char ch) {
+  return ch <= '9' ? ch - '0' : (ch | 0x20) - 'a' + 10;
+}
+
+// The scale field: exactly 8 hex digits (either case), the float32 bit pattern. The seed's
+// `u32::from_str_radix(s, 16)` also takes a '+' sign and any digit count that fits ("s+3e8" would
+// be the bit pattern 0x3e8, a scale of 1.4e-42): not the documented grammar, so refused.
+std::optional<uint32_t> parse_scale_bits(std::string_view s) {
+  if (s.size() != 8) return std::nullopt;
+  uint32_t v = 0;
+  for (char ch : s) {
+    if (!is_hex(ch)) return std::nullopt;
+    v = v * 16 + static_cast<uint32_t>(hex_value(ch));
+  }
+  return v;
 }
 
 std::vector<std::string_view> split(std::string_view s, char sep) {
@@ -71,7 +60,7 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
 
 std::optional<int32_t> field_int(std::string_view field, char letter) {
   if (field.empty() || field[0] != letter) return std::nullopt;
-  return parse_i32(field.substr(1));
+  return parse_decimal(field.substr(1));
 }
 
 bool checked_mul_i32(int32_t a, int32_t b) {
@@ -107,7 +96,7 @@ std::optional<Config> Config::parse(std::string_view name) {
   const auto d = field_int(fields[3], 'd');
   if (!rank || !hq || !hk || !d) return std::nullopt;
   if (fields[4].empty() || fields[4][0] != 's') return std::nullopt;
-  const auto bits = parse_hex_u32(fields[4].substr(1));
+  const auto bits = parse_scale_bits(fields[4].substr(1));
   if (!bits) return std::nullopt;
   float scale;
   std::memcpy(&scale, &*bits, sizeof scale);

@@ -23,6 +23,8 @@ inline constexpr uint64_t kDefaultDenseLimitBytes = 64ull * 1024 * 1024;
 inline constexpr const char* kDenseLabel = "onnax GEMM attention VJP";
 inline constexpr const char* kTiledLabel = "onnax tiled attention VJP";
 inline constexpr const char* kNativeLabel = "onnax native SDPA attention VJP";
+// Beyond the dense budget with MLX ops by query blocks (GPU backends, or the option forced).
+inline constexpr const char* kBlockedLabel = "onnax blocked attention VJP";
 
 // The parameters carried by the contract's name.
 struct Config {
@@ -44,7 +46,9 @@ struct Config {
   int tensor_inputs() const { return recompute ? 4 : 5; }
   int heads_of_input(int i) const { return i == 1 || i == 2 ? hk : hq; }
 
-  // nullopt unless `name` is exactly a valid contract name (the seed's parser, byte for byte).
+  // nullopt unless `name` is exactly a valid contract name: the seed's parser and validity
+  // rules, held to the documented grammar (unsigned decimal fields, exactly 8 hex digits of
+  // scale) where the seed's Rust number parsers are looser.
   static std::optional<Config> parse(std::string_view name);
 };
 

@@ -13,7 +13,8 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 }
 
 std::optional<mx::array> additive_bias(const Config& c, const mx::array& mask, int sq, int sk,
-                                       mx::StreamOrDevice s) {
+                                       mx::StreamOrDevice s,
+                                       const std::optional<mx::array>& query_rows) {
   std::optional<mx::array> bias;
   if (c.mask != 0) {
     mx::Shape shape = mask.shape();
@@ -32,7 +33,8 @@ std::optional<mx::array> additive_bias(const Config& c, const mx::array& mask, i
   }
   if (c.causal) {
     // Top-left alignment: key j is visible to query i iff j <= i (also when Sq != Sk).
-    mx::array rows = mx::reshape(mx::arange(sq, mx::int32, s), {1, 1, sq, 1}, s);
+    mx::array rows =
+        mx::reshape(query_rows ? *query_rows : mx::arange(sq, mx::int32, s), {1, 1, sq, 1}, s);
     mx::array cols = mx::reshape(mx::arange(sk, mx::int32, s), {1, 1, 1, sk}, s);
     mx::array hidden = mx::greater(cols, rows, s);
     bias = mx::where(hidden, mx::array(kNegInf), bias ? *bias : mx::array(0.f), s);

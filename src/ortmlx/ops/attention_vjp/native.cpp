@@ -7,7 +7,14 @@
 //  - A row whose keys are all masked must give zeros. SDPA would give NaN (softmax of -inf), and
 //    NaN in one row's P poisons every key of dK/dV. Such rows get a zero bias (an ordinary softmax)
 //    and a zero incoming gradient: with dY = 0 the row contributes exactly nothing to dQ, dK, dV
-//    (dP = 0, delta = 0, P^T dY = 0), which is the contract's answer.
+//    (dP = 0, delta = 0, P^T dY = 0), which is the contract's answer. The float64 reference also
+//    treats a row as dead when a visible score is NaN or +Inf (its row maximum is not finite): with
+//    finite Q and K that comes from the additive mask, so such mask rows are dead rows here too.
+//  - NaN or Inf in Q, K, V or dY: the reference's products run over every (query, key) pair, so a
+//    non-finite value reaches gradients through masked pairs (0 * NaN), and MLX's softmax vjp uses
+//    another formula for delta (sum(P * dP), not rowsum(dY * Y)). On the CPU backend those inputs
+//    take the fused CPU kernel's answer instead, which follows the reference exactly; the kernel
+//    runs in a mode that only computes when it finds a non-finite input (else it writes zeros).
 #include <mlx/fast.h>
 #include <mlx/ops.h>
 #include <mlx/transforms.h>
@@ -23,6 +30,12 @@ std::array<mx::array, 3> native_sdpa(const Config& c, const Bhsd& t, mx::StreamO
   if (bias && c.mask != 0) {
     // Causal alone never empties a row (top-left: key 0 is always visible); a mask can.
     mx::array dead = mx::all(mx::isneginf(*bias, s), -1, true, s);  // (Bm, Hm, Sq|1, 1)
+    if (c.mask == 2) {
+      // Hidden keys carry -inf already (causal wins over the mask value), so this sees only the
+      // visible ones.
+      const mx::array odd = mx::logical_or(mx::isnan(*bias, s), mx::isposinf(*bias, s), s);
+      dead = mx::logical_or(dead, mx::any(odd, -1, true, s), s);
+    }
     bias = mx::where(dead, mx::array(0.f), *bias, s);
     dy = mx::where(dead, mx::array(0.f), dy, s);
   }
@@ -32,7 +45,22 @@ std::array<mx::array, 3> native_sdpa(const Config& c, const Bhsd& t, mx::StreamO
                                                    bias, std::nullopt, false, s)};
   };
   const std::vector<mx::array> grads = mx::vjp(forward, {t.q, t.k, t.v}, {dy}).second;
-  return {grads[0], grads[1], grads[2]};
+  std::array<mx::array, 3> out = {grads[0], grads[1], grads[2]};
+  if (mx::to_stream(s).device.type != mx::Device::cpu) return out;
+
+  // Non-finite inputs: the CPU kernel's answer (inputs in (B, H, S, D), so as a rank-4 contract).
+  Config c4 = c;
+  c4.rank = 4;
+  const std::vector<mx::array> exact = cpu_kernel(c4, {t.q, t.k, t.v, t.dy, t.mask}, s,
+                                                  /*panel_rows=*/0, /*nonfinite_only=*/true);
+  mx::array finite = mx::array(true);
+  for (const mx::array* x : {&t.q, &t.k, &t.v, &t.dy})
+    finite = mx::logical_and(finite, mx::all(mx::isfinite(*x, s), s), s);
+  for (size_t i = 0; i < c.outputs.size(); ++i) {
+    const auto o = static_cast<size_t>(c.outputs[i]);
+    out[o] = mx::where(finite, out[o], exact[i], s);
+  }
+  return out;
 }
 
 }  // namespace ortmlx::attention_vjp

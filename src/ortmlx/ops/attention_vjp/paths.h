@@ -2,6 +2,8 @@
 // translator (attention_vjp.cpp) picks one with the seed's rule and binds the results.
 //
 //  - dense_mlx: scores materialised with MLX GEMMs (portable: CPU, CUDA, Metal).
+//  - blocked_mlx: the same by blocks of query rows, O(block x Sk) memory (portable); GPU
+//    backends run it beyond the dense budget (until fused GPU kernels replace it).
 //  - cpu_kernel: our fused CPU primitive (AVX-512 micro-kernel or OpenBLAS per tile product,
 //    std::thread workers) on panels of a few query rows: extra memory O(threads * rows * Sk),
 //    independent of Sq. The CPU backend runs both the dense and the tiled path with it.
@@ -21,7 +23,8 @@ namespace ortmlx::attention_vjp {
 
 namespace mx = mlx::core;
 
-// The live tensors in (B, H, S, D) layout (dense_mlx / native_sdpa). `y` is absent for Recompute.
+// The live tensors in (B, H, S, D) layout (dense_mlx / blocked_mlx / native_sdpa). `y` is absent
+// for Recompute.
 struct Bhsd {
   mx::array q, k, v;
   std::optional<mx::array> y;
@@ -30,13 +33,30 @@ struct Bhsd {
 
 // Additive float bias broadcastable to (B, HQ, Sq, Sk): causal (top-left) and the mask, with the
 // mask's last axis matched to Sk (narrower: missing keys masked; wider: sliced). -inf = masked.
-// nullopt when nothing is masked (causal 0, mask kind 0).
+// nullopt when nothing is masked (causal 0, mask kind 0). `query_rows` (int32, Sq entries) are
+// the query indices of the bias rows for causal (default 0..Sq-1; the blocked path passes its
+// block's rows, with the mask already sliced to them).
 std::optional<mx::array> additive_bias(const Config& c, const mx::array& mask, int sq, int sk,
-                                       mx::StreamOrDevice s);
+                                       mx::StreamOrDevice s,
+                                       const std::optional<mx::array>& query_rows = std::nullopt);
 
 // Dense pullback with MLX ops. Returns {dQ, dK, dV} in (B, H, S, D); unrequested ones are lazy
 // and never evaluated. With the Recompute form Y is recomputed from the dense probabilities.
 std::array<mx::array, 3> dense_mlx(const Config& c, const Bhsd& t, mx::StreamOrDevice s);
+
+// Blocked pullback with MLX ops (portable): dense_mlx over blocks of `block_rows` query rows
+// (0 = blocked_rows with the default budget). A block holds whole score rows, so its softmax is
+// exact; dK and dV accumulate over the blocks, which run one after another (a fence primitive
+// orders them and, on a GPU, drains the stream every ~512 MiB of allocations), so the live tiles
+// are those of a few blocks: O(block x Sk) memory. Returns {dQ, dK, dV} in
+// (B, H, S, D); unrequested ones are zero placeholders, never evaluated.
+std::array<mx::array, 3> blocked_mlx(const Config& c, const Bhsd& t, mx::StreamOrDevice s,
+                                     int block_rows = 0);
+
+// Query rows per block of blocked_mlx: one block's (B, HQ, rows, Sk) fp32 score tile within
+// `budget` bytes (the translator passes the dense limit: a block's tile is held to what a dense
+// problem may use), at least 1, at most Sq, evened out over the blocks.
+int blocked_rows(const Config& c, int b, int sq, int sk, uint64_t budget = kDefaultDenseLimitBytes);
 
 // Recompute form: differentiates mx::fast::scaled_dot_product_attention with mx::vjp, with an
 // explicit additive bias (our causal is top-left, MLX's bottom-right) and fully masked rows
@@ -48,8 +68,11 @@ std::array<mx::array, 3> native_sdpa(const Config& c, const Bhsd& t, mx::StreamO
 // which may be broadcast-strided). Returns the requested gradients in the order of c.outputs,
 // shaped like their inputs.
 // panel_rows > 0 forces the query rows per panel (tests); 0 picks cpu_tile_rows(Sk).
+// nonfinite_only: compute only when Q, K, V, Y or dY holds a NaN or Inf, else return zeros (the
+// native path's exact answer for non-finite inputs, selected where they occur).
 std::vector<mx::array> cpu_kernel(const Config& c, const std::vector<mx::array>& inputs,
-                                  mx::StreamOrDevice s, int panel_rows = 0);
+                                  mx::StreamOrDevice s, int panel_rows = 0,
+                                  bool nonfinite_only = false);
 
 // Query rows per panel of the CPU kernel for a key length (tiled mode): large enough for
 // efficient GEMMs, small enough that a worker's two panels stay in its L2 for moderate Sk.

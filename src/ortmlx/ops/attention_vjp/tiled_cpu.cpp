@@ -16,8 +16,17 @@
 // two rows x Sk panels plus K^T and V^T of one kv head, independent of Sq. The dense path uses the
 // same kernel: whole-head panels measured 15-25% slower than 128-row ones, so the panel size does
 // not depend on the path.
+//
+// Non-finite values follow the float64 reference (ortmlx.contracts): the products run over every
+// (query, key) pair with P = 0 where a key is masked, so a NaN or Inf in Q, K, V, Y or dY reaches
+// the gradients through 0 * NaN like it does there, and a row whose visible scores hold a NaN or
+// +Inf counts as dead (P = 0), like a fully masked row. Skipping masked keys (causal, narrow mask,
+// fully masked rows) is exact only for finite inputs, so the kernel first scans Q, K, V, Y and dY
+// and, when one holds a non-finite value, runs every panel over all keys ("full" mode).
 #include <algorithm>
 #include <atomic>
+#include <bit>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -50,11 +59,13 @@ struct Geometry {
   bool recompute = false;
   bool want[3] = {false, false, false};  // dQ, dK, dV
   int64_t rows = 0;                      // query rows per panel
+  // Compute only when an input is non-finite, else write zeros (the native path's exact fallback).
+  bool nonfinite_only = false;
   bool operator==(const Geometry& o) const {
     return b == o.b && hq == o.hq && hk == o.hk && sq == o.sq && sk == o.sk && d == o.d &&
            rank == o.rank && scale == o.scale && causal == o.causal && mask_kind == o.mask_kind &&
            recompute == o.recompute && want[0] == o.want[0] && want[1] == o.want[1] &&
-           want[2] == o.want[2] && rows == o.rows;
+           want[2] == o.want[2] && rows == o.rows && nonfinite_only == o.nonfinite_only;
   }
 };
 
@@ -157,6 +168,11 @@ class Kernel {
 
   // Runs the whole pullback. Never throws (it runs on MLX's stream thread).
   void run() noexcept {
+    full_ = !inputs_finite();
+    if (g_.nonfinite_only && !full_) {
+      zero_outputs();
+      return;
+    }
     if (!own_gemm_) single_threaded_blas();
     std::atomic<int64_t> next{0};
     auto worker = [&](int tid) {
@@ -188,6 +204,26 @@ class Kernel {
     }
     *ld = g_.d;
     return partial_[o].get() + (((part - 1) * g_.b + b) * g_.hk + kvh) * g_.sk * g_.d;
+  }
+
+  // Whether Q, K, V, Y and dY hold only finite values (an exponent of all ones is Inf or NaN).
+  bool inputs_finite() const {
+    auto finite = [](const float* x, int64_t n) {
+      bool bad = false;
+      for (int64_t i = 0; i < n; ++i)
+        bad |= (std::bit_cast<uint32_t>(x[i]) & 0x7f800000u) == 0x7f800000u;
+      return !bad;
+    };
+    const int64_t nq = g_.b * g_.hq * g_.sq * g_.d, nk = g_.b * g_.hk * g_.sk * g_.d;
+    return finite(p_.q, nq) && finite(p_.k, nk) && finite(p_.v, nk) && finite(p_.dy, nq) &&
+           (!p_.y || finite(p_.y, nq));
+  }
+
+  void zero_outputs() const {
+    const int64_t size[3] = {g_.b * g_.hq * g_.sq * g_.d, g_.b * g_.hk * g_.sk * g_.d,
+                             g_.b * g_.hk * g_.sk * g_.d};
+    for (int o = 0; o < 3; ++o)
+      if (p_.out[o]) std::memset(p_.out[o], 0, static_cast<size_t>(size[o]) * sizeof(float));
   }
 
   static void zero_rows(float* x, int64_t rows, int64_t cols, int64_t ld) {
@@ -248,6 +284,8 @@ class Kernel {
   // Applies causal/mask to row i (keys [0, live)), then softmax in place; keys [live, n) -> 0.
   void softmax_row(float* s, int64_t b, int64_t h, int64_t i, int64_t n) const {
     int64_t live = g_.causal ? std::min(n, i + 1) : n;
+    // Keys at or beyond a narrow mask's width are masked (in full mode n runs past them).
+    if (g_.mask_kind != 0 && p_.mask.width != 1) live = std::min(live, p_.mask.width);
     if (g_.mask_kind != 0 && live > 0) {
       const MaskView& m = p_.mask;
       const int64_t off = b * m.stride[0] + h * m.stride[1] + i * m.stride[2];
@@ -277,7 +315,12 @@ class Kernel {
     if (mx == rows::kNegInf) live = 0;  // every key masked: the row contributes nothing
     if (live > 0) {
       const float sum = rows::exp_sum(s, static_cast<int>(live), mx);
-      rows::scale(s, static_cast<int>(live), 1.f / sum);
+      // A NaN or +Inf score makes the sum NaN (exp(NaN) or exp(Inf - Inf)): the reference's row
+      // maximum is then not finite and it treats the row like a fully masked one, P = 0.
+      if (std::isfinite(sum))
+        rows::scale(s, static_cast<int>(live), 1.f / sum);
+      else
+        live = 0;
     }
     if (live < n) std::memset(s + live, 0, static_cast<size_t>(n - live) * sizeof(float));
   }
@@ -287,8 +330,10 @@ class Kernel {
     const int64_t i0 = t * g_.rows;
     const int64_t m = std::min(g_.rows, g_.sq - i0);
     int64_t n = g_.sk;
-    if (g_.causal) n = std::min(n, i0 + m);
-    if (g_.mask_kind != 0 && p_.mask.width != 1) n = std::min(n, p_.mask.width);
+    if (!full_) {  // keys no row of the tile sees (full mode: every key, see the top)
+      if (g_.causal) n = std::min(n, i0 + m);
+      if (g_.mask_kind != 0 && p_.mask.width != 1) n = std::min(n, p_.mask.width);
+    }
     const int64_t ldq = row_stride(g_, g_.hq), ldk = row_stride(g_, g_.hk);
     const float* q = p_.q + head_offset(g_, b, h, g_.hq, g_.sq) + i0 * ldq;
     const float* dy = p_.dy + head_offset(g_, b, h, g_.hq, g_.sq) + i0 * ldq;
@@ -305,7 +350,7 @@ class Kernel {
     // cover the rectangle of keys before the tile for every row, then the diagonal block in
     // chunks of rows (or keys) that stop where the chunk's visibility ends; entries outside what
     // a row sees are zeros in P and dS (or never read).
-    const bool tri = g_.causal && n > i0;
+    const bool tri = !full_ && g_.causal && n > i0;
     const int64_t n0 = tri ? i0 : n;
     constexpr int64_t kChunk = 32;
 
@@ -361,7 +406,7 @@ class Kernel {
     float* dp = sc.dp.get();
     scores(1.f, dy, sc.vt.get(), v, dp);
     for (int64_t r = 0; r < m; ++r) {
-      const int64_t live = g_.causal ? std::min(n, i0 + r + 1) : n;
+      const int64_t live = g_.causal && !full_ ? std::min(n, i0 + r + 1) : n;
       const float delta = rows::dot(dy + r * ldq, y + r * ldy, static_cast<int>(dd));
       float* row = dp + r * ld;
       rows::ds(s + r * ld, row, static_cast<int>(live), delta);
@@ -405,6 +450,7 @@ class Kernel {
   int threads_ = 1;
   bool kv_ = false;
   bool own_gemm_ = false;
+  bool full_ = false;  // an input is non-finite: every panel runs over all keys
   int64_t ld_ = 0, ldt_ = 0;
   std::unique_ptr<float[]> partial_[3];
   std::vector<Scratch> scratch_;
@@ -504,7 +550,7 @@ int cpu_tile_rows(int sk) {
 }
 
 std::vector<mx::array> cpu_kernel(const Config& c, const std::vector<mx::array>& inputs,
-                                  mx::StreamOrDevice s, int panel_rows) {
+                                  mx::StreamOrDevice s, int panel_rows, bool nonfinite_only) {
   const mx::Stream stream = mx::to_stream(s);
   if (stream.device.type != mx::Device::cpu)
     throw std::runtime_error(
@@ -530,6 +576,7 @@ std::vector<mx::array> cpu_kernel(const Config& c, const std::vector<mx::array>&
   g.rows = panel_rows > 0 ? panel_rows
                           : cpu_tile_rows(static_cast<int>(std::min<int64_t>(g.sk, 1 << 30)));
   g.rows = std::min<int64_t>(g.rows, std::max<int64_t>(1, g.sq));
+  g.nonfinite_only = nonfinite_only;
   std::vector<mx::array> in;
   in.reserve(inputs.size());
   for (size_t i = 0; i < tensors; ++i) in.push_back(mx::contiguous(inputs[i], false, stream));
