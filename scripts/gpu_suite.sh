@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # The whole test suite on the GPU machine (make test-cuda), after `source .gpu/env.sh` (see
 # scripts/gpu_pack.sh and PLAYBOOK "The GPU"). Each part runs in its own process so that a crash
-# is recorded, not fatal; logs and JUnit XML go to $OUT (or ./gpu-out); the table comes last.
+# is recorded, not fatal; logs and JUnit XML go to GPU_SUITE_LOGS (default $OUT/logs, $OUT being
+# ./gpu-out when unset), packed into $OUT/gpu_suite_logs.tgz; the table ($OUT/gpu_suite.md) last.
 #   scripts/gpu_suite.sh [part ...]     parts: probe cpp ops contracts engine plugin external docs demo
 #                                       precision (default: all)
+#   GPU_SUITE_PARALLEL=1                all parts at once (16-core machine: the suite then takes as
+#                                       long as its longest part); the log archive is refreshed every
+#                                       10 s so that a run cut off by its time limit still reports.
 set -uo pipefail
 out="${OUT:-$PWD/gpu-out}"
-mkdir -p "$out"
+logs="${GPU_SUITE_LOGS:-$out/logs}"
+mkdir -p "$out" "$logs"
 py=${PYTHON:-python3}
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] && parts=(probe cpp ops contracts engine plugin external docs demo precision)
@@ -18,28 +23,37 @@ start=$(date +%s)
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null
   $py -c 'import sys, onnxruntime, numpy, onnx; print("python", sys.version.split()[0], "onnxruntime", onnxruntime.__version__, "numpy", numpy.__version__, "onnx", onnx.__version__)'
   echo "MLX: $(basename "$(readlink -f "${ORTMLX_LIBRARY%/*}/mlx/lib/libmlx.so" 2>/dev/null || echo libmlx.so)") mlx-cuda-13 0.32.4 (sm_90 SASS); MLX_ENABLE_TF32=${MLX_ENABLE_TF32:-unset} ONNXRUNTIME_EP_MLX_TF32=${ONNXRUNTIME_EP_MLX_TF32:-unset}"
-} > "$out/env.txt" 2>&1
-cat "$out/env.txt"
-run_part() {  # name, timeout seconds, command...
+} > "$logs/env.txt" 2>&1
+cat "$logs/env.txt"
+snapshot() {  # the logs as one archive under $out (few files come back from the device machine)
+  (cd "$logs" && tar -czf "$out/.logs.tgz" . 2>/dev/null && mv -f "$out/.logs.tgz" "$out/gpu_suite_logs.tgz")
+}
+run_part() {  # name, timeout seconds (capped by GPU_SUITE_LIMIT), command...
   local name=$1 limit=$2; shift 2
+  [ -n "${GPU_SUITE_LIMIT:-}" ] && [ "$GPU_SUITE_LIMIT" -lt "$limit" ] && limit=$GPU_SUITE_LIMIT
   local t0=$(date +%s)
-  timeout "$limit" "$@" > "$out/$name.log" 2>&1
+  timeout "$limit" "$@" > "$logs/$name.log" 2>&1
   local rc=$?
-  echo "$name rc=$rc seconds=$(( $(date +%s) - t0 ))" >> "$out/parts.txt"
-  echo "== $name: rc=$rc ($(( $(date +%s) - t0 )) s)"; tail -n 3 "$out/$name.log"
+  echo "$name rc=$rc seconds=$(( $(date +%s) - t0 ))" >> "$logs/parts.txt"
+  echo "== $name: rc=$rc ($(( $(date +%s) - t0 )) s)"; tail -n 3 "$logs/$name.log"
 }
 pytest_part() {  # name, timeout, paths...
   local name=$1 limit=$2; shift 2
-  run_part "$name" "$limit" $py -m pytest -q -rfEs -p no:cacheprovider -n "$workers" \
-    --junitxml="$out/$name.xml" "$@"
+  local n=$workers
+  if [ "${GPU_SUITE_PARALLEL:-0}" = 1 ]; then  # about 16 cores shared by every part
+    case $name in ops|contracts|external) n=4 ;; engine|plugin) n=2 ;; *) n=1 ;; esac
+  fi
+  run_part "$name" "$limit" $py -m pytest -q -rfEs -p no:cacheprovider -n "$n" \
+    --junitxml="$logs/$name.xml" "$@"
 }
-: > "$out/parts.txt"
-for part in "${parts[@]}"; do
+: > "$logs/parts.txt"
+run_one() {
+  local part=$1
   case $part in
     probe) run_part probe 120 $py scripts/gpu_probe.py ;;
     cpp) if [ -x "${ORTMLX_CPP_TESTS:-}" ]; then
-           run_part cpp 300 "$ORTMLX_CPP_TESTS" --gtest_output=xml:"$out/cpp.xml"
-         else echo "cpp: no ORTMLX_CPP_TESTS binary" | tee -a "$out/parts.txt"; fi ;;
+           MLX_ENABLE_TF32=0 run_part cpp 300 "$ORTMLX_CPP_TESTS" --gtest_output=xml:"$logs/cpp.xml"
+         else echo "cpp: no ORTMLX_CPP_TESTS binary" | tee -a "$logs/parts.txt"; fi ;;
     ops) pytest_part ops 400 tests/ops ;;
     contracts) pytest_part contracts 400 tests/contracts ;;
     engine) pytest_part engine 300 tests/engine ;;
@@ -50,9 +64,18 @@ for part in "${parts[@]}"; do
     precision) run_part precision 300 $py scripts/gpu_precision.py ;;
     *) echo "unknown part $part" ;;
   esac
-done
-echo "total seconds: $(( $(date +%s) - start ))" >> "$out/parts.txt"
-$py scripts/gpu_suite_report.py "$out" > "$out/gpu_suite.md"
-# Few files come back from the device machine: keep the table and one archive of the logs.
-(cd "$out" && tar -czf gpu_suite_logs.tgz env.txt parts.txt ./*.log ./*.xml 2>/dev/null && rm -f ./*.log ./*.xml)
+}
+if [ "${GPU_SUITE_PARALLEL:-0}" = 1 ]; then
+  ( while sleep 10; do snapshot; done ) &
+  snapper=$!
+  pids=()
+  for part in "${parts[@]}"; do run_one "$part" & pids+=($!); done
+  wait "${pids[@]}"
+  kill "$snapper" 2>/dev/null
+else
+  for part in "${parts[@]}"; do run_one "$part"; done
+fi
+echo "total seconds: $(( $(date +%s) - start ))" >> "$logs/parts.txt"
+$py scripts/gpu_suite_report.py "$logs" > "$out/gpu_suite.md"
+snapshot
 cat "$out/gpu_suite.md"

@@ -710,6 +710,8 @@ NONFINITE_VARIANTS = [
     ("auto", 4, True, 1, 0, None),
     ("native", 3, True, 0, 2, (4, 4)),
     ("tiled", 4, True, 1, 2, (2, 1, 4, 3)),
+    ("blocked", 4, False, 1, 1, (4, 6)),
+    ("blocked", 3, True, 1, 2, (1, 3)),
 ]
 
 
@@ -724,6 +726,19 @@ def _same_non_finite(got, want, what, mag):
     assert np.isfinite(got[fin]).all(), f"{what}: Inf where the reference is finite"
     np.testing.assert_allclose(got[fin], want[fin], rtol=1e-4, atol=1e-4 * max(mag, 1e-3),
                                err_msg=what)
+
+
+def _loud_non_finite(got, want, what, mag):
+    """The MLX-op paths' promise: where both are finite they agree, and a gradient the reference
+    makes non-finite is non-finite somewhere (never a silently finite answer). NaN positions may
+    differ: those paths skip keys no row of a block can see, and a row whose scores hold NaN or
+    +Inf gives NaN where the reference calls the row dead and gives zeros."""
+    assert got.shape == want.shape, (what, got.shape, want.shape)
+    both = np.isfinite(got) & np.isfinite(want)
+    np.testing.assert_allclose(got[both], want[both], rtol=1e-4, atol=1e-4 * max(mag, 1e-3),
+                               err_msg=what)
+    if not np.isfinite(want).all():
+        assert not np.isfinite(got).all(), f"{what}: finite where the reference is not"
 
 
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf], ids=["nan", "inf", "-inf"])
@@ -761,8 +776,13 @@ def test_non_finite_inputs_follow_the_reference(variant, which, value, rng, monk
         grads = attention_vjp_reference_for(model, feeds, outputs=(0, 1, 2))
     mag = max([float(np.abs(g[np.isfinite(g)]).max()) for g in grads if np.isfinite(g).any()]
               or [0.0])
+    # The fused CPU kernel (and the native path on the CPU backend, which defers to it for such
+    # inputs) follows the reference's NaN/Inf positions; the MLX-op paths (blocked, and dense or
+    # native on a GPU) promise less: see _loud_non_finite and docs/ATTENTION_VJP.md.
+    exact = mlx_backend() != "gpu" and path != "blocked"
+    check = _same_non_finite if exact else _loud_non_finite
     for o, g, w in zip(parse_attention_vjp_name(contract_op(model)).outputs, got, want):
-        _same_non_finite(g, w, f"d{'QKV'[o]}", mag)
+        check(g, w, f"d{'QKV'[o]}", mag)
 
 
 def test_reference_masks_keys_beyond_a_narrow_additive_mask(rng):

@@ -146,14 +146,16 @@ TEST(AttentionVjpContract, EveryMalformedFieldIsRefused) {
     ASSERT_NE(name, kValid) << from;
     EXPECT_FALSE(Config::parse(name).has_value()) << name;
   }
-  // The seed's integer and hex parsers (Rust from_str / from_str_radix) accept a '+' sign,
-  // leading zeros, upper-case hex and short hex fields; the fingerprint may be upper case.
-  for (auto [from, to] : {std::pair{"r3_", "r+3_"},
-                          {"q16_", "q016_"},
+  // The documented grammar (docs/ATTENTION_VJP.md) is stricter than the seed's Rust parsers
+  // (from_str takes a sign, from_str_radix a short hex field): signs and short scale fields are
+  // not claimed, so the function body runs on ORT. Leading zeros and upper-case hex are fine.
+  for (auto [from, to] : {std::pair{"r3_", "r+3_"}, {"s3db504f3_", "s3f80_"}, {"c1_", "c-0_"}}) {
+    const std::string name = replace(kValid, from, to);
+    EXPECT_FALSE(Config::parse(name).has_value()) << name;
+  }
+  for (auto [from, to] : {std::pair{"q16_", "q016_"},
                           {"s3db504f3_", "s3DB504F3_"},
-                          {"s3db504f3_", "s3f80_"},
                           {"0123456789abcdef", "0123456789ABCDEF"},
-                          {"c1_", "c-0_"},
                           {"o012_", "o1_"},
                           {"o012_", "o02_"}})
     EXPECT_TRUE(Config::parse(replace(kValid, from, to)).has_value()) << to;

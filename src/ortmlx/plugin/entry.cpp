@@ -24,7 +24,7 @@ __attribute__((visibility("default"))) OrtStatus* CreateEpFactories(
 }
 
 __attribute__((visibility("default"))) OrtStatus* ReleaseEpFactory(OrtEpFactory* factory) {
-  delete static_cast<ortmlx::plugin::MlxEpFactory*>(factory);
+  ortmlx::plugin::MlxEpFactory::release_by_ort(static_cast<ortmlx::plugin::MlxEpFactory*>(factory));
   return nullptr;
 }
 

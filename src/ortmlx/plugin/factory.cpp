@@ -120,11 +120,13 @@ OrtStatus* MlxEpFactory::CreateEpImpl(OrtEpFactory* self, const OrtHardwareDevic
     *ep = nullptr;
     auto* factory = static_cast<MlxEpFactory*>(self);
     *ep = new MlxEp(*factory, session_options, logger);
+    factory->refs_.fetch_add(1);
   });
 }
 
-void MlxEpFactory::ReleaseEpImpl(OrtEpFactory*, OrtEp* ep) noexcept {
+void MlxEpFactory::ReleaseEpImpl(OrtEpFactory* self, OrtEp* ep) noexcept {
   delete static_cast<MlxEp*>(ep);
+  static_cast<MlxEpFactory*>(self)->unref();
 }
 
 OrtStatus* MlxEpFactory::ValidateCompatibilityImpl(OrtEpFactory*, const OrtHardwareDevice* const*,

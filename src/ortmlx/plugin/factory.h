@@ -1,6 +1,7 @@
 // OrtEpFactory for MLXExecutionProvider. One factory per loaded library, shared by all sessions.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,7 +24,17 @@ class MlxEpFactory : public OrtEpFactory {
   // then that GPU, with device and pinned allocators and a data transfer.
   const GpuMemoryInfos* gpu() const { return gpu_ ? &*gpu_ : nullptr; }
 
+  // ORT's ReleaseEpFactory. ORT forbids unregistering the library while a session still holds
+  // one of its EPs, but a host process can do it; a crash there is worse than keeping the
+  // factory alive: ORT's handle and every live EP hold a reference, and the last one deletes the
+  // factory (the library is linked with -z nodelete, so its code also stays mapped).
+  static void release_by_ort(MlxEpFactory* factory) { factory->unref(); }
+
  private:
+  void unref() {
+    if (refs_.fetch_sub(1) == 1) delete this;
+  }
+
   static const char* ORT_API_CALL GetNameImpl(const OrtEpFactory* self) noexcept;
   static const char* ORT_API_CALL GetVendorImpl(const OrtEpFactory* self) noexcept;
   static uint32_t ORT_API_CALL GetVendorIdImpl(const OrtEpFactory* self) noexcept;
@@ -68,6 +79,7 @@ class MlxEpFactory : public OrtEpFactory {
   const OrtLogger* default_logger_;
   std::optional<GpuMemoryInfos> gpu_;
   OrtHardwareDevice* own_gpu_device_ = nullptr;  // created by the EP when ORT lists no GPU
+  std::atomic<size_t> refs_{1};                  // ORT's handle + live EPs (release_by_ort)
 };
 
 }  // namespace ortmlx::plugin

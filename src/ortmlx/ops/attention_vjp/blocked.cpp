@@ -178,12 +178,14 @@ std::array<mx::array, 3> blocked_mlx(const Config& c, const Bhsd& t, mx::StreamO
     if (auto bias = additive_bias(c, mask_rows, r, kn, s, causal_rows)) {
       if (c.mask != 0) {
         // A row with every key masked gives zeros, never NaN (the contract): an ordinary softmax
-        // over a zero bias there, and a zero incoming gradient, with which the row contributes
+        // over a zero bias there, and a zero incoming gradient (dY * 0, so that a NaN/Inf in dY
+        // still poisons the gradients as in the reference), with which the row contributes
         // exactly nothing (dP = 0, delta = 0, P^T dY = 0). Causal alone never empties a row.
         const mx::array dead = mx::all(mx::isneginf(*bias, s), -1, true, s);
         bias = mx::where(dead, mx::array(0.f), *bias, s);
+        const mx::array dy5 = mx::reshape(dy4, {b, hk, g, r, d}, s);
         dy4 = mx::reshape(
-            mx::where(to5(dead), mx::array(0.f), mx::reshape(dy4, {b, hk, g, r, d}, s), s),
+            mx::where(to5(dead), mx::multiply(dy5, mx::array(0.f), s), dy5, s),
             {b, hk, g * r, d}, s);
       }
       s5 = mx::add(s5, to5(*bias), s);
@@ -221,6 +223,22 @@ std::array<mx::array, 3> blocked_mlx(const Config& c, const Bhsd& t, mx::StreamO
   if (want_q) out[0] = dq_blocks.size() == 1 ? dq_blocks[0] : mx::concatenate(dq_blocks, 2, s);
   if (want_k) out[1] = mx::multiply(*dk, mx::array(c.scale), s);
   if (want_v) out[2] = *dv;
+  // Keys left out of some blocks' products would hide a NaN/Inf there, where the reference (and
+  // the function body on ORT) gets NaN through 0 * NaN: a silently finite gradient. Adding
+  // sum(x * 0) over the skipped operand keeps finite results bit-exact (x * 0 is +-0) and makes
+  // the gradients the reference poisons non-finite: K reaches dQ (per head dim), V reaches dQ
+  // (whole head) and dK (per key) through dP = dY V^T. O(S x D), against O(S^2 x D) above.
+  if (c.causal || key_limit < sk) {
+    const mx::array zero(0.f);
+    if (want_q) {
+      const mx::array from_k = mx::sum(mx::multiply(ks, zero, s), 2, true, s);     // B,HK,1,D
+      const mx::array from_v = mx::sum(mx::multiply(v, zero, s), {2, 3}, true, s);  // B,HK,1,1
+      const mx::array poison = mx::reshape(mx::add(from_k, from_v, s), {b, hk, 1, 1, d}, s);
+      out[0] = mx::reshape(
+          mx::add(mx::reshape(out[0], {b, hk, g, sq, d}, s), poison, s), t.q.shape(), s);
+    }
+    if (want_k) out[1] = mx::add(out[1], mx::sum(mx::multiply(v, zero, s), 3, true, s), s);
+  }
   return out;
 }
 
