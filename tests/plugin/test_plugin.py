@@ -142,3 +142,35 @@ def test_many_sessions_keep_memory_flat(rng):
     cycle(100)
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     assert after - before < 50 * 1024, f"peak RSS grew by {(after - before) / 1024:.1f} MiB"
+
+
+def test_unregister_while_a_session_is_alive_does_not_crash():
+    """Regression (issue 8): unregistering the library while a session still holds its EP, then
+    running and releasing that session, killed the process with SIGSEGV (ORT freed the factory
+    and unloaded the library under the live EP). ORT forbids the order; the EP now keeps the
+    factory until its last EP is gone and its code mapped (-z nodelete). Runs in a child."""
+    code = textwrap.dedent("""
+        import gc
+        import numpy as np, onnxruntime as ort, ortmlx
+        from onnx import TensorProto as T, helper as h
+        from ortmlx.testing import make_model
+        x = h.make_tensor_value_info("x", T.FLOAT, [2, 3])
+        y = h.make_tensor_value_info("y", T.FLOAT, [2, 3])
+        m = make_model(h.make_graph([h.make_node("Relu", ["x"], ["y"])], "g", [x], [y]))
+        ortmlx.register_execution_provider_library()
+        so = ort.SessionOptions()
+        ortmlx.append_to_session_options(so, {})
+        s = ort.InferenceSession(m.SerializeToString(), so)
+        feed = {"x": np.array([[-1, 2, -3], [4, -5, 6]], np.float32)}
+        print("before", s.run(None, feed)[0].sum(), flush=True)
+        ort.unregister_execution_provider_library("MLXExecutionProvider")
+        print("after", s.run(None, feed)[0].sum(), flush=True)
+        del s
+        gc.collect()
+        print("released", flush=True)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ), cwd=os.path.dirname(os.path.dirname(
+                           os.path.dirname(os.path.abspath(__file__)))), timeout=120)
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr[-3000:])
+    assert r.stdout.split() == ["before", "12.0", "after", "12.0", "released"], r.stdout
