@@ -4,7 +4,7 @@
 # is recorded, not fatal; logs and JUnit XML go to GPU_SUITE_LOGS (default $OUT/logs, $OUT being
 # ./gpu-out when unset), packed into $OUT/gpu_suite_logs.tgz; the table ($OUT/gpu_suite.md) last.
 #   scripts/gpu_suite.sh [part ...]     parts: probe cpp ops contracts engine plugin external docs demo
-#                                       precision (default: all)
+#                                       precision fuzz (default: all; fuzz with 3000 cases)
 #   GPU_SUITE_PARALLEL=1                all parts at once (16-core machine: the suite then takes as
 #                                       long as its longest part); the log archive is refreshed every
 #                                       10 s so that a run cut off by its time limit still reports.
@@ -14,7 +14,7 @@ logs="${GPU_SUITE_LOGS:-$out/logs}"
 mkdir -p "$out" "$logs"
 py=${PYTHON:-python3}
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(probe cpp ops contracts engine plugin external docs demo precision)
+[ ${#parts[@]} -eq 0 ] && parts=(probe cpp ops contracts engine plugin external docs demo precision fuzz)
 export PYTHONUNBUFFERED=1 ORT_LOGGING_LEVEL=3
 workers=${GPU_SUITE_WORKERS:-6}
 start=$(date +%s)
@@ -43,7 +43,10 @@ pytest_part() {  # name, timeout, paths...
   if [ "${GPU_SUITE_PARALLEL:-0}" = 1 ]; then  # about 16 cores shared by every part
     case $name in ops|contracts|external) n=4 ;; engine|plugin) n=2 ;; *) n=1 ;; esac
   fi
-  run_part "$name" "$limit" $py -m pytest -q -rfEs -p no:cacheprovider -n "$n" \
+  # The fuzz part runs in one process: its counts are printed by the controller.
+  local xdist=(-n "$n")
+  [ "$name" = fuzz ] && xdist=()
+  run_part "$name" "$limit" $py -m pytest -q -rfEs -p no:cacheprovider "${xdist[@]}" \
     --junitxml="$logs/$name.xml" "$@"
 }
 : > "$logs/parts.txt"
@@ -60,6 +63,7 @@ run_one() {
     plugin) pytest_part plugin 300 tests/plugin ;;
     external) pytest_part external 400 tests/external ;;
     docs) pytest_part docs 120 tests/test_docs.py ;;
+    fuzz) ORTMLX_FUZZ_CASES=${ORTMLX_FUZZ_CASES:-3000} pytest_part fuzz 300 tests/fuzz ;;
     demo) run_part demo 300 $py -m ortmlx demo ;;
     precision) run_part precision 300 $py scripts/gpu_precision.py ;;
     *) echo "unknown part $part" ;;

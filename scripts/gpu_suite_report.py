@@ -53,6 +53,14 @@ def main(out: Path) -> None:
             cells = ("ok" if rc == 0 else "-", "-" if rc == 0 else "see log", "-")
         note = {124: "timeout", 137: "killed"}.get(rc, "crash" if rc > 128 else str(rc))
         print(f"| {name} | {cells[0]} | {cells[1]} | {cells[2]} | {note} | {secs} |")
+    # Parts still running when the call's time ran out: a log but no exit line.
+    for log in sorted(out.glob("*.log")):
+        if log.stem in rcs or log.stem == "precision" and "precision" in rcs:
+            continue
+        lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+        last = lines[-1][:100] if lines else "(empty log)"
+        print(f"| {log.stem} | - | - | - | cut off by the call's time limit; last line: "
+              f"`{last}` | - |")
     if all_fail:
         print("\nFailures:")
         for part, n, m in all_fail[:60]:
