@@ -182,6 +182,24 @@ def random_array(rng: np.random.Generator, shape, dtype=np.float32, low=-2.0, hi
 IR_VERSION = 10
 
 
+def registry_entries() -> list[dict]:
+    """The EP's op registry as the registry-dump tool prints it (one dict per entry: domain,
+    op_type, min_opset, max_opset, by_prefix, shape_keyed). The tool is $ORTMLX_REGISTRY_DUMP, or
+    `ortmlx_registry_dump` next to the library (the build tree)."""
+    import subprocess
+    from pathlib import Path
+
+    exe = os.environ.get("ORTMLX_REGISTRY_DUMP") or str(
+        Path(ortmlx.library_path()).parent / "ortmlx_registry_dump")
+    out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def registered_op_types(domain: str = "") -> set[str]:
+    """Op types the registry knows in `domain` ("" = ONNX's default domain)."""
+    return {e["op_type"] for e in registry_entries() if e["domain"] == domain}
+
+
 def make_model(graph, opset: int = 21, extra_opsets=None, functions=None, check=True):
     """onnx ModelProto with an IR version ORT accepts, checked by onnx.checker."""
     import onnx
