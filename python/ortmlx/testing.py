@@ -27,8 +27,17 @@ class EpReport:
         return self.raw.get("fused", {})
 
     def assigned_nodes(self) -> set[str]:
-        """Names of the model nodes ORT assigned to the EP (inside fused nodes)."""
+        """Names of the model nodes ORT assigned to the EP (inside fused nodes). Unnamed nodes
+        share the name "": count with assigned_count()."""
         return {n for f in self.fused.values() for n in f["nodes"]}
+
+    def assigned_count(self) -> int:
+        """How many model nodes ORT assigned to the EP (unnamed nodes included)."""
+        return sum(len(f["nodes"]) for f in self.fused.values())
+
+    def executed_count(self) -> int:
+        """How many model nodes ran on the EP at least once (unnamed nodes included)."""
+        return sum(len(f["nodes"]) for f in self.fused.values() if f["runs"] > 0)
 
     def executed_nodes(self) -> set[str]:
         """Names of nodes inside fused nodes that ran at least once."""
@@ -38,11 +47,11 @@ class EpReport:
         return {op for f in self.fused.values() if f["runs"] > 0 for op in f["op_types"]}
 
     def total_nodes(self) -> int:
-        """Nodes ORT offered to the EP in its final GetCapability pass (its optimised graph),
-        summed over graphs; earlier passes that ORT superseded (e.g. before inlining a
-        function) are not counted."""
-        return sum(c["total_nodes"] for c in self.raw.get("claims", {}).values()
-                   if not c.get("superseded", False))
+        """Nodes of ORT's final graph, summed over graphs: those offered to the EP in the latest
+        GetCapability pass plus those inside the EP's fused nodes that the pass kept from
+        earlier ones (ORT asks again after inlining a function the EP refused)."""
+        return sum(c["total_nodes"] + c.get("kept_nodes", 0)
+                   for c in self.raw.get("claims", {}).values() if c.get("latest", True))
 
     def refused(self) -> dict:
         """{op_type: {count, reason, nodes}} merged over all graphs."""

@@ -58,10 +58,22 @@ void SessionReport::record_claim(const std::string& graph_key, ClaimSummary summ
         auto jt = summary.refused.find(op);
         same = same && jt != summary.refused.end() && jt->second.count == r.count;
       }
-    if (!same)
-      earlier_[graph_key + " (earlier pass " + std::to_string(earlier_.size() + 1) + ")"] = old;
+    if (!same) {
+      const bool kept = !summary.kept_fused.empty();
+      earlier_[graph_key + " (earlier pass " + std::to_string(earlier_.size() + 1) + ")"] = {
+          old, kept};
+    }
   }
   claims_[graph_key] = std::move(summary);
+}
+
+size_t SessionReport::kept_nodes(const ClaimSummary& c) const {
+  size_t n = 0;
+  for (const auto& name : c.kept_fused) {
+    auto it = fused_.find(name);
+    if (it != fused_.end()) n += it->second.nodes.size();
+  }
+  return n;
 }
 
 void SessionReport::record_fused(const std::string& fused_name, std::vector<std::string> nodes,
@@ -145,7 +157,10 @@ int64_t SessionReport::counter(const std::string& name) const {
 
 void SessionReport::claim_text(std::ostream& os, const std::string& graph, const ClaimSummary& c) {
   os << "[ortmlx] claim: graph '" << graph << "': " << c.claimed_nodes << "/" << c.total_nodes
-     << " nodes claimed in " << c.clusters << " cluster(s)\n";
+     << " nodes claimed in " << c.clusters << " cluster(s)";
+  if (!c.kept_fused.empty())
+    os << "; " << c.kept_fused.size() << " fused node(s) of an earlier pass kept";
+  os << "\n";
   for (const auto& [op, r] : c.refused) {
     os << "[ortmlx]   refused " << op << " x" << r.count << ": " << r.first_reason << " [";
     for (size_t i = 0; i < r.nodes.size(); ++i) os << (i ? ", " : "") << r.nodes[i];
@@ -198,9 +213,10 @@ std::string SessionReport::summary_text() const {
   size_t total = 0, claimed = 0, clusters = 0;
   std::map<std::string, Refusal> refused;
   for (const auto& [graph, c] : claims_) {
-    total += c.total_nodes;
-    claimed += c.claimed_nodes;
-    clusters += c.clusters;
+    // The latest pass per graph, plus what it kept from earlier passes.
+    total += c.total_nodes + kept_nodes(c);
+    claimed += c.claimed_nodes + kept_nodes(c);
+    clusters += c.clusters + c.kept_fused.size();
     for (const auto& [op, r] : c.refused) {
       auto& agg = refused[op];
       if (agg.count == 0) agg.first_reason = r.first_reason;
@@ -291,16 +307,20 @@ std::string SessionReport::to_json() const {
      << mlx_active_ << ",\"peak\":" << mlx_peak_ << ",\"cache\":" << mlx_cache_
      << "},\"claims\":{";
   bool first = true;
-  std::vector<std::tuple<const std::string*, const ClaimSummary*, bool>> passes;
-  for (const auto& [graph, c] : claims_) passes.emplace_back(&graph, &c, false);
-  for (const auto& [graph, c] : earlier_) passes.emplace_back(&graph, &c, true);
-  for (const auto& [graph_ptr, c_ptr, superseded] : passes) {
+  // (key, pass, latest, superseded)
+  std::vector<std::tuple<const std::string*, const ClaimSummary*, bool, bool>> passes;
+  for (const auto& [graph, c] : claims_) passes.emplace_back(&graph, &c, true, false);
+  for (const auto& [graph, e] : earlier_) passes.emplace_back(&graph, &e.first, false, !e.second);
+  for (const auto& [graph_ptr, c_ptr, latest, superseded] : passes) {
     const std::string& graph = *graph_ptr;
     const ClaimSummary& c = *c_ptr;
-    os << (first ? "" : ",") << "\"" << json_escape(graph)
-       << "\":{\"superseded\":" << (superseded ? "true" : "false")
+    os << (first ? "" : ",") << "\"" << json_escape(graph) << "\":{\"latest\":"
+       << (latest ? "true" : "false") << ",\"superseded\":" << (superseded ? "true" : "false")
        << ",\"total_nodes\":" << c.total_nodes << ",\"claimed_nodes\":" << c.claimed_nodes
-       << ",\"clusters\":" << c.clusters << ",\"claimed\":";
+       << ",\"clusters\":" << c.clusters << ",\"kept_fused\":";
+    str_list(c.kept_fused);
+    os << ",\"kept_nodes\":" << kept_nodes(c) << ",\"other_ep_nodes\":" << c.other_ep_nodes
+       << ",\"claimed\":";
     str_list(c.claimed);
     os << ",\"refused\":{";
     bool f2 = true;

@@ -18,11 +18,15 @@ struct Refusal {
 };
 
 struct ClaimSummary {
-  size_t total_nodes = 0;
+  size_t total_nodes = 0;  // nodes offered in this pass (not yet assigned to an EP)
   size_t claimed_nodes = 0;
   size_t clusters = 0;
   std::map<std::string, Refusal> refused;  // by qualified op type
   std::vector<std::string> claimed;        // node names
+  // A later pass (ORT asks again after inlining a function the EP refused) shows the EP's own
+  // fused nodes of earlier passes: kept, neither offered nor refused. Nodes of other EPs: counted.
+  std::vector<std::string> kept_fused;  // names of this EP's fused nodes in the graph
+  size_t other_ep_nodes = 0;
 };
 
 // What one Compute did (filled by plugin/compute.cpp from the executor's RunStats).
@@ -77,7 +81,11 @@ class SessionReport {
   size_t mlx_active_ = 0, mlx_peak_ = 0, mlx_cache_ = 0;
   mutable std::mutex write_mu_;                  // serialises write_json
   std::map<std::string, ClaimSummary> claims_;   // latest GetCapability pass per graph
-  std::map<std::string, ClaimSummary> earlier_;  // superseded passes that answered differently
+  // Earlier passes that answered differently: kept (a later pass still holds their fused nodes,
+  // so their claims stand) or superseded (ORT started over, e.g. before an optimisation).
+  std::map<std::string, std::pair<ClaimSummary, bool>> earlier_;  // key -> (pass, kept)
+  // Nodes inside the fused nodes a pass kept from earlier passes (needs mu_ held).
+  size_t kept_nodes(const ClaimSummary& c) const;
   struct Fused {
     std::vector<std::string> nodes;
     std::vector<std::string> op_types;

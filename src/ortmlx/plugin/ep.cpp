@@ -4,6 +4,7 @@
 #include <iostream>
 #include <limits>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "ortmlx/engine/device/device_memory.h"
@@ -139,6 +140,18 @@ void MlxEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* info) {
   summary.total_nodes = view.nodes.size();
   std::vector<bool> claimed(view.nodes.size(), false);
   for (const NodeView& node : view.nodes) {
+    // A later pass shows nodes ORT already assigned: this EP's fused nodes of an earlier pass
+    // (kept, not offered) or another EP's. Neither is offered, so neither is refused.
+    const char* assigned_ep = nullptr;
+    ORTMLX_CHECK(g_ort->Node_GetEpName(read.ort_nodes[node.index], &assigned_ep));
+    if (assigned_ep != nullptr && *assigned_ep != '\0') {
+      if (std::string_view(assigned_ep) == kEpName)
+        summary.kept_fused.push_back(node.name);
+      else
+        summary.other_ep_nodes++;
+      summary.total_nodes--;
+      continue;
+    }
     ClaimResult r = registry.claim(view, node);
     if (r.ok) {
       claimed[node.index] = true;
