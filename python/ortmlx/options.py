@@ -18,7 +18,7 @@ PREFIX = "ep.mlxexecutionprovider."
 class Option:
     key: str      # provider option key (after PREFIX)
     env: str      # environment variable (same names as the reference MLX EP)
-    kind: str     # "flag", "path", "integer", "auto|flag" or "auto|kernel|blocked"
+    kind: str     # "flag", "path", "integer", "auto|flag", "auto|kernel|blocked", "auto|all"
     meaning: str
     example: str  # a valid value (tests create a session with it)
 
@@ -52,6 +52,10 @@ OPTIONS: tuple[Option, ...] = (
            "AttentionVJP beyond the dense limit: kernel (fused CPU kernel; an error on GPU "
            "backends), blocked (MLX ops by query blocks, any backend) or auto (default: kernel on "
            "MLX CPU, blocked on GPU backends)", "blocked"),
+    Option("cpu_claim", "ONNXRUNTIME_EP_MLX_CPU_CLAIM", "auto|all",
+           "what the EP claims on MLX's CPU backend: auto (default: only what runs at least as "
+           "fast there as on ORT's CPU EP, today the AttentionVJP training kernels) or all (every "
+           "node it can run exactly); GPU backends claim everything they can", "all"),
     Option("tf32", "ONNXRUNTIME_EP_MLX_TF32", "flag",
            "TF32 fp32 matmuls on CUDA (default off: exact fp32); process-wide, decided when the "
            "library loads: a session value that differs from the process mode fails", "0"),

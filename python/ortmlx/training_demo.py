@@ -118,7 +118,7 @@ def main(seed: int = 0, steps: int = 5) -> bool:
     cpu_losses, cpu_final = _train(lambda f: cpu.run(None, f), feeds, steps)
 
     claimed = CONTRACT_NODE in report.executed_nodes()
-    on_ep, total = len(report.executed_nodes()), report.total_nodes()
+    on_ep, total = report.executed_count(), report.total_nodes()
     diff = max(float(np.max(np.abs(ep_final[k].astype(np.float64) - cpu_final[k])))
                for k in ("wq", "wk", "wv"))
     print(f"== training step with AttentionVJP (B{BATCH} S{SEQ} E{EMBED} H{HEADS}, causal, "

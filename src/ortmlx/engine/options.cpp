@@ -36,6 +36,10 @@ const std::vector<OptionSpec>& option_specs() {
        "AttentionVJP beyond the dense limit: kernel (fused CPU kernel; an error on GPU backends), "
        "blocked (MLX ops by query blocks, any backend) or auto (default: kernel on MLX CPU, "
        "blocked on GPU backends)"},
+      {"cpu_claim", "ONNXRUNTIME_EP_MLX_CPU_CLAIM", "auto|all",
+       "what the EP claims on MLX's CPU backend: auto (default: only what runs at least as fast "
+       "there as on ORT's CPU EP, today the AttentionVJP training kernels) or all (every node it "
+       "can run exactly); GPU backends claim everything they can"},
       {"tf32", "ONNXRUNTIME_EP_MLX_TF32", "flag",
        "TF32 fp32 matmuls on CUDA (default off: exact fp32); process-wide, decided when the "
        "library loads: a session value that differs from the process mode fails"},
@@ -87,6 +91,15 @@ EpOptions::AttentionVjpTiled parse_tiled(const OptionSpec& spec, const std::stri
   if (l == "blocked") return Tiled::kBlocked;
   throw std::invalid_argument(origin(spec, from_session) + "='" + v +
                               "': expected auto, kernel or blocked");
+}
+
+// auto | all, either case; an empty environment value means auto.
+EpOptions::CpuClaim parse_cpu_claim(const OptionSpec& spec, const std::string& v,
+                                    bool from_session) {
+  const std::string l = lower(v);
+  if (l == "auto" || (l.empty() && !from_session)) return EpOptions::CpuClaim::kAuto;
+  if (l == "all") return EpOptions::CpuClaim::kAll;
+  throw std::invalid_argument(origin(spec, from_session) + "='" + v + "': expected auto or all");
 }
 
 uint64_t parse_count(const OptionSpec& spec, const std::string& v, bool from_session,
@@ -149,6 +162,8 @@ EpOptions EpOptions::resolve(
         o.attention_vjp_native = from_session ? parse_strict_flag(spec, *v) : parse_flag(*v);
     } else if (key == "tf32") {
       if (!v->empty() || from_session) o.tf32 = flag();
+    } else if (key == "cpu_claim") {
+      o.cpu_claim = parse_cpu_claim(spec, *v, from_session);
     } else if (key == "attention_vjp_tiled") {
       o.attention_vjp_tiled = parse_tiled(spec, *v, from_session);
     } else if (key == "attention_vjp_dense_limit_bytes") {

@@ -45,6 +45,13 @@ struct EpOptions {
   // (a clear error on GPU backends); kBlocked = blocked MLX ops on any backend (tests, A/B).
   enum class AttentionVjpTiled { kAuto, kKernel, kBlocked };
   AttentionVjpTiled attention_vjp_tiled = AttentionVjpTiled::kAuto;
+  // What the EP claims on MLX's CPU backend: kAuto = only the op entries measured at least as
+  // fast there as on ORT's CPU EP (OpEntry::cpu_default: the fused training kernels); the rest
+  // is left to ORT's CPU EP, so adding the EP never slows a model down on a CPU-only machine.
+  // kAll = every node the EP can run exactly (tests, and users who want MLX anyway). GPU
+  // backends always claim everything they can.
+  enum class CpuClaim { kAuto, kAll };
+  CpuClaim cpu_claim = CpuClaim::kAuto;
   // TF32 matmuls on CUDA. MLX reads its switch once per process, so the mode is decided when the
   // library loads (device::init_precision_mode, from the environment variable); a session value
   // is only a check against it. nullopt = not given by the session.

@@ -190,6 +190,8 @@ void register_attention_vjp_ops(OpRegistry& r) {
   e.claim = attention_vjp::claim;
   e.translate = translate;
   e.shape_keyed = true;
+  // The fused CPU kernel beats ORT CPU running the body (bench/results/attention_vjp.md).
+  e.cpu_default = true;
   e.shape_key_reason =
       "the dense/tiled choice and the fused kernels' tiles, work split and output shapes depend "
       "on concrete B, Sq and Sk (custom kernels have no shapeless output_shapes)";

@@ -136,6 +136,10 @@ void MlxEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* info) {
   const GraphView& view = read.view;
   const OpRegistry& registry = OpRegistry::global();
 
+  // cpu_claim=auto on MLX's CPU backend: claim only entries measured at least as fast as ORT's
+  // CPU EP there (OpEntry::cpu_default), leave the rest to ORT's CPU EP.
+  const bool cpu_policy = options_.cpu_claim == EpOptions::CpuClaim::kAuto &&
+                          std::string_view(device::mlx_backend()) == "cpu";
   ClaimSummary summary;
   summary.total_nodes = view.nodes.size();
   std::vector<bool> claimed(view.nodes.size(), false);
@@ -153,6 +157,13 @@ void MlxEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* info) {
       continue;
     }
     ClaimResult r = registry.claim(view, node);
+    if (r.ok && cpu_policy) {
+      const OpEntry* entry = registry.find(node.domain, node.op_type, node.since_version);
+      if (entry && !entry->cpu_default)
+        r = ClaimResult::no(
+            "left to ORT's CPU EP: on MLX's CPU backend the EP claims only what runs at least as "
+            "fast as ORT's CPU EP (cpu_claim=auto; cpu_claim=all claims it)");
+    }
     if (r.ok) {
       claimed[node.index] = true;
       summary.claimed_nodes++;

@@ -58,6 +58,9 @@ struct OpEntry {
   ClaimFn claim;
   TranslateFn translate;
   bool by_prefix = false;
+  // Claimed on MLX's CPU backend under the default policy (option cpu_claim=auto): only entries
+  // measured at least as fast there as ORT's CPU EP (bench/results) set it.
+  bool cpu_default = false;
   // Shape-keyed ops need concrete input shapes when traced (custom kernels, grids).
   bool shape_keyed = false;
   std::string shape_key_reason;
