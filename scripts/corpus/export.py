@@ -16,6 +16,7 @@ import io
 import sys
 import traceback
 import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -142,7 +143,7 @@ def hf_distilbert():
     return Wrap(m, [n for n, _ in ins], ["last_hidden_state"]), ins, ["last_hidden_state"]
 
 
-def _gpt2():
+def hf_gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
     cfg = GPT2Config(vocab_size=100, n_embd=32, n_layer=2, n_head=2, n_positions=32, n_inner=64,
                      use_cache=False)
@@ -203,8 +204,8 @@ MODELS = {
     "vit": (tv_vit, "torchscript"),
     "bert": (hf_bert, "torchscript"),
     "distilbert": (hf_distilbert, "torchscript"),
-    "gpt2": (_gpt2, "torchscript"),
-    "gpt2_dynamo": (_gpt2, "dynamo"),
+    "gpt2": (hf_gpt2, "torchscript"),
+    "gpt2_dynamo": (hf_gpt2, "dynamo"),
     "t5": (hf_t5, "torchscript"),
     "whisper_encoder": (hf_whisper_encoder, "torchscript"),
     "whisper": (hf_whisper, "torchscript"),
@@ -253,6 +254,10 @@ def masks_for_tracing():
     finally:
         (mu._is_torch_greater_or_equal_than_2_6, mu.sdpa_mask,
          mu.AttentionMaskInterface._global_mapping["sdpa"]) = saved
+
+
+def zlib_seed(name: str) -> int:
+    return zlib.crc32(name.encode())
 
 
 def export_one(name: str) -> dict:
@@ -316,11 +321,6 @@ def check_against_torch(model, specs, args, want) -> float:
         err = max(err, float(np.max(np.abs(g - w))))
         np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4)
     return err
-
-
-def zlib_seed(name: str) -> int:
-    import zlib
-    return zlib.crc32(name.encode())
 
 
 def main(argv: list[str]) -> int:
