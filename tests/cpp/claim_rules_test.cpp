@@ -134,11 +134,13 @@ TEST(ClaimRules, GemmThreeDimensional) {
   expect_refused(o, "2-D");
 }
 
-TEST(ClaimRules, CastRoundMode) {
+// round_mode only applies to float8e8m0 targets (ONNX Cast 24/25), which are never claimed;
+// ORT's inliner writes it on the Cast that replaces CastLike.
+TEST(ClaimRules, CastRoundModeOnlyMattersForFloat8) {
   OneNode o("Cast", 24);
   o.input("x", f32({3})).output("y", info(ElemType::kFloat16, {3}));
   o.attr("to", int64_t{10}).attr("round_mode", std::string("up"));
-  expect_refused(o, "round_mode");
+  EXPECT_TRUE(o.claim().ok) << o.claim().reason;
 }
 
 TEST(ClaimRules, ReduceRepeatedAxes) {
