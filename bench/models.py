@@ -69,7 +69,8 @@ def worker(config: str, names: list[str], runs: int, warmup: int) -> None:
                "outputs": [o.astype(np.float64).ravel()[:4096].tolist() for o in out]}
         if ep_run is not None:
             report = ep_run.report()
-            rec.update(on_ep=report.executed_count(), total=corpus.graph_nodes(report))
+            rec.update(on_ep=report.executed_count(), total=corpus.graph_nodes(report),
+                       fused=sum(1 for f in report.fused.values() if f["runs"] > 0))
             ep_run.close()
         print(json.dumps(rec), flush=True)
 
@@ -117,6 +118,9 @@ def versions() -> str:
                                        capture_output=True, text=True).stdout.strip()
     except OSError:
         pass
+    lib = ortmlx.library_path()
+    built = datetime.datetime.fromtimestamp(os.path.getmtime(lib), datetime.timezone.utc)
+    out["library"] = f"{os.path.relpath(lib, ROOT)} (built {built:%Y-%m-%d %H:%M} UTC)"
     return ", ".join(f"{k} {v}" for k, v in out.items())
 
 
@@ -144,7 +148,9 @@ def main() -> int:
         worker(args.worker, names, args.runs, args.warmup)
         return 0
 
+    load_before = os.getloadavg()
     results = {c: run_config(c, names, args.runs, args.warmup) for c in CONFIGS}
+    load_after = os.getloadavg()
     cpu, ep, ep_all = (results[c] for c in CONFIGS)
     rows = []
     for n in names:
@@ -157,8 +163,8 @@ def main() -> int:
             return f"{r['ms']:.3f}" if r else "failed"
 
         rows.append(f"| {n} | {c['nodes'] if c else '?'} | {ms(c)} | {share(e)} | {ms(e)} | "
-                    f"{fmt_ratio(e, c)} | {share(a)} | {ms(a)} | {fmt_ratio(a, c)} | "
-                    f"{max_diff(a, c):.1e} |")
+                    f"{fmt_ratio(e, c)} | {share(a)} | {a['fused'] if a else '?'} | {ms(a)} | "
+                    f"{fmt_ratio(a, c)} | {max_diff(a, c):.1e} |")
         print(rows[-1], flush=True)
 
     cmd = "python bench/models.py " + " ".join(sys.argv[1:])
@@ -167,7 +173,8 @@ def main() -> int:
         "",
         f"Command: `.venv/bin/{cmd.strip()}`  ",
         f"Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC  ",
-        f"Machine: {machine()}  ",
+        f"Machine: {machine()}; load average (1 min) {load_before[0]:.1f} before, "
+        f"{load_after[0]:.1f} after  ",
         f"Versions: {versions()}",
         "",
         "Models: tests/corpus (small configs of real architectures, random weights; see "
@@ -177,18 +184,20 @@ def main() -> int:
         "default settings; *EP claim=all*: `ONNXRUNTIME_EP_MLX_CPU_CLAIM=all`. *on EP*: model "
         "nodes that ran on the EP / nodes of ORT's graph. *ratio* = EP ms / CPU ms (<1: the EP "
         "is faster). *max abs diff*: EP claim=all vs ORT CPU on the first 4096 values of each "
-        "output. The machine is shared with other jobs: read the ratios, not the absolute times.",
+        "output. *parts*: fused EP partitions that ran (each costs a hand-off to the MLX thread "
+        "and back per run). The machine is shared with other jobs: read the ratios, not the "
+        "absolute times.",
         "",
         "| model | nodes | ORT CPU ms | on EP (default) | EP default ms | ratio | on EP (all) | "
-        "EP all ms | ratio | max abs diff |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "parts | EP all ms | ratio | max abs diff |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
     ]
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     plot = os.path.splitext(args.out)[0] + ".png"
     note = write_plot(plot, names, cpu, ep, ep_all)
     if note:
         lines += ["", note]
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
