@@ -1,8 +1,10 @@
 import numpy as np
+import onnx
 import pytest
+from onnx import helper
 
-from opcheck import check_on_ep, refusal, single_node_model
-from ortmlx.testing import EpRun, assert_ran_on_ep, random_array
+from opcheck import NP_TO_ONNX, check_on_ep, refusal, single_node_model
+from ortmlx.testing import EpRun, assert_ran_on_ep, make_model, random_array
 
 
 def run_on_ep(model, feeds):
@@ -171,3 +173,124 @@ def test_gemm_alpha_zero_keeps_nan_and_inf_of_a_and_b(rng):
                                         attrs={"alpha": 0.0, "beta": 2.0}),
                       {"a": a, "b": b, "c": c})
     assert np.isnan(got[0][1]).all() and np.isnan(got[0][:, 3]).all()
+
+
+# float32 on MLX's CPU backend runs through the OpenBLAS primitive (src/ortmlx/ops/matmul_cpu.h):
+# batch folding (B shared by every batch), per-batch loops with broadcasting on either side,
+# transposed and non-BLAS-layout operands (views made by a Transpose node on the EP), and the
+# A/B switch back to MLX's matmul.
+BLAS_SHAPES = [
+    ((1, 128, 96), (96, 80)),  # folds into one sgemm
+    ((8, 16, 16), (16, 16)),
+    ((2, 3, 5, 4), (4, 6)),  # two batch axes fold
+    ((1, 5, 4), (3, 4, 2)),  # A broadcast over the batch
+    ((2, 1, 3, 4), (1, 5, 4, 2)),  # both broadcast, middle axes
+    ((3, 1, 4), (3, 4, 1)),  # M = N = 1 per batch
+    ((4, 5, 0), (4, 0, 3)),  # K = 0 with batches: zeros
+    ((64, 33), (33, 17)),
+    # Over the per-thread work threshold (4 MFLOP): split across threads by batch, or by blocks
+    # of rows (folded, and not folded with one batch).
+    ((3, 100, 200), (3, 200, 150)),
+    ((1, 300, 256), (256, 200)),
+    ((1, 1, 301, 256), (1, 256, 199)),
+]
+
+
+def sum_atol(k):
+    """Absolute tolerance for a float32 sum of k products of values in [-2, 2]: the order of the
+    additions differs between OpenBLAS and ORT's MLAS, and the rounding error grows with k."""
+    return 1e-5 * max(1.0, k / 32)
+
+
+@pytest.mark.parametrize("shapes", BLAS_SHAPES, ids=str)
+def test_matmul_blas_shapes(shapes, rng):
+    a = random_array(rng, shapes[0])
+    b = random_array(rng, shapes[1])
+    check_on_ep(single_node_model("MatMul", {"a": a, "b": b}), {"a": a, "b": b}, rtol=1e-5,
+                atol=sum_atol(shapes[0][-1]))
+
+
+def transpose_matmul_model(a, b, perm_a, perm_b):
+    """Transpose(a) @ Transpose(b), both Transposes on the EP: MatMul sees strided views."""
+    nodes, ins = [], []
+    names = []
+    for name, x, perm in (("a", a, perm_a), ("b", b, perm_b)):
+        ins.append(helper.make_tensor_value_info(name, NP_TO_ONNX[x.dtype], list(x.shape)))
+        if perm is None:
+            names.append(name)
+        else:
+            nodes.append(helper.make_node("Transpose", [name], [name + "t"], perm=list(perm),
+                                          name="t" + name))
+            names.append(name + "t")
+    nodes.append(helper.make_node("MatMul", names, ["y"], name="node"))
+    graph = helper.make_graph(nodes, "g", ins, [onnx.ValueInfoProto(name="y")])
+    model = onnx.shape_inference.infer_shapes(make_model(graph, opset=21, check=False))
+    return model, [n.name for n in nodes]
+
+
+@pytest.mark.parametrize("case", [
+    # (a shape, perm a, b shape, perm b)
+    ((4, 6), (1, 0), (4, 5), None),  # A^T: CblasTrans
+    ((6, 4), None, (5, 4), (1, 0)),  # B^T
+    ((2, 4, 6), (0, 2, 1), (2, 5, 4), (0, 2, 1)),  # both, batched
+    ((6, 3, 4), (1, 0, 2), (4, 5), None),  # batch axis moved: row stride 3*4
+    ((6, 4, 3), (2, 0, 1), (3, 4, 5), (0, 1, 2)),  # neither axis unit-stride: packed copy
+    ((1, 6, 4), (0, 2, 1), (3, 6, 5), None),  # transposed A broadcast over the batch
+], ids=str)
+def test_matmul_strided_operands(case, rng):
+    sa, pa, sb, pb = case
+    a = random_array(rng, sa)
+    b = random_array(rng, sb)
+    model, names = transpose_matmul_model(a, b, pa, pb)
+    check_on_ep(model, {"a": a, "b": b}, node_names=names, rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_nan_and_inf_propagate(rng):
+    a = random_array(rng, (3, 6, 8))
+    b = random_array(rng, (8, 5))
+    a[1, 2, 3] = np.nan
+    b[4, 1] = np.inf
+    got = check_on_ep(single_node_model("MatMul", {"a": a, "b": b}), {"a": a, "b": b}, rtol=1e-5, atol=1e-5)
+    assert np.isnan(got[0][1, 2]).all()
+
+
+def test_matmul_mlx_switch_gives_same_result(rng, monkeypatch):
+    """ORTMLX_INTERNAL_CPU_MATMUL=mlx (the bench's A/B switch) uses MLX's matmul instead."""
+    a = random_array(rng, (2, 7, 9))
+    b = random_array(rng, (9, 3))
+    model = single_node_model("MatMul", {"a": a, "b": b})
+    blas = run_on_ep(model, {"a": a, "b": b})[0]
+    monkeypatch.setenv("ORTMLX_INTERNAL_CPU_MATMUL", "mlx")
+    mlx = run_on_ep(model, {"a": a, "b": b})[0]
+    np.testing.assert_allclose(blas, mlx, rtol=1e-5, atol=1e-5)
+
+
+GEMM_BLAS_CASES = [
+    ((33, 20, 17), 1, 1, 0.5, -1.25, (17,)),
+    ((16, 64, 40), 0, 1, 1.0, 1.0, (16, 40)),
+    ((16, 64, 40), 1, 0, 2.0, 0.0, (16, 40)),  # beta = 0: C unused
+    ((5, 7, 3), 0, 0, -1.0, 1.0, (5, 1)),
+    ((5, 7, 3), 1, 1, 1.0, 3.0, (1, 1)),
+    ((8, 12, 4), 0, 0, 1.0, 1.0, None),
+    ((0, 4, 5), 1, 1, 1.0, 1.0, (5,)),  # M = 0
+    ((3, 4, 0), 0, 0, 1.0, 1.0, (3, 1)),  # N = 0
+    ((300, 256, 200), 1, 0, 1.0, 1.0, (200,)),  # row blocks of a transposed A, on threads
+    ((301, 256, 199), 0, 1, 0.5, 2.0, (301, 199)),
+]
+
+
+@pytest.mark.parametrize("case", GEMM_BLAS_CASES, ids=str)
+def test_gemm_blas(case, rng):
+    inputs, attrs = gemm_inputs(rng, case)
+    check_on_ep(single_node_model("Gemm", inputs, attrs=attrs), inputs, rtol=1e-5,
+                atol=sum_atol(case[0][1]) * max(1.0, abs(case[3])))
+
+
+def test_gemm_nan_in_c_propagates(rng):
+    a = random_array(rng, (4, 6))
+    b = random_array(rng, (6, 5))
+    c = random_array(rng, (5,))
+    c[2] = np.nan
+    got = check_on_ep(single_node_model("Gemm", {"a": a, "b": b, "c": c}, attrs={"beta": 0.5}),
+                      {"a": a, "b": b, "c": c})
+    assert np.isnan(got[0][:, 2]).all() and np.isfinite(np.delete(got[0], 2, axis=1)).all()

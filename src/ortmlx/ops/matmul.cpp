@@ -1,6 +1,9 @@
 // MatMul family: MatMul (numpy semantics, batched broadcasting) and Gemm (2-D, alpha/beta/trans).
 // MLX matmul has float kernels only (no integer path), so integer forms stay on ORT CPU.
+// float32 products on MLX's CPU backend go through OpenBLAS (matmul_cpu.h): the mlx-cpu wheel's
+// matmul runs on the reference BLAS.
 #include "ortmlx/ops/common.h"
+#include "ortmlx/ops/matmul_cpu.h"
 #include "ortmlx/ops/ops.h"
 
 namespace ortmlx {
@@ -37,7 +40,7 @@ void translate_matmul(TranslationContext& ctx, const NodeDesc& n) {
   if (a.shape(-1) != b.shape(-2))
     throw std::runtime_error("MatMul inner dimensions differ: " + std::to_string(a.shape(-1)) +
                              " vs " + std::to_string(b.shape(-2)));
-  mx::array y = mx::matmul(a, b, s);
+  mx::array y = matmul_any(a, b, s);
   if (a_vec && b_vec) {
     mx::Shape out(y.shape().begin(), y.shape().end() - 2);
     y = mx::reshape(y, out, s);
@@ -99,16 +102,23 @@ void translate_gemm(TranslationContext& ctx, const NodeDesc& n) {
     if (!ok) throw std::runtime_error("Gemm C is not broadcastable to (M, N)");
     c = mx::broadcast_to(c, {m, nn}, s);
     if (alpha != 0.0f) {
-      ctx.bind_output(n, 0, mx::addmm(c, a, b, alpha, beta, s));
+      if (use_blas_matmul(s, a.dtype()) && c.dtype() == a.dtype() && b.dtype() == a.dtype())
+        ctx.bind_output(n, 0, blas_matmul(a, b, s, alpha, c, beta));
+      else
+        ctx.bind_output(n, 0, mx::addmm(c, a, b, alpha, beta, s));
       return;
     }
-    // alpha == 0: addmm hands alpha to BLAS, which then skips A B altogether, so NaN or Inf in A
-    // or B would vanish; ORT (and IEEE: 0 * NaN) keeps them. Multiply explicitly.
-    mx::array y = mx::multiply(mx::matmul(a, b, s), mx::array(0.0f, a.dtype()), s);
+    // alpha == 0: addmm (and sgemm) hand alpha to BLAS, which then skips A B altogether, so NaN
+    // or Inf in A or B would vanish; ORT (and IEEE: 0 * NaN) keeps them. Multiply explicitly.
+    mx::array y = mx::multiply(matmul_any(a, b, s), mx::array(0.0f, a.dtype()), s);
     ctx.bind_output(n, 0, mx::add(y, mx::multiply(c, mx::array(beta, c.dtype()), s), s));
     return;
   }
-  mx::array y = mx::matmul(a, b, s);
+  if (alpha != 0.0f && use_blas_matmul(s, a.dtype()) && b.dtype() == a.dtype()) {
+    ctx.bind_output(n, 0, blas_matmul(a, b, s, alpha));
+    return;
+  }
+  mx::array y = matmul_any(a, b, s);
   if (alpha != 1.0f) y = mx::multiply(y, mx::array(alpha, y.dtype()), s);
   ctx.bind_output(n, 0, y);
 }

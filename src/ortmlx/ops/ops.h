@@ -7,6 +7,7 @@ class OpRegistry;
 
 void register_elementwise_ops(OpRegistry& r);  // arithmetic, unary math, activations
 void register_matmul_ops(OpRegistry& r);       // MatMul, Gemm
+void register_einsum_ops(OpRegistry& r);       // Einsum (one or two operands, no ellipsis)
 void register_shape_ops(
     OpRegistry& r);  // Reshape, Transpose, (Un)Squeeze, Flatten, Concat, Identity
 void register_cast_ops(OpRegistry& r);           // Cast
