@@ -210,6 +210,7 @@ MODELS = {
     "whisper_encoder": (hf_whisper_encoder, "torchscript"),
     "whisper": (hf_whisper, "torchscript"),
     "llama": (hf_llama, "torchscript"),
+    "llama_dynamo": (hf_llama, "dynamo"),
 }
 
 

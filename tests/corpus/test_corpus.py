@@ -39,6 +39,7 @@ KNOWN_GAPS: dict[str, str] = {
     "whisper_encoder": "refused: Conv",
     "whisper": "refused: Conv, Gather, IsNaN, Where",
     "llama": "refused: And, Expand, Gather, IsNaN, Slice, Where",
+    "llama_dynamo": "refused: And, Expand, Gather, GatherND, IsNaN, Slice, Where",
 }
 
 # name -> summary line (printed by conftest.pytest_terminal_summary)
