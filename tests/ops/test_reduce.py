@@ -7,8 +7,10 @@ from opcheck import check_on_ep, refusal, single_node_model
 from ortmlx.testing import EpRun, assert_ran_on_ep, make_model, random_array
 
 # Opset where the axes move from an attribute to an input.
-INPUT_AXES_OPSET = {"ReduceSum": 13, "ReduceMean": 18}
-OPSETS = {"ReduceSum": [11, 13], "ReduceMean": [13, 18]}
+NEW_OPS = ["ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+           "ReduceLogSumExp", "ReduceSumSquare"]
+INPUT_AXES_OPSET = {"ReduceSum": 13, "ReduceMean": 18, **{op: 18 for op in NEW_OPS}}
+OPSETS = {"ReduceSum": [11, 13], "ReduceMean": [13, 18], **{op: [13, 18] for op in NEW_OPS}}
 
 
 def reduce_model(op, x, axes, keepdims=None, noop=None, opset=21):
@@ -161,3 +163,171 @@ def test_reduce_sum_int64_is_exact_beyond_2_53():
     finally:
         run.close()
     assert got.tolist() == [2**53 + 2, 2**62 - 2, 2**63 - 2]
+
+
+# ---------------------------------------------------------------- the other eight reductions
+
+
+def _data_for(op, rng, shape, dtype=np.float32):
+    # LogSum needs a positive sum; Prod stays in a moderate range.
+    if op == "ReduceLogSum":
+        return random_array(rng, shape, dtype, low=0.1, high=2.0)
+    if op == "ReduceProd":
+        return random_array(rng, shape, dtype, low=-1.5, high=1.5)
+    return random_array(rng, shape, dtype)
+
+
+@pytest.mark.parametrize("op", NEW_OPS)
+@pytest.mark.parametrize("opset_idx", [0, 1], ids=["axes-attr", "axes-input"])
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_reduce_new_ops(op, opset_idx, case, rng):
+    shape, axes, keepdims = case
+    x = _data_for(op, rng, shape)
+    model = reduce_model(op, x, axes, keepdims=keepdims, opset=OPSETS[op][opset_idx])
+    check_on_ep(model, {"x": x}, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", NEW_OPS)
+@pytest.mark.parametrize("axes", [None, []], ids=["absent", "empty"])
+@pytest.mark.parametrize("noop", [0, 1])
+def test_reduce_new_ops_empty_axes(op, axes, noop, rng):
+    # With noop=1 ORT still applies the per-element part (|x|, x^2, log x): negative data too.
+    x = random_array(rng, (2, 3)) if noop else _data_for(op, rng, (2, 3))
+    got = check_on_ep(reduce_model(op, x, axes, noop=noop, opset=18), {"x": x}, rtol=1e-5)
+    assert got[0].shape == ((2, 3) if noop else (1, 1))
+    if op in ("ReduceL1", "ReduceSumSquare"):
+        xi = np.array([[-(2**31), 5, -3], [46341, 2**31 - 1, 0]], np.int32)
+        check_on_ep(reduce_model(op, xi, axes, noop=noop, opset=18), {"x": xi})
+
+
+@pytest.mark.parametrize("op", NEW_OPS)
+@pytest.mark.parametrize("opset", [1, 11, 20])
+def test_reduce_new_ops_other_opsets(op, opset, rng):
+    x = _data_for(op, rng, (3, 4, 2))
+    axes = [0, 2] if opset >= 11 else [1]
+    check_on_ep(reduce_model(op, x, axes, opset=opset), {"x": x}, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", NEW_OPS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.uint8, np.int32])
+@pytest.mark.parametrize("axes", [[1], [0, 2], [2]], ids=str)
+def test_reduce_over_empty_axis_like_cpu(op, dtype, axes):
+    """Zero-element reductions: ORT's identities (-inf/lowest for Max, 1 for Prod, -inf for the
+    logs, 0 for the sums), on the EP where the dtype is claimed, refused otherwise."""
+    x = np.zeros((2, 0, 3), dtype)
+    if np.issubdtype(dtype, np.integer) and not _int_claimed(op, dtype):
+        return
+    check_on_ep(reduce_model(op, x, axes, keepdims=1, opset=18), {"x": x})
+    check_on_ep(reduce_model(op, x, axes, keepdims=0, opset=18), {"x": x})
+
+
+@pytest.mark.parametrize("op", NEW_OPS + ["ReduceSum"])
+def test_reduce_empty_input_negative_axis_has_spec_shape(op):
+    """ORT 1.30's CPU kernel returns the input shape (2, 0, 3) for axes=[-1], keepdims=1 on this
+    empty input (its own shape inference says (2, 0, 1)); the EP gives the ONNX shape. No values
+    differ (the tensor is empty either way)."""
+    x = np.zeros((2, 0, 3), np.float32)
+    run = EpRun(reduce_model(op, x, [-1], keepdims=1, opset=18), strict=True)
+    try:
+        got = run.run({"x": x})[0]
+        assert_ran_on_ep(run, ["node"])
+    finally:
+        run.close()
+    assert got.shape == (2, 0, 1)
+
+
+def _int_claimed(op, dtype):
+    if op in ("ReduceMax", "ReduceMin"):
+        return dtype in (np.int8, np.uint8, np.int32, np.int64)
+    return op in ("ReduceL1", "ReduceSumSquare") and dtype == np.int32
+
+
+@pytest.mark.parametrize("op", NEW_OPS)
+@pytest.mark.parametrize("opset", [13, 18])
+def test_reduce_new_ops_float16(op, opset, rng):
+    x = _data_for(op, rng, (3, 4, 5), np.float16)
+    check_on_ep(reduce_model(op, x, [-1], opset=opset), {"x": x}, rtol=2e-3, atol=2e-3)
+
+
+def test_reduce_l2_float16_accumulates_in_float32():
+    # ORT: ReduceL2 of 100 x 300 in float16 is 3000 (the sum of squares overflows float16).
+    x = np.full((2, 100), 300, np.float16)
+    got = check_on_ep(reduce_model("ReduceL2", x, [1], opset=18), {"x": x})
+    assert got[0].ravel().tolist() == [3000.0, 3000.0]
+    check_on_ep(reduce_model("ReduceSumSquare", x, [1], opset=18), {"x": x})
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.int64])
+@pytest.mark.parametrize("opset", [13, 18, 20])
+def test_reduce_max_min_integers(op, dtype, opset, rng):
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max, size=(3, 4, 5), dtype=dtype, endpoint=True)
+    x[0, 0, 0], x[1, 1, 1] = info.min, info.max
+    for axes, keepdims in [([1], 0), ([0, 2], 1), (None, 0), ([-1], 1)]:
+        check_on_ep(reduce_model(op, x, axes, keepdims=keepdims, opset=opset), {"x": x})
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("shape,axes", [((3, 4), [1]), ((3, 4), None), ((2, 0, 3), [2]), ((1, 5), [0])], ids=str)
+def test_reduce_max_min_bool_opset20(op, shape, axes, rng):
+    x = rng.random(shape) < 0.5
+    if x.size:
+        x[0] = True  # a row of ones, for all()
+    for keepdims in (0, 1):
+        check_on_ep(reduce_model(op, x, axes, keepdims=keepdims, opset=20), {"x": x})
+
+
+INT32_ROWS = [[2**20, 2**12, 3, 0], [-7, 5, 2, 1], [2**31 - 1, 1, 1, 0], [-(2**31), -1, 1, 5],
+              [46341, 0, 0, 0], [-46341, 46340, 0, 0]]
+
+
+@pytest.mark.parametrize("op", ["ReduceL1", "ReduceSumSquare"])
+@pytest.mark.parametrize("opset", [13, 18])
+def test_reduce_l1_sumsquare_int32_saturate_like_cpu(op, opset, rng):
+    x = np.array(INT32_ROWS, np.int32)
+    check_on_ep(reduce_model(op, x, [1], keepdims=0, opset=opset), {"x": x})
+    y = random_array(rng, (3, 4, 5), np.int32)
+    for axes, keepdims in [([1], 0), ([0, 2], 1), (None, 0)]:
+        check_on_ep(reduce_model(op, y, axes, keepdims=keepdims, opset=opset), {"x": y})
+
+
+@pytest.mark.parametrize("op,dtype", [("ReduceProd", np.int32), ("ReduceL2", np.int32), ("ReduceLogSum", np.int32),
+                                      ("ReduceLogSumExp", np.int64), ("ReduceL1", np.int64),
+                                      ("ReduceSumSquare", np.int64), ("ReduceMax", np.float64)])
+def test_reduce_unclaimed_types_are_refused(op, dtype, rng):
+    x = random_array(rng, (2, 3), dtype) if dtype != np.float64 else rng.uniform(size=(2, 3))
+    reason = refusal(reduce_model(op, x, [1], opset=18), op)
+    assert reason and np.dtype(dtype).name in reason
+
+
+def test_reduce_log_sum_exp_extremes():
+    # Large values (the max is taken out), all -inf (-inf, not NaN), +inf, mixed.
+    x = np.array([[100.0, 100.5, -3.0], [88.0, 89.0, 1.0], [-np.inf, -np.inf, -np.inf],
+                  [np.inf, 1.0, 2.0], [-np.inf, 0.0, 1.0]], np.float32)
+    check_on_ep(reduce_model("ReduceLogSumExp", x, [1], opset=18), {"x": x})
+    check_on_ep(reduce_model("ReduceLogSumExp", x.astype(np.float16), [1], opset=18),
+                {"x": x.astype(np.float16)}, rtol=1e-3)
+
+
+@pytest.mark.parametrize("op", ["ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+                                "ReduceLogSumExp", "ReduceSumSquare"])
+def test_reduce_nan_propagates_like_cpu(op):
+    x = np.array([[1, np.nan, 3], [np.nan, 1, 2], [1, 2, np.nan], [np.inf, np.nan, -np.inf],
+                  [-np.inf, -np.inf, -np.inf], [1, 2, 3]], np.float32)
+    if op == "ReduceLogSum":
+        x = np.abs(x)
+    check_on_ep(reduce_model(op, x, [1], opset=18), {"x": x})
+
+
+def test_reduce_max_nan_differs_from_cpu_documented():
+    """ORT CPU keeps a NaN only when it leads the run ([1, NaN, 3] -> 3); MLX propagates it.
+    Pinned so a change on either side is noticed (the difference is documented in reduce.cpp)."""
+    x = np.array([[1, np.nan, 3], [np.nan, 1, 2], [1, 2, 3]], np.float32)
+    run = EpRun(reduce_model("ReduceMax", x, [1], keepdims=0, opset=18), strict=True)
+    try:
+        got = run.run({"x": x})[0]
+        assert_ran_on_ep(run, ["node"])
+    finally:
+        run.close()
+    assert np.isnan(got[1]) and got[2] == 3

@@ -1,6 +1,21 @@
-// Reduce family: ReduceSum and ReduceMean. Axes come from the `axes` attribute in older opsets and
-// from a constant int64 input later (ReduceSum from 13, ReduceMean from 18). Empty axes reduce
-// everything unless noop_with_empty_axes=1 (then the op is the identity), as in ORT.
+// Reduce family: ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2,
+// ReduceLogSum, ReduceLogSumExp, ReduceSumSquare. Axes come from the `axes` attribute in older
+// opsets and from a constant int64 input later (ReduceSum from 13, the others from 18). Empty axes
+// reduce everything unless noop_with_empty_axes=1 (then the op is the identity), as in ORT.
+//
+// Reductions over zero elements give what ORT's CPU kernel gives (measured, ORT 1.30): 0 for
+// Sum/Mean/L1/L2/SumSquare, 1 for Prod, the type's lowest value for Max (-inf for floats), its
+// highest for Min, -inf for LogSum/LogSumExp. Half types accumulate in float32 and round once
+// (ORT's ReduceL2 of float16 300 x 100 is 3000, not inf).
+//
+// Integer types beyond ReduceSum: Max/Min (exact; bool from opset 20 as any/all), L1 and
+// SumSquare of int32 (exact int64 sums, saturated like ORT's double accumulation). ORT computes
+// integer Prod/L2/LogSum/LogSumExp in double and truncates/saturates the result; those are not
+// claimed.
+//
+// NaN (ORT 1.30 CPU, measured): ReduceMax/ReduceMin keep a NaN only when it is the first element
+// of the reduced run ([1, NaN, 3] -> 3, [NaN, 1, 2] -> NaN); MLX propagates NaN wherever it is, so
+// the EP can differ from ORT there. Every other reduction propagates NaN in both.
 //
 // Integer sums that leave the type's range: ORT's CPU kernel accumulates integers in double and
 // converts the total back saturating (run with ORT 1.30: three int32 2^30 give INT32_MAX, not the
@@ -9,8 +24,10 @@
 // through 32-bit halves. This equals ORT wherever its double sum is exact (every partial sum
 // within 2^53, which covers all int32 inputs up to 2^22 reduced elements); beyond that ORT rounds
 // (int64 [2^53 + 1, 1] gives 2^53 there) and our exact total is the right one.
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "ortmlx/ops/common.h"
 #include "ortmlx/ops/op_args.h"
@@ -21,13 +38,39 @@ namespace {
 
 using namespace ortmlx::ops;
 
-enum class Kind { kSum, kMean };
+enum class Kind { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp, kSumSquare };
 
-bool reduce_type_ok(Kind kind, ElemType t) {
+bool reduce_type_ok(Kind kind, ElemType t, int opset) {
   if (is_float_type(t)) return true;
-  // int32/int64 only: their sums saturate like ORT's (see the top); smaller integer types are
-  // not implemented.
-  return kind == Kind::kSum && (t == ElemType::kInt32 || t == ElemType::kInt64);
+  switch (kind) {
+    case Kind::kSum:
+      // int32/int64 only: their sums saturate like ORT's (see the top).
+      return t == ElemType::kInt32 || t == ElemType::kInt64;
+    case Kind::kMax:
+    case Kind::kMin:
+      return type_in(t, {ElemType::kInt8, ElemType::kUInt8, ElemType::kInt32, ElemType::kInt64}) ||
+             (t == ElemType::kBool && opset >= 20);
+    case Kind::kL1:
+    case Kind::kSumSquare:
+      return t == ElemType::kInt32;
+    default:
+      return false;
+  }
+}
+
+const char* reduce_types_text(Kind kind) {
+  switch (kind) {
+    case Kind::kSum:
+      return "float16/bfloat16/float32/int32/int64 only";
+    case Kind::kMax:
+    case Kind::kMin:
+      return "float16/bfloat16/float32/int8/uint8/int32/int64 only, bool from opset 20";
+    case Kind::kL1:
+    case Kind::kSumSquare:
+      return "float16/bfloat16/float32/int32 only";
+    default:
+      return "float16/bfloat16/float32 only";
+  }
 }
 
 ClaimFn claim_reduce(Kind kind, int input_axes_opset) {
@@ -59,10 +102,10 @@ ClaimFn claim_reduce(Kind kind, int input_axes_opset) {
       const int64_t v = c.node().attr_int(flag, 0);
       ORTMLX_REQUIRE(v == 0 || v == 1, std::string(flag) + " must be 0 or 1");
     }
+    const int opset = c.node().since_version;
     auto r = require_input_type(
-        c, 0, [kind](ElemType t) { return reduce_type_ok(kind, t); },
-        kind == Kind::kSum ? "float16/bfloat16/float32/int32/int64 only"
-                           : "float16/bfloat16/float32 only");
+        c, 0, [kind, opset](ElemType t) { return reduce_type_ok(kind, t, opset); },
+        reduce_types_text(kind));
     if (!r.ok) return r;
     // Input 1 (axes, int64) differs from the data type by design: compare data and output only.
     const ElemType out = c.output_type(0);
@@ -108,6 +151,50 @@ mx::array sum_int64_saturating(const mx::array& x, const std::vector<int>& axes,
                    mx::where(mx::less(high, fits_high, s), min64, exact, s), s);
 }
 
+// Clip an exact int64 total to the int32 range.
+mx::array saturate_to_int32(const mx::array& total, mx::StreamOrDevice s) {
+  const mx::array lo(static_cast<int64_t>(std::numeric_limits<int32_t>::min()));
+  const mx::array hi(static_cast<int64_t>(std::numeric_limits<int32_t>::max()));
+  return mx::astype(mx::clip(total, lo, hi, s), mx::int32, s);
+}
+
+// The value a reduction over zero elements yields (ORT CPU, see the top), in dtype `dt`.
+mx::array empty_reduction_value(Kind kind, mx::Dtype dt) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const bool is_int = mx::issubdtype(dt, mx::integer);
+  switch (kind) {
+    case Kind::kMax:
+    case Kind::kMin: {
+      const bool lowest = kind == Kind::kMax;
+      if (!is_int) return mx::astype(mx::array(lowest ? -inf : inf), dt);
+      int64_t v = 0;
+      if (dt == mx::int8) v = lowest ? INT8_MIN : INT8_MAX;
+      if (dt == mx::uint8) v = lowest ? 0 : UINT8_MAX;
+      if (dt == mx::int32) v = lowest ? INT32_MIN : INT32_MAX;
+      if (dt == mx::int64)
+        v = lowest ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
+      return mx::astype(mx::array(v), dt);
+    }
+    case Kind::kProd:
+      return mx::astype(mx::array(1.0), dt);
+    case Kind::kLogSum:
+    case Kind::kLogSumExp:
+      return mx::astype(mx::array(-inf), dt);
+    default:
+      return mx::astype(mx::array(0.0), dt);
+  }
+}
+
+// log(sum(exp(x))) with the maximum taken out for range; an infinite maximum is not taken out
+// (all -inf gives -inf, any +inf gives +inf, as ORT).
+mx::array logsumexp_stable(const mx::array& x, const std::vector<int>& axes, bool keepdims,
+                           mx::StreamOrDevice s) {
+  const mx::array m = mx::max(x, axes, /*keepdims=*/true, s);
+  const mx::array shift = mx::where(mx::isinf(m, s), mx::zeros_like(m, s), m, s);
+  mx::array y = mx::log(mx::sum(mx::exp(mx::subtract(x, shift, s), s), axes, keepdims, s), s);
+  return mx::add(y, keepdims ? shift : mx::squeeze(shift, axes, s), s);
+}
+
 TranslateFn translate_reduce(Kind kind, int input_axes_opset) {
   return [kind, input_axes_opset](TranslationContext& ctx, const NodeDesc& n) {
     const auto s = ctx.stream();
@@ -119,25 +206,45 @@ TranslateFn translate_reduce(Kind kind, int input_axes_opset) {
     } else if (auto a = n.attr_ints("axes")) {
       raw = *a;
     }
-    if (raw.empty() && n.attr_int("noop_with_empty_axes", 0) == 1) {
+    // noop_with_empty_axes=1 with no axes reduces each element alone; ORT (1.30, measured) then
+    // still applies the per-element part: |x| for L1/L2, x^2 for SumSquare, log x for LogSum.
+    const bool noop = raw.empty() && n.attr_int("noop_with_empty_axes", 0) == 1;
+    if (noop && kind != Kind::kL1 && kind != Kind::kL2 && kind != Kind::kSumSquare &&
+        kind != Kind::kLogSum) {
       ctx.bind_output(n, 0, x);
       return;
     }
     std::vector<int> axes;
-    if (raw.empty()) {
+    if (noop) {
+      // Reductions over no axes: only the per-element part remains.
+    } else if (raw.empty()) {
       for (int i = 0; i < static_cast<int>(x.ndim()); ++i) axes.push_back(i);
     } else {
       axes = normalize_axes_or_throw(raw, static_cast<int64_t>(x.ndim()));
     }
     const bool keepdims = n.attr_int("keepdims", 1) == 1;
     const mx::Dtype dt = x.dtype();
-    // Half types accumulate in float32 and round once at the end.
-    const bool widen = dt == mx::float16 || dt == mx::bfloat16;
-    mx::array xin = widen ? mx::astype(x, mx::float32, s) : x;
     // ORT's CPU kernel yields 0 for a mean over zero elements (ONNX leaves it undefined; MLX
     // would give NaN): the sum of nothing is that 0.
     int64_t count = 1;
     for (int a : axes) count *= x.shape(a);
+    if ((kind == Kind::kMax || kind == Kind::kMin) && dt == mx::bool_) {
+      // any/all give false/true over zero elements, ORT's lowest/highest bool.
+      ctx.bind_output(n, 0, kind == Kind::kMax ? mx::any(x, axes, keepdims, s)
+                                               : mx::all(x, axes, keepdims, s));
+      return;
+    }
+    if (x.size() == 0 && kind != Kind::kSum && kind != Kind::kMean && !noop) {
+      // MLX refuses some reductions of empty arrays: build the (possibly empty) result directly.
+      mx::Shape out;
+      for (int i = 0; i < static_cast<int>(x.ndim()); ++i) {
+        const bool reduced = std::find(axes.begin(), axes.end(), i) != axes.end();
+        if (!reduced) out.push_back(x.shape(i));
+        else if (keepdims) out.push_back(1);
+      }
+      ctx.bind_output(n, 0, mx::full(out, empty_reduction_value(kind, dt), s));
+      return;
+    }
     if (kind == Kind::kSum && dt == mx::int32) {
       ctx.bind_output(n, 0, sum_int32_saturating(x, axes, keepdims, s));
       return;
@@ -146,8 +253,55 @@ TranslateFn translate_reduce(Kind kind, int input_axes_opset) {
       ctx.bind_output(n, 0, sum_int64_saturating(x, axes, keepdims, s));
       return;
     }
-    mx::array y = kind == Kind::kSum || count == 0 ? mx::sum(xin, axes, keepdims, s)
-                                                   : mx::mean(xin, axes, keepdims, s);
+    if (kind == Kind::kL1 && dt == mx::int32) {
+      // |x| <= 2^31 in int64 and fewer than 2^31 terms: the int64 sum is exact.
+      const mx::array a = mx::abs(mx::astype(x, mx::int64, s), s);
+      ctx.bind_output(n, 0, saturate_to_int32(mx::sum(a, axes, keepdims, s), s));
+      return;
+    }
+    if (kind == Kind::kSumSquare && dt == mx::int32) {
+      // Squares fit int64 (<= 2^62); their sum may not: the saturating int64 sum, then int32.
+      const mx::array x64 = mx::astype(x, mx::int64, s);
+      const mx::array sq = mx::multiply(x64, x64, s);
+      ctx.bind_output(n, 0, saturate_to_int32(sum_int64_saturating(sq, axes, keepdims, s), s));
+      return;
+    }
+    // Half types accumulate in float32 and round once at the end.
+    const bool widen = dt == mx::float16 || dt == mx::bfloat16;
+    mx::array xin = widen ? mx::astype(x, mx::float32, s) : x;
+    mx::array y = xin;
+    switch (kind) {
+      case Kind::kSum:
+        y = mx::sum(xin, axes, keepdims, s);
+        break;
+      case Kind::kMean:
+        y = count == 0 ? mx::sum(xin, axes, keepdims, s) : mx::mean(xin, axes, keepdims, s);
+        break;
+      case Kind::kMax:
+        y = mx::max(x, axes, keepdims, s);  // exact in any type: no widening
+        break;
+      case Kind::kMin:
+        y = mx::min(x, axes, keepdims, s);
+        break;
+      case Kind::kProd:
+        y = mx::prod(xin, axes, keepdims, s);
+        break;
+      case Kind::kL1:
+        y = mx::sum(mx::abs(xin, s), axes, keepdims, s);
+        break;
+      case Kind::kL2:
+        y = mx::sqrt(mx::sum(mx::square(xin, s), axes, keepdims, s), s);
+        break;
+      case Kind::kSumSquare:
+        y = mx::sum(mx::square(xin, s), axes, keepdims, s);
+        break;
+      case Kind::kLogSum:
+        y = mx::log(mx::sum(xin, axes, keepdims, s), s);
+        break;
+      case Kind::kLogSumExp:
+        y = logsumexp_stable(xin, axes, keepdims, s);
+        break;
+    }
     if (y.dtype() != dt) y = mx::astype(y, dt, s);
     ctx.bind_output(n, 0, y);
   };
@@ -159,8 +313,15 @@ void register_reduce_ops(OpRegistry& r) {
   // One entry per op; claim and translator pick the axes form from the node's opset.
   r.add("", "ReduceSum", 1, 1 << 30, claim_reduce(Kind::kSum, 13),
         translate_reduce(Kind::kSum, 13));
-  r.add("", "ReduceMean", 1, 1 << 30, claim_reduce(Kind::kMean, 18),
-        translate_reduce(Kind::kMean, 18));
+  const std::pair<const char*, Kind> from18[] = {
+      {"ReduceMean", Kind::kMean},           {"ReduceMax", Kind::kMax},
+      {"ReduceMin", Kind::kMin},             {"ReduceProd", Kind::kProd},
+      {"ReduceL1", Kind::kL1},               {"ReduceL2", Kind::kL2},
+      {"ReduceLogSum", Kind::kLogSum},       {"ReduceLogSumExp", Kind::kLogSumExp},
+      {"ReduceSumSquare", Kind::kSumSquare},
+  };
+  for (const auto& [op, kind] : from18)
+    r.add("", op, 1, 1 << 30, claim_reduce(kind, 18), translate_reduce(kind, 18));
 }
 
 }  // namespace ortmlx

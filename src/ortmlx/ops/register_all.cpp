@@ -11,6 +11,7 @@ void register_all_ops(OpRegistry& r) {
   register_shape_ops(r);
   register_cast_ops(r);
   register_reduce_ops(r);
+  register_arg_reduce_ops(r);
   register_norm_ops(r);
   register_attention_vjp_ops(r);
 }
