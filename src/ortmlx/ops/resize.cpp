@@ -1,0 +1,348 @@
+// Resampling and block rearrangement: Resize (nearest / linear / cubic, constant scales or
+// sizes), DepthToSpace (DCR, CRD), SpaceToDepth.
+//
+// Resize is separable for every mode implemented here: each resized axis is interpolated on its
+// own (nearest: one gather; linear: two gathers and weights; cubic: four). The source indices
+// and weights depend only on the sizes, so they are computed on the host at translate time,
+// in float32 with the same formulas ORT uses (upsamplebase.h), so that nearest-mode ties and
+// linear weights come out the same; rounding of the sums differs only by order.
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ortmlx/ops/common.h"
+#include "ortmlx/ops/op_args.h"
+#include "ortmlx/ops/ops.h"
+
+namespace ortmlx {
+namespace {
+
+using namespace ortmlx::ops;
+
+// ---------------------------------------------------------------- Resize
+
+// A constant 1-D tensor input with at least one element (an empty one counts as absent, as in
+// models exported with scales = [] next to sizes).
+const ConstTensor* nonempty_const(const ClaimContext& c, size_t i) {
+  if (!c.has_input(i)) return nullptr;
+  const ConstTensor* t = c.constant_input(i);
+  return t && t->numel() > 0 ? t : nullptr;
+}
+
+bool input_is_empty_const(const ClaimContext& c, size_t i) {
+  if (!c.has_input(i)) return true;
+  const ConstTensor* t = c.constant_input(i);
+  return t && t->numel() == 0;
+}
+
+ClaimResult claim_resize(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() >= 1 && c.num_inputs() <= 4 && c.num_outputs() == 1,
+                 "expects 1 to 4 inputs and 1 output");
+  auto r = refuse_unknown_attrs(
+      c, {"antialias", "axes", "coordinate_transformation_mode", "cubic_coeff_a",
+          "exclude_outside", "extrapolation_value", "keep_aspect_ratio_policy", "mode",
+          "nearest_mode"});
+  if (!r.ok) return r;
+  const NodeView& n = c.node();
+  const std::string mode = n.attr_string("mode", "nearest");
+  ORTMLX_REQUIRE(mode == "nearest" || mode == "linear" || mode == "cubic",
+                 "mode '" + mode + "' is unknown");
+  if (mode == "nearest") {
+    r = require_input_type(
+        c, 0,
+        [](ElemType t) {
+          return t == ElemType::kFloat || t == ElemType::kUInt8 || t == ElemType::kInt8 ||
+                 t == ElemType::kInt32;
+        },
+        "nearest: float32, uint8, int8 or int32");
+  } else {
+    r = require_input_type(c, 0, [](ElemType t) { return t == ElemType::kFloat; },
+                           "linear/cubic: float32 only");
+  }
+  if (!r.ok) return r;
+  ORTMLX_REQUIRE(c.output_type(0) == ElemType::kUndefined || c.output_type(0) == c.input_type(0),
+                 "output type differs from X");
+  ORTMLX_REQUIRE(n.attr_int("antialias", 0) == 0, "antialias=1 is not implemented");
+  ORTMLX_REQUIRE(!n.has_attr("axes"), "the axes attribute is not implemented");
+  const std::string ctm = n.attr_string("coordinate_transformation_mode", "half_pixel");
+  ORTMLX_REQUIRE(ctm == "half_pixel" || ctm == "half_pixel_symmetric" ||
+                     ctm == "pytorch_half_pixel" || ctm == "align_corners" || ctm == "asymmetric",
+                 "coordinate_transformation_mode '" + ctm + "' is not implemented");
+  // nearest + half_pixel_symmetric: ORT's rounding of tie coordinates could not be matched for
+  // every scale (a scales = 0.6 case differs), so it stays on CPU.
+  ORTMLX_REQUIRE(mode != "nearest" || ctm != "half_pixel_symmetric",
+                 "nearest with half_pixel_symmetric is not implemented (tie rounding differs)");
+  const std::string nm = n.attr_string("nearest_mode", "round_prefer_floor");
+  ORTMLX_REQUIRE(mode != "nearest" || nm == "round_prefer_floor" || nm == "round_prefer_ceil" ||
+                     nm == "floor" || nm == "ceil",
+                 "nearest_mode '" + nm + "' is unknown");
+  ORTMLX_REQUIRE(mode == "cubic" || n.attr_int("exclude_outside", 0) == 0,
+                 "exclude_outside only applies to cubic");
+  const int64_t rank = c.input_rank(0);
+  ORTMLX_REQUIRE(rank >= 1, "X rank must be known");
+  // Exactly one of scales (input 2) and sizes (input 3), as a constant.
+  const ConstTensor* scales = nonempty_const(c, 2);
+  const ConstTensor* sizes = nonempty_const(c, 3);
+  ORTMLX_REQUIRE(c.num_inputs() < 3 || !c.has_input(2) || scales || input_is_empty_const(c, 2),
+                 "scales input is not a constant initializer");
+  ORTMLX_REQUIRE(c.num_inputs() < 4 || !c.has_input(3) || sizes || input_is_empty_const(c, 3),
+                 "sizes input is not a constant initializer");
+  ORTMLX_REQUIRE((scales != nullptr) != (sizes != nullptr),
+                 "exactly one of scales and sizes must be given");
+  std::vector<double> sc;
+  if (scales) {
+    ORTMLX_REQUIRE(scales->dtype == ElemType::kFloat && scales->shape.size() == 1,
+                   "scales must be a 1-D float32 tensor");
+    sc = *scales->as_double();
+    ORTMLX_REQUIRE(static_cast<int64_t>(sc.size()) == rank, "scales length differs from X rank");
+    for (double v : sc) ORTMLX_REQUIRE(v > 0, "scales must be positive");
+  } else {
+    ORTMLX_REQUIRE(sizes->dtype == ElemType::kInt64 && sizes->shape.size() == 1,
+                   "sizes must be a 1-D int64 tensor");
+    ORTMLX_REQUIRE(sizes->numel() == rank, "sizes length differs from X rank");
+    ORTMLX_REQUIRE(n.attr_string("keep_aspect_ratio_policy", "stretch") == "stretch",
+                   "keep_aspect_ratio_policy other than stretch is not implemented");
+    const std::vector<int64_t> sz = *sizes->as_int64();
+    for (int64_t v : sz) ORTMLX_REQUIRE(v >= 1, "sizes must be positive");
+  }
+  if (mode != "nearest") {
+    // ORT's CPU kernel interpolates the innermost 2 (linear, cubic) or 3 (linear) axes; the
+    // others must keep their size (checked for scales here, for sizes at translate time).
+    const int64_t inner = mode == "cubic" ? 2 : (rank == 5 || rank == 3 ? 3 : 2);
+    ORTMLX_REQUIRE(mode == "cubic" ? (rank == 2 || rank == 4)
+                                   : (rank == 2 || rank == 4 || rank == 5 || rank == 3),
+                   "mode '" + mode + "' with rank " + std::to_string(rank) + " is not implemented");
+    const TensorInfo* xi = c.input(0);
+    const std::vector<int64_t> sz_all =
+        sizes ? *sizes->as_int64() : std::vector<int64_t>(static_cast<size_t>(rank), 0);
+    for (int64_t i = 0; i < rank - inner; ++i) {
+      const bool same = scales ? sc[i] == 1.0
+                               : (xi && xi->has_shape && xi->shape[i] == sz_all[i]);
+      ORTMLX_REQUIRE(same, "mode '" + mode + "' only resizes the innermost " +
+                               std::to_string(inner) + " axes (outer sizes must be static and kept)");
+    }
+  }
+  return ClaimResult::yes();
+}
+
+// ORT's get_original_coordinate, in float32.
+float original_coordinate(const std::string& ctm, float x, float scale, float len_out,
+                          float len_in, bool from_sizes) {
+  if (ctm == "half_pixel") return (x + 0.5f) / scale - 0.5f;
+  if (ctm == "half_pixel_symmetric") {
+    const float adjustment = len_out / (scale * len_in);
+    const float center = len_in / 2;
+    const float offset = center * (1 - adjustment);
+    // ORT adds the half pixel in double here.
+    return static_cast<float>(offset + (static_cast<double>(x) + 0.5) / scale - 0.5);
+  }
+  if (ctm == "pytorch_half_pixel") return len_out > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f;
+  if (ctm == "align_corners") return len_out == 1 ? 0.0f : x * (len_in - 1) / (len_out - 1);
+  // asymmetric. With sizes given, ORT 1.30 lands exactly on x * in / out (measured over
+  // in 1..11, out 1..14 with every nearest_mode: ties such as 2 * 7 / 4 = 3.5 round as
+  // exact halves, where x / float(out / in) would give 3.4999998).
+  if (from_sizes) return x * len_in / len_out;
+  return x / scale;
+}
+
+int64_t nearest_pixel(const std::string& nm, float x) {
+  if (nm == "round_prefer_ceil") return static_cast<int64_t>(std::round(x));
+  if (nm == "floor") return static_cast<int64_t>(std::floor(x));
+  if (nm == "ceil") return static_cast<int64_t>(std::ceil(x));
+  // round_prefer_floor: halves go down.
+  if (x == static_cast<float>(static_cast<int64_t>(x)) + 0.5f)
+    return static_cast<int64_t>(std::floor(x));
+  return static_cast<int64_t>(std::round(x));
+}
+
+// Weights broadcast along `axis` of a rank-`rank` array.
+mx::array along(const std::vector<float>& w, int axis, int rank) {
+  mx::Shape sh(rank, 1);
+  sh[axis] = static_cast<int>(w.size());
+  return mx::array(w.begin(), sh, mx::float32);
+}
+
+mx::array gather(const mx::array& x, const std::vector<int32_t>& idx, int axis,
+                 mx::StreamOrDevice s) {
+  mx::array ia(idx.begin(), {static_cast<int>(idx.size())}, mx::int32);
+  return mx::take(x, ia, axis, s);
+}
+
+// Interpolates one axis from size `in` to `out`.
+mx::array resize_axis(const mx::array& x, int axis, int64_t in, int64_t out, float scale,
+                      bool from_sizes, const NodeDesc& n, mx::StreamOrDevice s) {
+  const std::string mode = n.attr_string("mode", "nearest");
+  const std::string ctm = n.attr_string("coordinate_transformation_mode", "half_pixel");
+  const int rank = static_cast<int>(x.ndim());
+  const float fin = static_cast<float>(in), fout = static_cast<float>(out);
+  if (mode == "nearest") {
+    const std::string nm = n.attr_string("nearest_mode", "round_prefer_floor");
+    std::vector<int32_t> idx(out);
+    for (int64_t o = 0; o < out; ++o) {
+      const float xo = original_coordinate(ctm, static_cast<float>(o), scale, fout, fin, from_sizes);
+      const int64_t i = std::clamp<int64_t>(nearest_pixel(nm, xo), 0, in - 1);
+      idx[o] = static_cast<int32_t>(i);
+    }
+    return gather(x, idx, axis, s);
+  }
+  if (mode == "linear") {
+    std::vector<int32_t> i1(out), i2(out);
+    std::vector<float> w1(out), w2(out);
+    for (int64_t o = 0; o < out; ++o) {
+      float xo = original_coordinate(ctm, static_cast<float>(o), scale, fout, fin, from_sizes);
+      xo = std::max(0.0f, std::min(xo, fin - 1));
+      const int64_t a = std::min(static_cast<int64_t>(xo), in - 1);
+      const int64_t b = std::min(a + 1, in - 1);
+      float d1 = std::fabs(xo - static_cast<float>(a)), d2 = std::fabs(xo - static_cast<float>(b));
+      if (a == b) d1 = d2 = 0.5f;
+      i1[o] = static_cast<int32_t>(a);
+      i2[o] = static_cast<int32_t>(b);
+      w1[o] = d2;  // weight of a
+      w2[o] = d1;  // weight of b
+    }
+    return mx::add(mx::multiply(gather(x, i1, axis, s), along(w1, axis, rank), s),
+                   mx::multiply(gather(x, i2, axis, s), along(w2, axis, rank), s), s);
+  }
+  // cubic: four taps at floor(x) - 1 .. floor(x) + 2, indices clamped to the edge; with
+  // exclude_outside the taps outside the input get weight 0 and the rest are renormalised.
+  const float A = n.attr_float("cubic_coeff_a", -0.75f);
+  const bool exclude = n.attr_int("exclude_outside", 0) == 1;
+  std::vector<std::vector<int32_t>> idx(4, std::vector<int32_t>(out));
+  std::vector<std::vector<float>> w(4, std::vector<float>(out));
+  for (int64_t o = 0; o < out; ++o) {
+    const float xo = original_coordinate(ctm, static_cast<float>(o), scale, fout, fin, from_sizes);
+    const float fl = std::floor(xo);
+    const int64_t xi = static_cast<int64_t>(fl);
+    const float t = xo - fl;
+    float c[4];
+    c[0] = ((A * (t + 1) - 5 * A) * (t + 1) + 8 * A) * (t + 1) - 4 * A;
+    c[1] = ((A + 2) * t - (A + 3)) * t * t + 1;
+    c[2] = ((A + 2) * (1 - t) - (A + 3)) * (1 - t) * (1 - t) + 1;
+    c[3] = ((A * (2 - t) - 5 * A) * (2 - t) + 8 * A) * (2 - t) - 4 * A;
+    float total = 0;
+    for (int j = 0; j < 4; ++j) {
+      const int64_t p = xi - 1 + j;
+      if (exclude && (p < 0 || p >= in)) c[j] = 0;
+      total += c[j];
+    }
+    for (int j = 0; j < 4; ++j) {
+      idx[j][o] = static_cast<int32_t>(std::clamp<int64_t>(xi - 1 + j, 0, in - 1));
+      w[j][o] = exclude && total != 0 ? c[j] / total : c[j];
+    }
+  }
+  mx::array y = mx::multiply(gather(x, idx[0], axis, s), along(w[0], axis, rank), s);
+  for (int j = 1; j < 4; ++j)
+    y = mx::add(y, mx::multiply(gather(x, idx[j], axis, s), along(w[j], axis, rank), s), s);
+  return y;
+}
+
+void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  mx::array x = ctx.input(n, 0);
+  const int rank = static_cast<int>(x.ndim());
+  const ConstTensor* scales_t = n.inputs.size() > 2 ? ctx.constant_input(n, 2) : nullptr;
+  const ConstTensor* sizes_t = n.inputs.size() > 3 ? ctx.constant_input(n, 3) : nullptr;
+  if (scales_t && scales_t->numel() == 0) scales_t = nullptr;
+  if (sizes_t && sizes_t->numel() == 0) sizes_t = nullptr;
+  std::vector<float> scale(rank);
+  std::vector<int64_t> out(rank);
+  if (scales_t) {
+    const auto v = *scales_t->as_double();
+    for (int i = 0; i < rank; ++i) {
+      scale[i] = static_cast<float>(v[i]);
+      // ORT: the output size is the float product, truncated.
+      out[i] = static_cast<int64_t>(scale[i] * static_cast<float>(x.shape(i)));
+    }
+  } else if (sizes_t) {
+    out = *sizes_t->as_int64();
+    for (int i = 0; i < rank; ++i)
+      scale[i] = static_cast<float>(out[i]) / static_cast<float>(x.shape(i));
+  } else {
+    throw std::runtime_error("neither scales nor sizes is a constant");
+  }
+  const std::string mode = n.attr_string("mode", "nearest");
+  const int inner = mode == "nearest" ? rank : (mode == "cubic" ? 2 : (rank == 5 || rank == 3 ? 3 : 2));
+  for (int i = 0; i < rank - inner; ++i)
+    if (out[i] != x.shape(i))
+      throw std::runtime_error("mode '" + mode + "' only resizes the innermost axes");
+  if (x.size() == 0) {
+    ctx.bind_output(n, 0, mx::zeros(checked_shape(out), x.dtype(), s));
+    return;
+  }
+  mx::array y = x;
+  for (int i = 0; i < rank; ++i) {
+    if (out[i] <= 0) throw std::runtime_error("output size is not positive");
+    // An axis that keeps its size is left as is, as ORT does (measured: with scale 7/6 on a
+    // size-5 axis the output is the input, not a shifted nearest/linear sampling).
+    if (out[i] == x.shape(i)) continue;
+    y = resize_axis(y, i, x.shape(i), out[i], scale[i], sizes_t != nullptr, n, s);
+  }
+  ctx.bind_output(n, 0, y);
+}
+
+// ---------------------------------------------------------------- DepthToSpace, SpaceToDepth
+
+ClaimResult claim_block(const ClaimContext& c, bool d2s) {
+  ORTMLX_REQUIRE(c.num_inputs() == 1 && c.num_outputs() == 1, "expects 1 input and 1 output");
+  auto r = d2s ? refuse_unknown_attrs(c, {"blocksize", "mode"})
+               : refuse_unknown_attrs(c, {"blocksize"});
+  if (!r.ok) return r;
+  r = require_input_type(
+      c, 0, [](ElemType t) { return t == ElemType::kFloat || t == ElemType::kUInt8; },
+      "float32 or uint8 only");
+  if (!r.ok) return r;
+  r = require_same_types(c);
+  if (!r.ok) return r;
+  ORTMLX_REQUIRE(c.input_rank(0) == 4, "input must be 4-D (N, C, H, W)");
+  ORTMLX_REQUIRE(c.node().attr_int("blocksize", 0) >= 1, "blocksize must be given and positive");
+  if (d2s) {
+    const std::string mode = c.node().attr_string("mode", "DCR");
+    ORTMLX_REQUIRE(mode == "DCR" || mode == "CRD", "mode '" + mode + "' is not DCR or CRD");
+  }
+  return ClaimResult::yes();
+}
+
+void translate_depth_to_space(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  mx::array x = ctx.input(n, 0);
+  const int b = static_cast<int>(n.attr_int("blocksize", 1));
+  const int N = x.shape(0), C = x.shape(1), H = x.shape(2), W = x.shape(3);
+  if (C % (b * b) != 0) throw std::runtime_error("channels are not divisible by blocksize^2");
+  const int c = C / (b * b);
+  mx::array y = x;
+  if (n.attr_string("mode", "DCR") == "DCR") {
+    // (N, b, b, c, H, W) -> (N, c, H, b, W, b)
+    y = mx::transpose(mx::reshape(x, {N, b, b, c, H, W}, s), {0, 3, 4, 1, 5, 2}, s);
+  } else {
+    // CRD: (N, c, b, b, H, W) -> (N, c, H, b, W, b)
+    y = mx::transpose(mx::reshape(x, {N, c, b, b, H, W}, s), {0, 1, 4, 2, 5, 3}, s);
+  }
+  ctx.bind_output(n, 0, mx::reshape(y, {N, c, H * b, W * b}, s));
+}
+
+void translate_space_to_depth(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  mx::array x = ctx.input(n, 0);
+  const int b = static_cast<int>(n.attr_int("blocksize", 1));
+  const int N = x.shape(0), C = x.shape(1), H = x.shape(2), W = x.shape(3);
+  if (H % b != 0 || W % b != 0)
+    throw std::runtime_error("height and width must be divisible by blocksize");
+  // (N, C, H/b, b, W/b, b) -> (N, b, b, C, H/b, W/b)
+  mx::array y =
+      mx::transpose(mx::reshape(x, {N, C, H / b, b, W / b, b}, s), {0, 3, 5, 1, 2, 4}, s);
+  ctx.bind_output(n, 0, mx::reshape(y, {N, C * b * b, H / b, W / b}, s));
+}
+
+}  // namespace
+
+void register_resize_ops(OpRegistry& r) {
+  r.add("", "Resize", 13, 1 << 30, claim_resize, translate_resize);
+  r.add("", "DepthToSpace", 13, 1 << 30,
+        [](const ClaimContext& c) { return claim_block(c, true); }, translate_depth_to_space);
+  r.add("", "SpaceToDepth", 13, 1 << 30,
+        [](const ClaimContext& c) { return claim_block(c, false); }, translate_space_to_depth);
+}
+
+}  // namespace ortmlx

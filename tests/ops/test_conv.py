@@ -1,0 +1,133 @@
+"""Conv and ConvTranspose on the EP vs ORT CPU (float32; 1-D to 3-D, groups, dilations, strides,
+asymmetric pads, auto_pad, bias; weights as graph inputs and as initializers)."""
+
+import numpy as np
+import pytest
+
+from opcheck import check_on_ep, refusal, single_node_model
+from ortmlx.testing import random_array
+
+TOL = dict(rtol=1e-5, atol=1e-5)  # fp32 sums in a different order (as MatMul)
+
+CONV_CASES = [
+    # (x shape, w shape, attrs)
+    ((2, 3, 11), (5, 3, 3), {}),
+    ((1, 4, 17), (6, 2, 4), {"group": 2, "strides": [2], "pads": [1, 2], "dilations": [2]}),
+    ((2, 3, 9, 10), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 3, 13, 8), (5, 3, 3, 2), {"strides": [2, 1], "pads": [0, 1, 2, 0]}),
+    ((2, 4, 12, 11), (6, 2, 3, 3), {"group": 2, "dilations": [2, 1], "pads": [2, 1, 1, 0]}),
+    ((1, 8, 15, 15), (8, 1, 3, 3), {"group": 8, "strides": [2, 2], "pads": [1, 1, 1, 1]}),  # dw
+    ((1, 6, 9, 9), (12, 1, 5, 5), {"group": 6, "pads": [2, 2, 2, 2]}),  # depthwise multiplier 2
+    ((2, 5, 7, 6), (3, 5, 1, 1), {}),
+    ((1, 3, 10, 9), (4, 3, 3, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ((1, 3, 10, 9), (4, 3, 4, 2), {"auto_pad": "SAME_LOWER", "strides": [3, 2]}),
+    ((1, 3, 10, 9), (4, 3, 3, 3), {"auto_pad": "VALID", "strides": [2, 3]}),
+    ((1, 2, 6, 7, 5), (4, 2, 3, 3, 2), {"pads": [1, 0, 1, 1, 1, 0]}),
+    ((2, 4, 5, 6, 7), (4, 2, 2, 3, 3), {"group": 2, "strides": [1, 2, 2], "dilations": [2, 1, 1]}),
+]
+
+
+@pytest.mark.parametrize("case", CONV_CASES, ids=str)
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv(case, bias, rng):
+    xs, ws, attrs = case
+    x = random_array(rng, xs)
+    w = random_array(rng, ws)
+    inputs = {"x": x, "w": w}
+    if bias:
+        inputs["b"] = random_array(rng, (ws[0],))
+    check_on_ep(single_node_model("Conv", inputs, attrs=attrs), inputs, **TOL)
+
+
+def test_conv_weights_as_initializers_and_kernel_shape(rng):
+    x = random_array(rng, (2, 3, 8, 9))
+    w = random_array(rng, (4, 3, 3, 3))
+    b = random_array(rng, (4,))
+    model = single_node_model("Conv", {"x": x, "w": w, "b": b},
+                              attrs={"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]},
+                              initializers={"w": w, "b": b})
+    check_on_ep(model, {"x": x}, **TOL)
+
+
+def test_conv_opset_13(rng):
+    x = random_array(rng, (1, 2, 7, 7))
+    w = random_array(rng, (3, 2, 2, 2))
+    check_on_ep(single_node_model("Conv", {"x": x, "w": w}, opset=13), {"x": x, "w": w}, **TOL)
+
+
+def test_conv_refusals(rng):
+    x = random_array(rng, (1, 2, 5, 5))
+    w = random_array(rng, (3, 2, 3, 3))
+    model = single_node_model("Conv", {"x": x, "w": w}, attrs={"auto_pad": "SAME_UPPER",
+                                                              "dilations": [2, 2]})
+    assert "dilations" in refusal(model, "Conv")
+    x6 = random_array(rng, (1, 2, 3, 3, 3, 3))
+    w6 = random_array(rng, (2, 2, 2, 2, 2, 2))
+    assert "rank" in refusal(single_node_model("Conv", {"x": x6, "w": w6}), "Conv")
+
+
+CT_CASES = [
+    ((2, 3, 7), (3, 4, 3), {}),
+    ((1, 4, 6), (4, 3, 4), {"group": 2, "strides": [3], "pads": [1, 2], "output_padding": [1]}),
+    ((2, 3, 5, 6), (3, 2, 3, 3), {"strides": [2, 2], "pads": [1, 0, 0, 1]}),
+    ((1, 4, 5, 5), (4, 3, 3, 3), {"group": 2, "strides": [2, 1], "dilations": [1, 2]}),
+    ((1, 3, 4, 5), (3, 2, 4, 4), {"strides": [2, 2], "pads": [1, 1, 1, 1],
+                                  "output_padding": [1, 0]}),
+    ((1, 6, 4, 4), (6, 1, 3, 3), {"group": 6, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 2, 3, 4), (2, 3, 3, 3), {"strides": [3, 2], "output_shape": [10, 8]}),
+    ((1, 2, 3, 4), (2, 3, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ((1, 2, 3, 4), (2, 3, 4, 3), {"strides": [2, 3], "auto_pad": "SAME_LOWER"}),
+    ((1, 2, 3, 4), (2, 3, 3, 3), {"strides": [2, 2], "auto_pad": "VALID"}),
+    ((1, 2, 3, 4), (2, 3, 2, 2), {"pads": [2, 2, 1, 1]}),  # pads beyond the kernel span: crops
+    ((1, 2, 3, 4, 3), (2, 2, 2, 3, 2), {"strides": [2, 1, 2], "pads": [0, 1, 1, 1, 0, 0]}),
+    ((1, 4, 3, 4, 3), (4, 2, 2, 3, 2), {"group": 2, "strides": [2, 1, 2]}),
+    ((1, 2, 3, 4), (2, 3, 3, 3), {"strides": [2, 2], "output_shape": [6, 6]}),
+    ((1, 2, 3, 4), (2, 3, 3, 3), {"strides": [2, 2], "output_shape": [6, 6],
+                                  "auto_pad": "SAME_UPPER"}),
+]
+
+
+@pytest.mark.parametrize("case", CT_CASES, ids=str)
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv_transpose(case, bias, rng):
+    xs, ws, attrs = case
+    x = random_array(rng, xs)
+    w = random_array(rng, ws)
+    inputs = {"x": x, "w": w}
+    if bias:
+        inputs["b"] = random_array(rng, (ws[1] * attrs.get("group", 1),))
+    check_on_ep(single_node_model("ConvTranspose", inputs, attrs=attrs), inputs, **TOL)
+
+
+def test_resnet_like_block_runs_whole_on_ep(rng):
+    """Conv -> (BatchNormalization, folded by ORT) -> Relu -> MaxPool -> Conv -> GlobalAveragePool, all on the EP."""
+    import onnx
+    from onnx import helper
+
+    from ortmlx.testing import make_model
+
+    x = random_array(rng, (2, 3, 32, 32))
+    inits = {
+        "w1": random_array(rng, (8, 3, 7, 7), low=-0.3, high=0.3),
+        "s": random_array(rng, (8,), low=0.5, high=1.5), "bb": random_array(rng, (8,)),
+        "m": random_array(rng, (8,)), "v": random_array(rng, (8,), low=0.5, high=2.0),
+        "w2": random_array(rng, (16, 8, 3, 3), low=-0.3, high=0.3),
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", strides=[2, 2],
+                         pads=[3, 3, 3, 3]),
+        helper.make_node("BatchNormalization", ["c1", "s", "bb", "m", "v"], ["bn"], name="bn"),
+        helper.make_node("Relu", ["bn"], ["r"], name="relu"),
+        helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[3, 3],
+                         strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["p", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("GlobalAveragePool", ["c2"], ["y"], name="gap"),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 16, 1, 1])],
+        [onnx.numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = make_model(graph, opset=17)
+    # ORT's optimizer folds the BatchNormalization into conv1's weights before partitioning.
+    names = [n.name for n in nodes if n.name != "bn"]
+    check_on_ep(model, {"x": x}, node_names=names, rtol=1e-4, atol=1e-4)

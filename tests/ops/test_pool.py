@@ -1,0 +1,93 @@
+"""MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool on the EP vs ORT CPU."""
+
+import numpy as np
+import pytest
+
+from opcheck import check_on_ep, refusal, single_node_model
+from ortmlx.testing import random_array
+
+POOL_CASES = [
+    ((2, 3, 11), {"kernel_shape": [3]}),
+    ((1, 2, 12), {"kernel_shape": [4], "strides": [3], "pads": [1, 2]}),
+    ((2, 3, 9, 10), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 4, 13, 8), {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [0, 1, 2, 0]}),
+    ((1, 2, 11, 11), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 2, 10, 9), {"kernel_shape": [3, 2], "strides": [3, 2], "pads": [1, 0, 1, 1],
+                     "ceil_mode": 1}),
+    ((1, 2, 10, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ((1, 2, 10, 9), {"kernel_shape": [2, 3], "strides": [2, 3], "auto_pad": "SAME_LOWER"}),
+    ((1, 2, 10, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "VALID"}),
+    ((1, 3, 6, 7, 5), {"kernel_shape": [2, 3, 2], "strides": [2, 1, 2], "pads": [1, 0, 1, 0, 1, 0]}),
+    ((1, 1, 1, 1), {"kernel_shape": [1, 1]}),
+]
+
+DILATED = [
+    ((1, 2, 12, 11), {"kernel_shape": [3, 3], "dilations": [2, 2]}),
+    ((1, 2, 12, 11), {"kernel_shape": [2, 3], "dilations": [3, 1], "strides": [2, 2],
+                      "pads": [1, 1, 0, 2]}),
+    ((1, 2, 12, 11), {"kernel_shape": [3, 3], "dilations": [2, 2], "ceil_mode": 1, "strides": [2, 2]}),
+]
+
+
+@pytest.mark.parametrize("case", POOL_CASES + DILATED, ids=str)
+def test_max_pool(case, rng):
+    shape, attrs = case
+    x = random_array(rng, shape)
+    check_on_ep(single_node_model("MaxPool", {"x": x}, attrs=attrs), {"x": x})
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_max_pool_integers(dtype, rng):
+    x = random_array(rng, (1, 3, 9, 8), dtype)
+    attrs = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}
+    check_on_ep(single_node_model("MaxPool", {"x": x}, attrs=attrs), {"x": x})
+
+
+@pytest.mark.parametrize("case", POOL_CASES, ids=str)
+@pytest.mark.parametrize("cip", [0, 1])
+def test_average_pool(case, cip, rng):
+    shape, attrs = case
+    x = random_array(rng, shape)
+    attrs = dict(attrs, count_include_pad=cip)
+    check_on_ep(single_node_model("AveragePool", {"x": x}, attrs=attrs), {"x": x},
+                rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", DILATED, ids=str)
+@pytest.mark.parametrize("cip", [0, 1])
+def test_average_pool_dilated(case, cip, rng):
+    shape, attrs = case
+    x = random_array(rng, shape)
+    attrs = dict(attrs, count_include_pad=cip)
+    check_on_ep(single_node_model("AveragePool", {"x": x}, attrs=attrs, opset=19), {"x": x},
+                rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("shape", [(2, 3, 7), (1, 4, 5, 6), (2, 2, 3, 4, 5), (1, 1, 1, 1)], ids=str)
+def test_global_pool(op, shape, rng):
+    x = random_array(rng, shape)
+    check_on_ep(single_node_model(op, {"x": x}), {"x": x}, rtol=1e-5, atol=1e-6)
+
+
+def _typed_model(op, x, attrs, outputs, opset=21):
+    import onnx
+    from onnx import helper
+
+    from ortmlx.testing import make_model
+
+    node = helper.make_node(op, ["x"], [o[0] for o in outputs], name="node", **attrs)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info(n, t, sh) for n, t, sh in outputs])
+    return make_model(graph, opset=opset)
+
+
+def test_pool_refusals(rng):
+    x = random_array(rng, (1, 2, 6, 6))
+    model = _typed_model("MaxPool", x, {"kernel_shape": [2, 2]},
+                         [("out0", 1, [1, 2, 5, 5]), ("out1", 7, [1, 2, 5, 5])])
+    assert "Indices" in refusal(model, "MaxPool")
+    x64 = rng.uniform(size=(1, 2, 6, 6))
+    assert "float32" in refusal(single_node_model("MaxPool", {"x": x64},
+                                                  attrs={"kernel_shape": [2, 2]}), "MaxPool")

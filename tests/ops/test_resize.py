@@ -1,0 +1,150 @@
+"""Resize (nearest / linear / cubic with constant scales or sizes), DepthToSpace, SpaceToDepth on
+the EP vs ORT CPU."""
+
+import numpy as np
+import pytest
+
+from opcheck import check_on_ep, refusal, single_node_model
+from ortmlx.testing import random_array
+
+CTMS = ["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric"]
+NEAREST_MODES = ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
+
+
+def resize_model(x, attrs, scales=None, sizes=None, opset=19, empty_scales=False):
+    if scales is not None:
+        scales = np.asarray(scales, np.float32)
+        return single_node_model("Resize", {"x": x, "roi": None, "scales": scales}, attrs=attrs,
+                                 initializers={"scales": scales}, opset=opset)
+    sizes = np.asarray(sizes, np.int64)
+    if empty_scales:
+        e = np.zeros((0,), np.float32)
+        return single_node_model("Resize", {"x": x, "roi": e, "scales": e.copy(), "sizes": sizes},
+                                 attrs=attrs, initializers={"roi": e, "scales": e.copy(),
+                                                            "sizes": sizes}, opset=opset)
+    return single_node_model("Resize", {"x": x, "roi": None, "scales": None, "sizes": sizes},
+                             attrs=attrs, initializers={"sizes": sizes}, opset=opset)
+
+
+NEAREST_SCALES = [[1, 1, 2, 3], [1, 1, 0.5, 0.6], [1, 1, 1.7, 0.8], [1, 1, 3, 1]]
+
+
+@pytest.mark.parametrize("ctm", CTMS)
+@pytest.mark.parametrize("nm", NEAREST_MODES)
+@pytest.mark.parametrize("scales", NEAREST_SCALES, ids=str)
+def test_resize_nearest_scales(ctm, nm, scales, rng):
+    if ctm == "half_pixel_symmetric":
+        pytest.skip("refused for nearest (see test_resize_refusals)")
+    x = random_array(rng, (2, 3, 5, 7))
+    model = resize_model(x, {"mode": "nearest", "coordinate_transformation_mode": ctm,
+                             "nearest_mode": nm}, scales=scales)
+    check_on_ep(model, {"x": x}, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("ctm", CTMS)
+@pytest.mark.parametrize("nm", NEAREST_MODES)
+@pytest.mark.parametrize("sizes", [[2, 3, 9, 4], [2, 3, 1, 13], [2, 3, 5, 7]], ids=str)
+def test_resize_nearest_sizes(ctm, nm, sizes, rng):
+    if ctm == "half_pixel_symmetric":
+        pytest.skip("refused for nearest (see test_resize_refusals)")
+    x = random_array(rng, (2, 3, 5, 7))
+    model = resize_model(x, {"mode": "nearest", "coordinate_transformation_mode": ctm,
+                             "nearest_mode": nm}, sizes=sizes)
+    check_on_ep(model, {"x": x}, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32])
+def test_resize_nearest_integers_and_other_ranks(dtype, rng):
+    x = random_array(rng, (2, 5, 6), dtype)
+    check_on_ep(resize_model(x, {"mode": "nearest"}, scales=[1, 2, 0.5]), {"x": x})
+    x = random_array(rng, (7,), dtype)
+    check_on_ep(resize_model(x, {"mode": "nearest"}, sizes=[11]), {"x": x})
+
+
+def test_resize_empty_scales_next_to_sizes(rng):
+    x = random_array(rng, (1, 2, 4, 5))
+    check_on_ep(resize_model(x, {"mode": "linear"}, sizes=[1, 2, 7, 3], empty_scales=True),
+                {"x": x}, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("ctm", CTMS)
+@pytest.mark.parametrize("scales", [[1, 1, 2, 3], [1, 1, 0.5, 0.6], [1, 1, 1.7, 0.8]], ids=str)
+def test_resize_linear_scales(ctm, scales, rng):
+    x = random_array(rng, (2, 3, 5, 7))
+    model = resize_model(x, {"mode": "linear", "coordinate_transformation_mode": ctm},
+                         scales=scales)
+    check_on_ep(model, {"x": x}, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("ctm", CTMS)
+@pytest.mark.parametrize("sizes", [[2, 3, 9, 4], [2, 3, 1, 13]], ids=str)
+def test_resize_linear_sizes(ctm, sizes, rng):
+    x = random_array(rng, (2, 3, 5, 7))
+    model = resize_model(x, {"mode": "linear", "coordinate_transformation_mode": ctm},
+                         sizes=sizes)
+    check_on_ep(model, {"x": x}, rtol=1e-5, atol=1e-6)
+
+
+def test_resize_linear_2d_and_trilinear(rng):
+    x = random_array(rng, (5, 6))
+    check_on_ep(resize_model(x, {"mode": "linear"}, scales=[1.6, 0.5]), {"x": x},
+                rtol=1e-5, atol=1e-6)
+    x = random_array(rng, (1, 2, 3, 4, 5))
+    check_on_ep(resize_model(x, {"mode": "linear"}, scales=[1, 1, 2, 1.5, 0.8]), {"x": x},
+                rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("ctm", CTMS)
+@pytest.mark.parametrize("exclude", [0, 1])
+@pytest.mark.parametrize("a", [-0.75, -0.5])
+@pytest.mark.parametrize("scales", [[1, 1, 2, 3], [1, 1, 0.5, 0.6]], ids=str)
+def test_resize_cubic(ctm, exclude, a, scales, rng):
+    x = random_array(rng, (1, 2, 6, 7))
+    model = resize_model(x, {"mode": "cubic", "coordinate_transformation_mode": ctm,
+                             "exclude_outside": exclude, "cubic_coeff_a": a}, scales=scales)
+    check_on_ep(model, {"x": x}, rtol=1e-5, atol=1e-5)
+
+
+def test_resize_opset_13(rng):
+    x = random_array(rng, (1, 2, 4, 5))
+    check_on_ep(resize_model(x, {"mode": "linear"}, scales=[1, 1, 2, 2], opset=13), {"x": x},
+                rtol=1e-5, atol=1e-6)
+
+
+def test_resize_refusals(rng):
+    x = random_array(rng, (1, 2, 4, 5))
+    m = resize_model(x, {"mode": "linear", "antialias": 1}, scales=[1, 1, 0.5, 0.5])
+    assert "antialias" in refusal(m, "Resize")
+    m = resize_model(x, {"mode": "nearest", "coordinate_transformation_mode": "tf_crop_and_resize"},
+                     scales=[1, 1, 2, 2])
+    assert "tf_crop_and_resize" in refusal(m, "Resize")
+    m = resize_model(x, {"mode": "nearest", "coordinate_transformation_mode": "half_pixel_symmetric"},
+                     scales=[1, 1, 0.5, 0.6])
+    assert "half_pixel_symmetric" in refusal(m, "Resize")
+    m = resize_model(x, {"mode": "nearest", "keep_aspect_ratio_policy": "not_larger"},
+                     sizes=[1, 2, 8, 8])
+    assert "keep_aspect_ratio_policy" in refusal(m, "Resize")
+    # scales fed at run time (not a constant)
+    s = np.array([1, 1, 2, 2], np.float32)
+    m = single_node_model("Resize", {"x": x, "roi": None, "scales": s}, attrs={"mode": "nearest"},
+                          opset=19)
+    assert "constant" in refusal(m, "Resize")
+
+
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+@pytest.mark.parametrize("shape,b", [((2, 8, 3, 5), 2), ((1, 27, 2, 3), 3), ((1, 4, 1, 1), 2)],
+                         ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8])
+def test_depth_to_space(mode, shape, b, dtype, rng):
+    x = random_array(rng, shape, dtype)
+    model = single_node_model("DepthToSpace", {"x": x}, attrs={"blocksize": b, "mode": mode})
+    check_on_ep(model, {"x": x}, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("shape,b", [((2, 3, 4, 6), 2), ((1, 2, 6, 9), 3), ((1, 1, 2, 2), 2)],
+                         ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8])
+def test_space_to_depth(shape, b, dtype, rng):
+    x = random_array(rng, shape, dtype)
+    model = single_node_model("SpaceToDepth", {"x": x}, attrs={"blocksize": b})
+    check_on_ep(model, {"x": x}, rtol=0, atol=0)
