@@ -7,10 +7,12 @@ class OpRegistry;
 
 void register_elementwise_ops(OpRegistry& r);  // arithmetic, unary math, activations
 void register_matmul_ops(OpRegistry& r);       // MatMul, Gemm
+void register_einsum_ops(OpRegistry& r);       // Einsum (one or two operands, no ellipsis)
 void register_shape_ops(
     OpRegistry& r);  // Reshape, Transpose, (Un)Squeeze, Flatten, Concat, Identity
 void register_cast_ops(OpRegistry& r);           // Cast
-void register_reduce_ops(OpRegistry& r);         // ReduceMean, ReduceSum
+void register_reduce_ops(OpRegistry& r);         // the ten Reduce* ops
+void register_arg_reduce_ops(OpRegistry& r);     // ArgMax, ArgMin, TopK, CumSum
 void register_norm_ops(OpRegistry& r);           // LayerNormalization, Softmax
 void register_attention_vjp_ops(OpRegistry& r);  // pkg.onnax AttentionVJP contracts
 void register_conv_ops(OpRegistry& r);          // Conv, ConvTranspose

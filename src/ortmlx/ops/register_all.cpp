@@ -7,9 +7,11 @@ namespace ortmlx {
 void register_all_ops(OpRegistry& r) {
   register_elementwise_ops(r);
   register_matmul_ops(r);
+  register_einsum_ops(r);
   register_shape_ops(r);
   register_cast_ops(r);
   register_reduce_ops(r);
+  register_arg_reduce_ops(r);
   register_norm_ops(r);
   register_attention_vjp_ops(r);
   register_conv_ops(r);
