@@ -9,8 +9,9 @@
 //
 // NaN (ORT 1.30 CPU, measured): ArgMax/ArgMin skip NaN unless it is the first element of the run
 // ([1, NaN, 3] -> 2, [NaN, 1, 2] -> 0); TopK places NaN where its comparisons happen to leave it.
-// MLX orders NaN consistently, so with NaN in the data the EP can differ from ORT CPU (not
-// claimable per value, documented).
+// On the EP (MLX CPU, measured) ArgMax/ArgMin give the first NaN's index ([1, NaN, 3] -> 1) and
+// TopK sorts NaN last for both largest and smallest, so with NaN in the data the EP can differ
+// from ORT CPU (a per-value difference that claims cannot see; documented, not tested).
 #include <cstdint>
 #include <limits>
 #include <optional>
