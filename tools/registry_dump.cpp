@@ -11,7 +11,8 @@ int main() {
               << ortmlx::json_escape(e.op_type) << "\",\"min_opset\":" << e.min_opset
               << ",\"max_opset\":" << e.max_opset
               << ",\"by_prefix\":" << (e.by_prefix ? "true" : "false")
-              << ",\"shape_keyed\":" << (e.shape_keyed ? "true" : "false") << "}\n";
+              << ",\"shape_keyed\":" << (e.shape_keyed ? "true" : "false")
+              << ",\"cpu_default\":" << (e.cpu_default ? "true" : "false") << "}\n";
   }
   return 0;
 }

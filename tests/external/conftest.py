@@ -1,11 +1,18 @@
 """Prints the ONNX backend gate's totals at the end of the run (pytest -q hides test output)."""
 
-from .test_onnx_backend import COUNTS, REGISTERED
+import json
+import os
+
+from .test_onnx_backend import COUNTS, REGISTERED, RESULTS
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if len(COUNTS) <= 1:
         return  # the gate did not run in this process (deselected, or xdist workers)
+    path = os.environ.get("ORTMLX_GATE_RESULTS")  # per-case outcomes for gen_op_coverage.py
+    if path:
+        with open(path, "w") as f:
+            json.dump(RESULTS, f)
     c = COUNTS
     terminalreporter.write_line(
         f"onnx backend gate: {c['total']} cases of {len(REGISTERED)} registered op types; "

@@ -40,8 +40,17 @@ CASES = _cases()
 COUNTS = {"total": len(CASES)}
 
 
-def _count(what):
+# Per case (for scripts/gen_op_coverage.py, through ORTMLX_GATE_RESULTS): its op types, outcome
+# and input dtypes.
+RESULTS: list[dict] = []
+
+
+def _count(what, case=None, feeds=None):
     COUNTS[what] = COUNTS.get(what, 0) + 1
+    if case is not None:
+        RESULTS.append({"case": case.name, "status": what,
+                        "ops": sorted({n.op_type for n in case.model.graph.node} & REGISTERED),
+                        "dtypes": sorted({str(np.asarray(v).dtype) for v in (feeds or {}).values()})})
 
 
 def _values(proto_list):
@@ -59,22 +68,31 @@ def test_onnx_backend_node_case(case):
     try:
         run = EpRun(model)
     except Exception as e:  # ORT cannot load it at all (opset/IR/type support)
-        _count("ort_cannot_load")
+        _count("ort_cannot_load", case, feeds)
         pytest.skip(f"ORT cannot load this case: {str(e).splitlines()[0][:160]}")
     try:
         got = run.run(feeds)
         claimed = bool(run.report().executed_nodes())
     except Exception as e:
         if not run.report().executed_nodes():
-            _count("ort_cannot_run")
+            _count("ort_cannot_run", case, feeds)
             pytest.skip(f"ORT CPU cannot run this case: {str(e).splitlines()[0][:160]}")
         raise
     finally:
         run.close()
     if not claimed:
-        _count("refused")
+        _count("refused", case, feeds)
         pytest.skip("not claimed by the EP (runs on ORT CPU)")
     _count("claimed")
+    outcome = "failed"
+    try:
+        _check(got, expected, case)
+        outcome = "passed"
+    finally:
+        _count(outcome, case, feeds)
+
+
+def _check(got, expected, case):
     for g, w in zip(got, expected):
         w = np.asarray(w)
         assert g.shape == w.shape, (g.shape, w.shape)
@@ -82,4 +100,3 @@ def test_onnx_backend_node_case(case):
             np.testing.assert_allclose(g, w, rtol=case.rtol, atol=case.atol, equal_nan=True)
         else:
             np.testing.assert_array_equal(g, w)
-    _count("passed")
