@@ -26,20 +26,16 @@ RTOL = 1e-4
 # xfails (strict): once it crosses the threshold the test fails until its entry is removed. A
 # refusal of an op type not listed here fails too (a regression).
 KNOWN_GAPS: dict[str, str] = {
-    "resnet18s": "refused: Conv, GlobalAveragePool, MaxPool",
-    "mobilenet_v3_small": "refused: Conv, GlobalAveragePool, HardSigmoid, HardSwish",
-    "efficientnet_b0": "refused: Conv, GlobalAveragePool",
-    "convnext": "refused: Conv, GlobalAveragePool",
-    "vit": "refused: Conv, Gather",
     "bert": "refused: Expand, Gather, Where",
     "distilbert": "refused: Expand, Gather, Where",
     "gpt2": "refused: And, Gather, IsNaN, Slice, Split, Where",
     "gpt2_dynamo": "refused: And, Gather, GatherND, IsNaN, Split, Where",
-    "t5": "refused: Gather, Slice",
-    "whisper_encoder": "refused: Conv",
-    "whisper": "refused: Conv, Gather, IsNaN, Where",
     "llama": "refused: And, Expand, Gather, IsNaN, Slice, Where",
     "llama_dynamo": "refused: And, Expand, Gather, GatherND, IsNaN, Slice, Where",
+    "mobilenet_v3_small": "refused: HardSigmoid, HardSwish",
+    "t5": "refused: Gather, Slice",
+    "vit": "refused: Gather",
+    "whisper": "refused: Gather, IsNaN, Where",
 }
 
 # name -> summary line (printed by conftest.pytest_terminal_summary)
