@@ -7,8 +7,6 @@ gate (tests/external, run here with ORTMLX_GATE_RESULTS) and the test files.
 --check exits non-zero when the committed table is out of date (run by the test suite).
 """
 
-import tempfile
-
 from __future__ import annotations
 
 import argparse
@@ -17,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
