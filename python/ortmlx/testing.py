@@ -48,9 +48,10 @@ class EpReport:
 
     def total_nodes(self) -> int:
         """Nodes of ORT's final graph, summed over graphs: those offered to the EP in the latest
-        GetCapability pass plus those inside the EP's fused nodes that the pass kept from
-        earlier ones (ORT asks again after inlining a function the EP refused)."""
-        return sum(c["total_nodes"] + c.get("kept_nodes", 0)
+        GetCapability pass, those inside the EP's fused nodes that the pass kept from earlier
+        ones (ORT asks again after inlining a function the EP refused), and those an earlier
+        pass already left to another EP."""
+        return sum(c["total_nodes"] + c.get("kept_nodes", 0) + c.get("other_ep_nodes", 0)
                    for c in self.raw.get("claims", {}).values() if c.get("latest", True))
 
     def refused(self) -> dict:
