@@ -113,3 +113,221 @@ def test_gelu_is_accurate_near_zero(dtype):
     # float16: within rounding, and its subnormals (below 6.1e-5) are spaced 6e-8 apart.
     np.testing.assert_allclose(got[0], want, rtol=1e-6 if dtype == np.float32 else 1e-3,
                                atol=0 if dtype == np.float32 else 6e-8)
+
+
+# ---- Issue 9: Pow with an integer exponent, variadic Min/Max/Sum/Mean, Mod, Clip, rounding,
+# Sign, trigonometric and hyperbolic functions, Dropout (inference).
+
+HALF_TOL = dict(rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("etype", [np.int64, np.int32])
+def test_pow_integer_exponent_keeps_parity_regression(etype):
+    """Regression: the integer exponent was cast to float32, so 16777217 became 16777216 and
+    (-1)^16777217 came out +1 (ORT CPU: -1). The sign now comes from the integer's parity."""
+    big = 16777217 if etype == np.int64 else 2**24 + 3
+    a = np.array([-1.0, -1.0, 1.0, -1.0, -1.0000001, 2.0, -0.5, -1.0], dtype=np.float32)
+    e = np.array([big, big + 1, big, -big, 3, -3, 5, 2**30 + 1], dtype=etype)
+    got = check_on_ep(single_node_model("Pow", {"a": a, "e": e}), {"a": a, "e": e}, rtol=2e-6)
+    assert got[0][0] == -1.0 and got[0][1] == 1.0 and got[0][3] == -1.0 and got[0][7] == -1.0
+
+
+@pytest.mark.parametrize("etype", [np.int64, np.int32])
+def test_pow_integer_exponent_random_and_special(etype, rng):
+    a = random_array(rng, (3, 4, 5), low=-3, high=3)
+    e = rng.integers(-12, 13, size=(4, 1)).astype(etype)
+    check_on_ep(single_node_model("Pow", {"a": a, "e": e}), {"a": a, "e": e}, rtol=2e-6)
+    a = np.array([0.0, -0.0, -0.0, np.inf, -np.inf, -np.inf, np.nan, np.nan, 0.0, 1.0000001,
+                  -1.0000001, 3.0, 0.5], dtype=np.float32)
+    e = np.array([-1, -1, 3, -2, 3, -3, 0, 2, 0, 16777219, 16777219, 200, 200], dtype=etype)
+    check_on_ep(single_node_model("Pow", {"a": a, "e": e}), {"a": a, "e": e}, rtol=2e-6)
+    empty = np.zeros((0, 3), np.float32)
+    check_on_ep(single_node_model("Pow", {"a": empty, "e": e[:3]}), {"a": empty, "e": e[:3]})
+
+
+def test_pow_float16_base_integer_exponent(rng):
+    a = random_array(rng, (6, 5), np.float16, low=-2, high=2)
+    e = rng.integers(-4, 5, size=(5,)).astype(np.int64)
+    check_on_ep(single_node_model("Pow", {"a": a, "e": e}), {"a": a, "e": e}, **HALF_TOL)
+
+
+def test_pow_unsupported_exponent_type_is_refused(rng):
+    a = random_array(rng, (3,))
+    e = np.array([1.0, 2.0, 3.0], dtype=np.float64)
+    assert "exponent" in refusal(single_node_model("Pow", {"a": a, "e": e}), "Pow")
+
+
+VARIADIC_SHAPES = [[(2, 3, 4)], [(2, 3, 4), (4,)], [(2, 1, 4), (3, 1), ()],
+                   [(1,), (5, 1), (1, 6), (5, 6)], [(0, 3), (3,)]]
+
+
+@pytest.mark.parametrize("op", ["Max", "Min", "Sum", "Mean"])
+@pytest.mark.parametrize("shapes", VARIADIC_SHAPES, ids=str)
+def test_variadic_float(op, shapes, rng):
+    feeds = {f"x{i}": random_array(rng, s) for i, s in enumerate(shapes)}
+    check_on_ep(single_node_model(op, feeds), feeds)
+
+
+@pytest.mark.parametrize("op", ["Max", "Min", "Sum", "Mean"])
+def test_variadic_float16(op, rng):
+    feeds = {f"x{i}": random_array(rng, s, np.float16) for i, s in enumerate([(3, 4), (4,), (1, 4)])}
+    check_on_ep(single_node_model(op, feeds), feeds, **HALF_TOL)
+
+
+@pytest.mark.parametrize("op", ["Max", "Min"])
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.uint32, np.uint64])
+def test_min_max_integers(op, dtype, rng):
+    feeds = {f"x{i}": random_array(rng, s, dtype) for i, s in enumerate([(3, 4), (4,), (3, 1)])}
+    check_on_ep(single_node_model(op, feeds), feeds)
+
+
+@pytest.mark.parametrize("op", ["Max", "Min", "Sum", "Mean"])
+def test_variadic_nan_inf(op):
+    a = np.array([np.nan, 1.0, np.inf, -np.inf, 2.0, np.nan], dtype=np.float32)
+    b = np.array([1.0, np.nan, -np.inf, 3.0, np.inf, np.nan], dtype=np.float32)
+    check_on_ep(single_node_model(op, {"a": a, "b": b}), {"a": a, "b": b})
+
+
+def test_variadic_refusals(rng):
+    x = rng.uniform(size=(3,))  # float64: not run by the EP
+    assert "float64" in refusal(single_node_model("Max", {"a": x, "b": x}), "Max")
+
+
+MOD_INT_TYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+
+
+def _nonzero(rng, shape, dtype):
+    x = random_array(rng, shape, dtype)
+    x[x == 0] = 7
+    return x
+
+
+@pytest.mark.parametrize("fmod", [0, 1])
+@pytest.mark.parametrize("dtype", MOD_INT_TYPES)
+def test_mod_integers(fmod, dtype, rng):
+    a = random_array(rng, (3, 4, 5), dtype)
+    b = _nonzero(rng, (4, 1), dtype)
+    check_on_ep(single_node_model("Mod", {"a": a, "b": b}, attrs={"fmod": fmod}), {"a": a, "b": b})
+
+
+def test_mod_integer_signs():
+    a = np.array([-7, 7, -7, 7, 0, -6, 6, -1], dtype=np.int32)
+    b = np.array([3, -3, -3, 3, 5, 3, -3, 100], dtype=np.int32)
+    for fmod in (0, 1):
+        check_on_ep(single_node_model("Mod", {"a": a, "b": b}, attrs={"fmod": fmod}),
+                    {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_mod_float_fmod(dtype, rng):
+    a = random_array(rng, (3, 4, 5), dtype, low=-10, high=10)
+    b = random_array(rng, (5,), dtype, low=0.5, high=3) * np.where(rng.random(5) < 0.5, -1, 1).astype(dtype)
+    check_on_ep(single_node_model("Mod", {"a": a, "b": b}, attrs={"fmod": 1}), {"a": a, "b": b})
+    s = np.array([-7.5, 7.5, -0.0, 0.0, np.inf, 3.0, 3.0, np.nan, 5.0, -1e-30], dtype=dtype)
+    t = np.array([2.0, -2.0, 2.0, -2.0, 2.0, np.inf, 0.0, 1.0, np.nan, 3.0], dtype=dtype)
+    check_on_ep(single_node_model("Mod", {"a": s, "b": t}, attrs={"fmod": 1}), {"a": s, "b": t})
+
+
+def test_mod_float_without_fmod_is_refused(rng):
+    a = random_array(rng, (3,))
+    assert "fmod=0" in refusal(single_node_model("Mod", {"a": a, "b": a}), "Mod")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.int32, np.int64,
+                                   np.uint8, np.uint32, np.uint64])
+@pytest.mark.parametrize("bounds", ["both", "min", "max", "none", "inverted"])
+def test_clip(dtype, bounds, rng):
+    x = random_array(rng, (3, 4, 5), dtype, low=-3, high=3)
+    lo, hi = (np.array(10, dtype), np.array(3, dtype)) if bounds == "inverted" else (
+        np.array(-1 if np.issubdtype(dtype, np.signedinteger) or np.issubdtype(dtype, np.floating)
+                 else 5, dtype), np.array(20 if np.issubdtype(dtype, np.integer) else 1.5, dtype))
+    inputs = {"x": x, "lo": lo if bounds in ("both", "min", "inverted") else None,
+              "hi": hi if bounds in ("both", "max", "inverted") else None}
+    feeds = {k: v for k, v in inputs.items() if v is not None}
+    check_on_ep(single_node_model("Clip", inputs, opset=13), feeds)
+
+
+def test_clip_nan_and_shape_one_bounds():
+    x = np.array([np.nan, -np.inf, np.inf, 0.5, -2.0], dtype=np.float32)
+    lo, hi = np.array([-1.0], np.float32), np.array([1.0], np.float32)
+    check_on_ep(single_node_model("Clip", {"x": x, "lo": lo, "hi": hi}), {"x": x, "lo": lo, "hi": hi})
+    e = np.zeros((0, 2), np.float32)
+    check_on_ep(single_node_model("Clip", {"x": e, "lo": lo}), {"x": e, "lo": lo})
+
+
+ROUNDING = ["Floor", "Ceil", "Round"]
+
+
+@pytest.mark.parametrize("op", ROUNDING + ["Sign"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("shape", [(2, 3, 5), (), (0, 4), (1,)], ids=str)
+def test_rounding_and_sign(op, dtype, shape, rng):
+    x = random_array(rng, shape, dtype, low=-5, high=5)
+    check_on_ep(single_node_model(op, {"x": x}), {"x": x})
+
+
+@pytest.mark.parametrize("op", ROUNDING + ["Sign"])
+def test_rounding_special_values(op):
+    x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 2.4999998, -0.0, np.nan, np.inf, -np.inf,
+                  8388609.0, 1e30, -3.5], dtype=np.float32)
+    check_on_ep(single_node_model(op, {"x": x}), {"x": x})
+
+
+@pytest.mark.parametrize("dtype", MOD_INT_TYPES)
+def test_sign_integers(dtype, rng):
+    x = random_array(rng, (4, 6), dtype)
+    check_on_ep(single_node_model("Sign", {"x": x}), {"x": x})
+
+
+TRIG = {"Sin": (-10, 10), "Cos": (-10, 10), "Tan": (-1.4, 1.4), "Asin": (-1, 1),
+        "Acos": (-1, 1), "Atan": (-10, 10), "Sinh": (-5, 5), "Cosh": (-5, 5),
+        "Asinh": (-10, 10), "Acosh": (1, 10), "Atanh": (-0.99, 0.99)}
+
+
+@pytest.mark.parametrize("op", sorted(TRIG))
+@pytest.mark.parametrize("shape", [(2, 3, 5), (), (0, 4)], ids=str)
+def test_trig(op, shape, rng):
+    lo, hi = TRIG[op]
+    x = random_array(rng, shape, low=lo, high=hi)
+    check_on_ep(single_node_model(op, {"x": x}), {"x": x}, rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("op", sorted(TRIG))
+def test_trig_float16_and_special_values(op, rng):
+    lo, hi = TRIG[op]
+    x = random_array(rng, (4, 5), np.float16, low=lo, high=hi)
+    check_on_ep(single_node_model(op, {"x": x}), {"x": x}, **HALF_TOL)
+    s = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 2.0, -2.0, 1.0, -1.0, 0.5], np.float32)
+    check_on_ep(single_node_model(op, {"x": s}), {"x": s}, rtol=2e-6, atol=2e-6)
+
+
+def test_trig_refuses_float64(rng):
+    x = rng.uniform(size=(3,))
+    assert "float64" in refusal(single_node_model("Sin", {"x": x}), "Sin")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("form", ["plain", "mask", "ratio_and_false"])
+def test_dropout_inference(dtype, form, rng):
+    x = random_array(rng, (3, 4, 5), dtype)
+    inits = {}
+    inputs = {"x": x}
+    if form == "ratio_and_false":
+        inits = {"ratio": np.array(0.3, np.float32), "training": np.array(False)}
+        inputs.update(inits)
+    n_out = 1 if form == "plain" else 2
+    model = single_node_model("Dropout", inputs, n_outputs=n_out, initializers=inits)
+    got = check_on_ep(model, {"x": x})
+    np.testing.assert_array_equal(got[0], x)
+    if n_out == 2:
+        assert got[1].dtype == np.bool_ and got[1].all() and got[1].shape == x.shape
+
+
+def test_dropout_training_is_refused(rng):
+    x = random_array(rng, (3, 4))
+    inits = {"ratio": np.array(0.3, np.float32), "training": np.array(True)}
+    model = single_node_model("Dropout", {"x": x, **inits}, initializers=inits)
+    assert "training_mode" in refusal(model, "Dropout")
+    t = np.array(False)
+    model = single_node_model("Dropout", {"x": x, "ratio": None, "training": t})
+    assert "training_mode" in refusal(model, "Dropout")

@@ -6,6 +6,8 @@ namespace ortmlx {
 class OpRegistry;
 
 void register_elementwise_ops(OpRegistry& r);  // arithmetic, unary math, activations
+void register_activation_ops(OpRegistry& r);   // LeakyRelu..Mish, com.microsoft Gelu family
+void register_logical_ops(OpRegistry& r);      // comparisons, logical, Where, IsNaN/IsInf, BitShift
 void register_matmul_ops(OpRegistry& r);       // MatMul, Gemm
 void register_einsum_ops(OpRegistry& r);       // Einsum (one or two operands, no ellipsis)
 void register_shape_ops(

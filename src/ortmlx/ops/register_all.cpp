@@ -6,6 +6,8 @@ namespace ortmlx {
 
 void register_all_ops(OpRegistry& r) {
   register_elementwise_ops(r);
+  register_activation_ops(r);
+  register_logical_ops(r);
   register_matmul_ops(r);
   register_einsum_ops(r);
   register_shape_ops(r);

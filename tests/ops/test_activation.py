@@ -1,0 +1,97 @@
+"""Activation family (issue 9) and the com.microsoft Gelu family: every case runs on the EP and
+matches ORT CPU."""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from opcheck import NP_TO_ONNX, check_on_ep, refusal, single_node_model
+from ortmlx.testing import make_model, random_array
+
+ACT = {
+    "LeakyRelu": [{}, {"alpha": 0.3}], "Elu": [{}, {"alpha": 0.7}],
+    "Selu": [{}, {"alpha": 1.5, "gamma": 0.8}], "Celu": [{}, {"alpha": 2.0}],
+    "HardSigmoid": [{}, {"alpha": 0.3, "beta": 0.4}], "HardSwish": [{}], "Softplus": [{}],
+    "Softsign": [{}], "Mish": [{}], "ThresholdedRelu": [{}, {"alpha": 0.5}],
+}
+CASES = [(op, a) for op, attrs in ACT.items() for a in attrs]
+
+
+@pytest.mark.parametrize("op,attrs", CASES, ids=[f"{o}-{a}" for o, a in CASES])
+@pytest.mark.parametrize("shape", [(2, 3, 5), (), (0, 4), (1,)], ids=str)
+def test_activation(op, attrs, shape, rng):
+    x = random_array(rng, shape, low=-6, high=6)
+    check_on_ep(single_node_model(op, {"x": x}, attrs=attrs), {"x": x}, rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("op", sorted(ACT))
+def test_activation_special_values(op):
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 30.0, -30.0, 100.0, -100.0, 1e-6, 3.0, -3.0],
+                 np.float32)
+    check_on_ep(single_node_model(op, {"x": x}), {"x": x}, rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("op", sorted(set(ACT) - {"Celu"}))
+def test_activation_float16(op, rng):
+    x = random_array(rng, (4, 6), np.float16, low=-6, high=6)
+    check_on_ep(single_node_model(op, {"x": x}), {"x": x}, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("slope_shape", [(5,), (1,), (), (4, 1), (3, 4, 5), (1, 1, 5)], ids=str)
+def test_prelu(dtype, slope_shape, rng):
+    x = random_array(rng, (3, 4, 5), dtype, low=-3, high=3)
+    slope = random_array(rng, slope_shape, dtype, low=-1, high=1)
+    check_on_ep(single_node_model("PRelu", {"x": x, "slope": slope}), {"x": x, "slope": slope},
+                rtol=1e-3 if dtype == np.float16 else 1e-6)
+
+
+def test_prelu_empty_and_special(rng):
+    x = np.array([np.nan, -np.inf, np.inf, -0.0, -2.0], np.float32)
+    s = np.array([0.5], np.float32)
+    check_on_ep(single_node_model("PRelu", {"x": x, "s": s}), {"x": x, "s": s})
+    e = np.zeros((0, 3), np.float32)
+    s3 = random_array(rng, (3,))
+    check_on_ep(single_node_model("PRelu", {"x": e, "s": s3}), {"x": e, "s": s3})
+
+
+def test_refusals(rng):
+    # PRelu needs static ranks to check the slope's unidirectional broadcast.
+    x, slope = random_array(rng, (3, 4)), random_array(rng, (4,))
+    model = single_node_model("PRelu", {"x": x, "slope": slope})
+    model.graph.input[0].type.tensor_type.ClearField("shape")
+    del model.graph.value_info[:]
+    model.graph.output[0].type.tensor_type.ClearField("shape")
+    assert "ranks" in refusal(model, "PRelu")
+
+
+def contrib(op_type, inputs: dict, attrs=None):
+    """One com.microsoft node named 'node' (ONNX shape inference does not know these ops)."""
+    names = [k for k, v in inputs.items() if v is not None]
+    node = helper.make_node(op_type, [k if v is not None else "" for k, v in inputs.items()],
+                            ["out0"], name="node", domain="com.microsoft", **(attrs or {}))
+    g = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info(k, NP_TO_ONNX[inputs[k].dtype], list(inputs[k].shape))
+         for k in names],
+        [onnx.ValueInfoProto(name="out0")])
+    return make_model(g, extra_opsets={"com.microsoft": 1}, check=False)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 8), (8,), (0, 8), (1, 1)], ids=str)
+def test_contrib_gelu_family(shape, rng):
+    x = random_array(rng, shape, low=-5, high=5)
+    b = random_array(rng, shape[-1:])
+    check_on_ep(contrib("Gelu", {"x": x}), {"x": x}, rtol=1e-5, atol=1e-6)
+    check_on_ep(contrib("BiasGelu", {"x": x, "b": b}), {"x": x, "b": b}, rtol=1e-5, atol=1e-6)
+    check_on_ep(contrib("FastGelu", {"x": x}), {"x": x}, rtol=1e-5, atol=1e-6)
+    check_on_ep(contrib("FastGelu", {"x": x, "b": b}), {"x": x, "b": b}, rtol=1e-5, atol=1e-6)
+    check_on_ep(contrib("QuickGelu", {"x": x}), {"x": x}, rtol=1e-5, atol=1e-6)
+    check_on_ep(contrib("QuickGelu", {"x": x}, {"alpha": 1.2}), {"x": x}, rtol=1e-5, atol=1e-6)
+
+
+def test_contrib_gelu_special_values():
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 30.0, -30.0, 1e-6], np.float32)
+    for op in ["Gelu", "FastGelu", "QuickGelu"]:
+        check_on_ep(contrib(op, {"x": x}), {"x": x}, rtol=1e-5, atol=1e-6)
