@@ -260,3 +260,89 @@ def test_layer_norm_empty_normalized_shape_is_an_error(rng):
             run.run({"x": x, "scale": scale})
     finally:
         run.close()
+
+
+# ---------------------------------------------------------------- LogSoftmax
+
+LOGSOFTMAX_CASES = [((2, 3, 5), -1), ((2, 3, 5), 0), ((2, 3, 5), 1), ((7,), 0), ((1, 1), 1),
+                    ((0, 4), -1), ((3, 1, 9), 2), ((4, 33), -1)]
+
+
+@pytest.mark.parametrize("case", LOGSOFTMAX_CASES, ids=str)
+@pytest.mark.parametrize("opset", [11, 13])
+def test_log_softmax(case, opset, rng):
+    shape, axis = case
+    x = random_array(rng, shape, low=-8, high=8)
+    check_on_ep(single_node_model("LogSoftmax", {"x": x}, attrs={"axis": axis}, opset=opset),
+                {"x": x}, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("opset", [1, 13])
+def test_log_softmax_default_axis(opset, rng):
+    x = random_array(rng, (2, 3, 4))
+    check_on_ep(single_node_model("LogSoftmax", {"x": x}, opset=opset), {"x": x}, rtol=1e-5,
+                atol=1e-5)
+
+
+def test_log_softmax_large_values_are_stable():
+    x = np.array([[1000.0, 1001.0, 999.0], [-1000.0, -1000.5, -1e4], [88.0, 89.0, 90.0]], np.float32)
+    got = check_on_ep(single_node_model("LogSoftmax", {"x": x}, opset=13), {"x": x}, rtol=1e-5,
+                      atol=1e-5)
+    assert np.isfinite(got[0]).all()
+
+
+def test_log_softmax_float16(rng):
+    x = random_array(rng, (3, 4, 16), np.float16, low=-6, high=6)
+    check_on_ep(single_node_model("LogSoftmax", {"x": x}, opset=13), {"x": x}, rtol=1e-3, atol=2e-3)
+
+
+def test_log_softmax_float64_is_refused(rng):
+    x = rng.uniform(size=(2, 3))
+    reason = refusal(single_node_model("LogSoftmax", {"x": x}, opset=13), "LogSoftmax")
+    assert reason and "float64" in reason
+
+
+# ---------------------------------------------------------------- RMSNormalization (opset 23)
+
+def rms_norm_ref(x, scale, axis, eps):
+    x = x.astype(np.float64)
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    return x / np.sqrt((x * x).mean(axis=axes, keepdims=True) + eps) * scale.astype(np.float64)
+
+
+RMS_CASES = [((2, 3, 8), -1, (8,)), ((2, 3, 8), 1, (3, 8)), ((2, 3, 8), -2, (1, 8)),
+             ((2, 3, 8), 0, (2, 3, 8)), ((5, 17), -1, (17,)), ((1, 1), -1, (1,)),
+             ((0, 5), -1, (5,)), ((3, 4, 6), -1, (1,))]
+
+
+@pytest.mark.parametrize("case", RMS_CASES, ids=str)
+def test_rms_norm(case, rng):
+    shape, axis, s_shape = case
+    feeds = {"x": random_array(rng, shape), "scale": random_array(rng, s_shape)}
+    model = single_node_model("RMSNormalization", feeds, attrs={"axis": axis, "epsilon": 1e-4},
+                              opset=23)
+    got = check_on_ep(model, feeds, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[0], rms_norm_ref(feeds["x"], feeds["scale"], axis, 1e-4),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_rms_norm_float16(rng):
+    feeds = {"x": random_array(rng, (4, 32), np.float16), "scale": random_array(rng, (32,), np.float16)}
+    check_on_ep(single_node_model("RMSNormalization", feeds, opset=23), feeds, rtol=1e-3, atol=2e-3)
+
+
+def test_rms_norm_huge_rows_match_float64():
+    # x^2 overflows float32 beyond ~1.8e19; the EP scales such rows first (float64 reference).
+    x = np.array([[1e37, 2e37, -1e37, 3e37], [1e20, -2e20, 5.0, 1.0], [0.5, -1.5, 2.0, 1.0]],
+                 np.float32)
+    scale = np.array([1.0, -2.0, 0.5, 1.5], np.float32)
+    y = run_on_ep(single_node_model("RMSNormalization", {"x": x, "scale": scale}, opset=23),
+                  {"x": x, "scale": scale})[0]
+    np.testing.assert_allclose(y, rms_norm_ref(x, scale, -1, 1e-5), rtol=1e-5, atol=1e-6)
+
+
+def test_rms_norm_stash_type_0_half_is_refused(rng):
+    feeds = {"x": random_array(rng, (2, 4), np.float16), "scale": random_array(rng, (4,), np.float16)}
+    model = single_node_model("RMSNormalization", feeds, attrs={"stash_type": 0}, opset=23)
+    reason = refusal(model, "RMSNormalization")
+    assert reason and "stash_type" in reason

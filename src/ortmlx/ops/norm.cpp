@@ -1,4 +1,5 @@
-// Normalisation family: LayerNormalization (opset 17) and Softmax (all opsets).
+// Normalisation family: LayerNormalization (opset 17), RMSNormalization (opset 23), Softmax and
+// LogSoftmax (all opsets). The row kernels are shared with contrib_norm.cpp (norm_kernels.h).
 //
 // LayerNormalization is composed from MLX ops in float32 with the two-pass variance of the ONNX
 // function body (mean, then mean of squared deviations), on pivot-shifted rows (see below).
@@ -16,45 +17,11 @@
 #include <limits>
 
 #include "ortmlx/ops/common.h"
+#include "ortmlx/ops/norm_kernels.h"
 #include "ortmlx/ops/ops.h"
 
 namespace ortmlx {
-namespace {
-
-using namespace ortmlx::ops;
-
-// ---------------------------------------------------------------- LayerNormalization
-
-ClaimResult claim_layer_norm(const ClaimContext& c) {
-  ORTMLX_REQUIRE(c.num_inputs() == 2 || c.num_inputs() == 3, "expects 2 or 3 inputs (X, Scale, B)");
-  ORTMLX_REQUIRE(c.num_outputs() >= 1 && c.num_outputs() <= 3, "expects 1 to 3 outputs");
-  auto r = refuse_unknown_attrs(c, {"axis", "epsilon", "stash_type"});
-  if (!r.ok) return r;
-  for (size_t i = 0; i < c.num_inputs(); ++i) {
-    if (i == 2 && !c.has_input(2)) continue;
-    r = require_input_type(c, i, is_float_type, "float16/bfloat16/float32 only");
-    if (!r.ok) return r;
-  }
-  r = require_same_types(c);
-  if (!r.ok) return r;
-  // stash_type=1 computes in float32. Other stash types differ only for half inputs.
-  const int64_t stash = c.node().attr_int("stash_type", 1);
-  ORTMLX_REQUIRE(
-      stash == 1 || c.input_type(0) == ElemType::kFloat,
-      "stash_type " + std::to_string(stash) + " with a half-precision input is not implemented");
-  // Mean and InvStdDev are float32 (the stash type).
-  for (size_t i = 1; i < c.num_outputs(); ++i) {
-    const ElemType t = c.output_type(i);
-    ORTMLX_REQUIRE(t == ElemType::kUndefined || t == ElemType::kFloat,
-                   "output " + std::to_string(i) + " type " + type_str(t) + " is not float32");
-  }
-  const int64_t rank = c.input_rank(0);
-  const int64_t axis = c.node().attr_int("axis", -1);
-  ORTMLX_REQUIRE(
-      rank < 0 || (axis >= -rank && axis < rank),
-      "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  return ClaimResult::yes();
-}
+namespace ops {
 
 // Scale and B broadcast unidirectionally to X (right-aligned dims equal or 1).
 void check_unidirectional(const mx::array& p, const mx::array& x, const char* what) {
@@ -64,25 +31,10 @@ void check_unidirectional(const mx::array& p, const mx::array& x, const char* wh
   if (!ok) throw std::runtime_error(std::string(what) + " is not broadcastable to X");
 }
 
-void translate_layer_norm(TranslationContext& ctx, const NodeDesc& n) {
-  const auto s = ctx.stream();
-  mx::array x = ctx.input(n, 0);
-  mx::array scale = ctx.input(n, 1);
-  const int rank = static_cast<int>(x.ndim());
-  const int axis = normalize_axis(n.attr_int("axis", -1), rank);
-  std::vector<int> axes;
-  for (int i = axis; i < rank; ++i) axes.push_back(i);
-  const float eps = n.attr_float("epsilon", 1e-5f);
-  for (int a : axes)
-    if (x.shape(a) == 0)
-      throw std::runtime_error("LayerNormalization: X.shape[axis:] has no elements (ORT's CPU "
-                               "kernel rejects this too)");
-
-  const mx::Dtype dt = x.dtype();
-  auto f32 = [&](const mx::array& a) {
-    return a.dtype() == mx::float32 ? a : mx::astype(a, mx::float32, s);
-  };
-  mx::array xf = f32(x);
+NormRows layer_norm_rows(const mx::array& x_in, const std::vector<int>& axes, float eps,
+                         mx::StreamOrDevice s) {
+  mx::array xf = x_in;
+  const int rank = static_cast<int>(xf.ndim());
   // Rows whose largest magnitude m exceeds 2^40 are divided by it (others by 1, which is exact):
   // below 2^40 no sum of squared deviations overflows float32 for any row length MLX can hold
   // (16 * 2^80 * 2^31 < FLT_MAX). The normalised output is scale-free apart from epsilon, which
@@ -125,17 +77,95 @@ void translate_layer_norm(TranslationContext& ctx, const NodeDesc& n) {
                           mx::reciprocal(mx::sqrt(var_unscaled, s), s), mx::divide(inv_std_n, m, s),
                           s),
                 inv_std_n, s);
+  return {mx::multiply(d, inv_std_n, s), mean, inv_std};
+}
+
+NormRows rms_norm_rows(const mx::array& xf, const std::vector<int>& axes, float eps,
+                       mx::StreamOrDevice s) {
+  // Rows whose largest magnitude m exceeds 2^40 are divided by it first (x^2 of values beyond
+  // ~1.8e19 overflows float32); the result is scale-free apart from epsilon, which scales by
+  // 1/m^2. After scaling the row's mean square is at least 1/n, so eps/m^2 underflowing is harmless.
+  const mx::array amax = mx::max(mx::abs(xf, s), axes, /*keepdims=*/true, s);
+  const mx::array big = mx::logical_and(mx::greater(amax, mx::array(0x1p40f), s),
+                                        mx::isfinite(amax, s), s);
+  const mx::array m = mx::where(big, amax, mx::array(1.0f), s);
+  const mx::array xs = mx::divide(xf, m, s);
+  const mx::array eps_n = mx::divide(mx::divide(mx::array(eps), m, s), m, s);
+  const mx::array ms = mx::mean(mx::square(xs, s), axes, /*keepdims=*/true, s);
+  const mx::array inv_n = mx::rsqrt(mx::add(ms, eps_n, s), s);
+  return {mx::multiply(xs, inv_n, s), mx::zeros_like(ms, s), mx::divide(inv_n, m, s)};
+}
+
+}  // namespace ops
+
+namespace {
+
+using namespace ortmlx::ops;
+
+// ---------------------------------------------------------------- LayerNormalization
+
+ClaimResult claim_layer_norm(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() == 2 || c.num_inputs() == 3, "expects 2 or 3 inputs (X, Scale, B)");
+  ORTMLX_REQUIRE(c.num_outputs() >= 1 && c.num_outputs() <= 3, "expects 1 to 3 outputs");
+  auto r = refuse_unknown_attrs(c, {"axis", "epsilon", "stash_type"});
+  if (!r.ok) return r;
+  for (size_t i = 0; i < c.num_inputs(); ++i) {
+    if (i == 2 && !c.has_input(2)) continue;
+    r = require_input_type(c, i, is_float_type, "float16/bfloat16/float32 only");
+    if (!r.ok) return r;
+  }
+  r = require_same_types(c);
+  if (!r.ok) return r;
+  // stash_type=1 computes in float32. Other stash types differ only for half inputs.
+  const int64_t stash = c.node().attr_int("stash_type", 1);
+  ORTMLX_REQUIRE(
+      stash == 1 || c.input_type(0) == ElemType::kFloat,
+      "stash_type " + std::to_string(stash) + " with a half-precision input is not implemented");
+  // Mean and InvStdDev are float32 (the stash type).
+  for (size_t i = 1; i < c.num_outputs(); ++i) {
+    const ElemType t = c.output_type(i);
+    ORTMLX_REQUIRE(t == ElemType::kUndefined || t == ElemType::kFloat,
+                   "output " + std::to_string(i) + " type " + type_str(t) + " is not float32");
+  }
+  const int64_t rank = c.input_rank(0);
+  const int64_t axis = c.node().attr_int("axis", -1);
+  ORTMLX_REQUIRE(
+      rank < 0 || (axis >= -rank && axis < rank),
+      "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return ClaimResult::yes();
+}
+
+void translate_layer_norm(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  mx::array x = ctx.input(n, 0);
+  mx::array scale = ctx.input(n, 1);
+  const int rank = static_cast<int>(x.ndim());
+  const int axis = normalize_axis(n.attr_int("axis", -1), rank);
+  std::vector<int> axes;
+  for (int i = axis; i < rank; ++i) axes.push_back(i);
+  const float eps = n.attr_float("epsilon", 1e-5f);
+  for (int a : axes)
+    if (x.shape(a) == 0)
+      throw std::runtime_error("LayerNormalization: X.shape[axis:] has no elements (ORT's CPU "
+                               "kernel rejects this too)");
+
+  const mx::Dtype dt = x.dtype();
+  auto f32 = [&](const mx::array& a) {
+    return a.dtype() == mx::float32 ? a : mx::astype(a, mx::float32, s);
+  };
+  mx::array xf = f32(x);
+  NormRows st = layer_norm_rows(xf, axes, eps, s);
   // Scale and shift in float32 as ORT's CPU kernel does, rounding to X's type once at the end.
   check_unidirectional(scale, x, "Scale");
-  mx::array y = mx::multiply(mx::multiply(d, inv_std_n, s), f32(scale), s);
+  mx::array y = mx::multiply(st.y, f32(scale), s);
   if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
     mx::array b = ctx.input(n, 2);
     check_unidirectional(b, x, "B");
     y = mx::add(y, f32(b), s);
   }
   ctx.bind_output(n, 0, y.dtype() == dt ? y : mx::astype(y, dt, s));
-  ctx.bind_output(n, 1, mean);
-  ctx.bind_output(n, 2, inv_std);
+  ctx.bind_output(n, 1, st.mean);
+  ctx.bind_output(n, 2, st.inv_std);
 }
 
 // ---------------------------------------------------------------- Softmax
@@ -158,17 +188,33 @@ ClaimResult claim_softmax(const ClaimContext& c) {
   return ClaimResult::yes();
 }
 
-// Opset 13+: softmax along `axis`. Opsets 1-12: the input is coerced to 2-D at `axis`
-// ([0, axis) and [axis, rank) flattened) and the softmax runs over the second dimension.
-// precise=true accumulates half inputs in float32 (max-subtracted, numerically stable).
+// Opset 13+: (log-)softmax along `axis`. Opsets 1-12: the input is coerced to 2-D at `axis`
+// ([0, axis) and [axis, rank) flattened) and it runs over the second dimension.
+// Softmax: precise=true accumulates half inputs in float32 (max-subtracted, numerically stable).
+// LogSoftmax: (x - max) - log(sum(exp(x - max))) in float32, rounded once to X's type. A row max
+// of +-Inf is not subtracted (it would turn every entry into NaN); such rows give NaN/-Inf.
+mx::array log_softmax_f32(const mx::array& x, int axis, mx::StreamOrDevice s) {
+  const mx::array xf = x.dtype() == mx::float32 ? x : mx::astype(x, mx::float32, s);
+  mx::array m = mx::max(xf, {axis}, /*keepdims=*/true, s);
+  m = mx::where(mx::isfinite(m, s), m, mx::array(0.0f), s);
+  const mx::array sh = mx::subtract(xf, m, s);
+  const mx::array lse = mx::log(mx::sum(mx::exp(sh, s), {axis}, /*keepdims=*/true, s), s);
+  const mx::array y = mx::subtract(sh, lse, s);
+  return y.dtype() == x.dtype() ? y : mx::astype(y, x.dtype(), s);
+}
+
+template <bool kLog>
 void translate_softmax(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   mx::array x = ctx.input(n, 0);
   const bool old_form = n.since_version < 13;
   const int rank = static_cast<int>(x.ndim());
   const int axis = normalize_axis(n.attr_int("axis", old_form ? 1 : -1), rank);
+  auto run = [&](const mx::array& a, int ax) {
+    return kLog ? log_softmax_f32(a, ax, s) : mx::softmax(a, {ax}, /*precise=*/true, s);
+  };
   if (!old_form) {
-    ctx.bind_output(n, 0, mx::softmax(x, {axis}, /*precise=*/true, s));
+    ctx.bind_output(n, 0, run(x, axis));
     return;
   }
   int64_t rows = 1, cols = 1;
@@ -177,14 +223,64 @@ void translate_softmax(TranslationContext& ctx, const NodeDesc& n) {
   if (rows > kMaxDim || cols > kMaxDim)
     throw std::runtime_error("Softmax 2-D view exceeds int32 dims");
   mx::array x2 = mx::reshape(x, {static_cast<int32_t>(rows), static_cast<int32_t>(cols)}, s);
-  ctx.bind_output(n, 0, mx::reshape(mx::softmax(x2, {1}, /*precise=*/true, s), x.shape(), s));
+  ctx.bind_output(n, 0, mx::reshape(run(x2, 1), x.shape(), s));
+}
+
+// ---------------------------------------------------------------- RMSNormalization
+
+// Opset 23: Y = X / sqrt(mean(X^2 over [axis, rank)) + epsilon) * scale, computed in float32
+// (stash_type 1), Y rounded to X's type. Scale broadcasts unidirectionally to X.
+ClaimResult claim_rms_norm(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() == 2, "expects 2 inputs (X, scale)");
+  ORTMLX_REQUIRE(c.num_outputs() == 1, "expects 1 output");
+  auto r = refuse_unknown_attrs(c, {"axis", "epsilon", "stash_type"});
+  if (!r.ok) return r;
+  for (size_t i = 0; i < 2; ++i) {
+    r = require_input_type(c, i, is_float_type, "float16/bfloat16/float32 only");
+    if (!r.ok) return r;
+  }
+  r = require_same_types(c);
+  if (!r.ok) return r;
+  const int64_t stash = c.node().attr_int("stash_type", 1);
+  ORTMLX_REQUIRE(
+      stash == 1 || c.input_type(0) == ElemType::kFloat,
+      "stash_type " + std::to_string(stash) + " with a half-precision input is not implemented");
+  const int64_t rank = c.input_rank(0);
+  const int64_t axis = c.node().attr_int("axis", -1);
+  ORTMLX_REQUIRE(
+      rank < 0 || (axis >= -rank && axis < rank),
+      "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return ClaimResult::yes();
+}
+
+void translate_rms_norm(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  mx::array x = ctx.input(n, 0);
+  mx::array scale = ctx.input(n, 1);
+  const int rank = static_cast<int>(x.ndim());
+  const int axis = normalize_axis(n.attr_int("axis", -1), rank);
+  std::vector<int> axes;
+  for (int i = axis; i < rank; ++i) axes.push_back(i);
+  check_unidirectional(scale, x, "scale");
+  auto f32 = [&](const mx::array& a) {
+    return a.dtype() == mx::float32 ? a : mx::astype(a, mx::float32, s);
+  };
+  if (x.size() == 0) {
+    ctx.bind_output(n, 0, x);
+    return;
+  }
+  NormRows st = rms_norm_rows(f32(x), axes, n.attr_float("epsilon", 1e-5f), s);
+  mx::array y = mx::multiply(st.y, f32(scale), s);
+  ctx.bind_output(n, 0, y.dtype() == x.dtype() ? y : mx::astype(y, x.dtype(), s));
 }
 
 }  // namespace
 
 void register_norm_ops(OpRegistry& r) {
   r.add("", "LayerNormalization", 17, 1 << 30, claim_layer_norm, translate_layer_norm);
-  r.add("", "Softmax", 1, 1 << 30, claim_softmax, translate_softmax);
+  r.add("", "Softmax", 1, 1 << 30, claim_softmax, translate_softmax<false>);
+  r.add("", "LogSoftmax", 1, 1 << 30, claim_softmax, translate_softmax<true>);
+  r.add("", "RMSNormalization", 23, 1 << 30, claim_rms_norm, translate_rms_norm);
 }
 
 }  // namespace ortmlx

@@ -15,8 +15,11 @@ void register_shape_ops(
 void register_cast_ops(OpRegistry& r);           // Cast
 void register_reduce_ops(OpRegistry& r);         // the ten Reduce* ops
 void register_arg_reduce_ops(OpRegistry& r);     // ArgMax, ArgMin, TopK, CumSum
-void register_norm_ops(OpRegistry& r);           // LayerNormalization, Softmax
+void register_norm_ops(OpRegistry& r);           // Layer/RMSNormalization, (Log)Softmax
 void register_attention_vjp_ops(OpRegistry& r);  // pkg.onnax AttentionVJP contracts
+void register_contrib_norm_ops(OpRegistry& r);   // (Skip)SimplifiedLayerNorm, SkipLayerNorm
+void register_attention_ops(OpRegistry& r);      // Attention, MHA, GQA, RotaryEmbedding
+void register_quant_ops(OpRegistry& r);          // com.microsoft MatMulNBits
 void register_conv_ops(OpRegistry& r);          // Conv, ConvTranspose
 void register_pool_ops(OpRegistry& r);          // Max/AveragePool, GlobalAverage/MaxPool
 void register_channel_norm_ops(OpRegistry& r);  // Batch/Instance/Group/LpNormalization

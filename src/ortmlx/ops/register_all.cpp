@@ -16,6 +16,9 @@ void register_all_ops(OpRegistry& r) {
   register_arg_reduce_ops(r);
   register_norm_ops(r);
   register_attention_vjp_ops(r);
+  register_contrib_norm_ops(r);
+  register_attention_ops(r);
+  register_quant_ops(r);
   register_conv_ops(r);
   register_pool_ops(r);
   register_channel_norm_ops(r);

@@ -1,0 +1,27 @@
+// Row-normalisation kernels shared by the standard (norm.cpp) and contrib (contrib_norm.cpp)
+// normalisation ops. Inputs are float32 arrays; `axes` are the trailing normalised axes.
+#pragma once
+
+#include <vector>
+
+#include <mlx/ops.h>
+
+namespace ortmlx::ops {
+
+struct NormRows {
+  mlx::core::array y;        // normalised rows (before scale/bias), float32
+  mlx::core::array mean;     // row mean (LayerNorm only; zeros shape for RMS), keepdims
+  mlx::core::array inv_std;  // 1 / sqrt(var + eps) (LayerNorm) or 1 / sqrt(mean(x^2) + eps)
+};
+
+// Two-pass LayerNorm statistics on pivot-shifted, magnitude-scaled rows (see norm.cpp).
+NormRows layer_norm_rows(const mlx::core::array& xf, const std::vector<int>& axes, float eps,
+                         mlx::core::StreamOrDevice s);
+// RMS normalisation (x / sqrt(mean(x^2) + eps)), huge rows scaled first so x^2 never overflows.
+NormRows rms_norm_rows(const mlx::core::array& xf, const std::vector<int>& axes, float eps,
+                       mlx::core::StreamOrDevice s);
+
+// Throws unless `p` broadcasts unidirectionally to `x` (right-aligned dims equal or 1).
+void check_unidirectional(const mlx::core::array& p, const mlx::core::array& x, const char* what);
+
+}  // namespace ortmlx::ops
