@@ -10,6 +10,9 @@ void register_activation_ops(OpRegistry& r);   // LeakyRelu..Mish, com.microsoft
 void register_logical_ops(OpRegistry& r);      // comparisons, logical, Where, IsNaN/IsInf, BitShift
 void register_matmul_ops(OpRegistry& r);       // MatMul, Gemm
 void register_einsum_ops(OpRegistry& r);       // Einsum (one or two operands, no ellipsis)
+void register_generate_ops(OpRegistry& r);  // Shape, Size, ConstantOfShape, Range
+void register_slice_ops(OpRegistry& r);     // Slice, Split, Pad, Tile, Expand
+void register_index_ops(OpRegistry& r);     // Gather*, Scatter*, OneHot, Trilu
 void register_shape_ops(
     OpRegistry& r);  // Reshape, Transpose, (Un)Squeeze, Flatten, Concat, Identity
 void register_cast_ops(OpRegistry& r);           // Cast

@@ -11,6 +11,9 @@ void register_all_ops(OpRegistry& r) {
   register_matmul_ops(r);
   register_einsum_ops(r);
   register_shape_ops(r);
+  register_generate_ops(r);
+  register_slice_ops(r);
+  register_index_ops(r);
   register_cast_ops(r);
   register_reduce_ops(r);
   register_arg_reduce_ops(r);

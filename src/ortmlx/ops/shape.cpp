@@ -1,10 +1,13 @@
 // Shape family: Reshape, Transpose, Unsqueeze, Squeeze, Flatten, Concat, Identity.
-// Shape/axes arguments must be constant initializers (read at claim time to validate them and at
+// Axes arguments must be constant initializers (read at claim time to validate them and at
 // translate time to build the op); output shapes are computed from the live input shape.
+// Reshape's shape may also be computed in the graph (Shape -> Gather -> Concat, the torch export
+// pattern) or arrive at run time: it is read on the host while translating (ops/host_values.h).
 #include <algorithm>
 #include <numeric>
 
 #include "ortmlx/ops/common.h"
+#include "ortmlx/ops/host_values.h"
 #include "ortmlx/ops/op_args.h"
 #include "ortmlx/ops/ops.h"
 
@@ -72,6 +75,8 @@ ClaimResult claim_reshape(const ClaimContext& c) {
   if (!r.ok) return r;
   const int64_t allowzero = c.node().attr_int("allowzero", 0);
   ORTMLX_REQUIRE(allowzero == 0 || allowzero == 1, "allowzero must be 0 or 1");
+  // A shape computed in the graph or fed at run time is checked when it is read.
+  if (!c.input_is_constant(1)) return claim_index_list(c, 1, "shape");
   std::string why;
   auto spec = claim_const_ints(c, 1, "shape", &why);
   if (!spec) return ClaimResult::no(why);
@@ -95,7 +100,13 @@ ClaimResult claim_reshape(const ClaimContext& c) {
 
 void translate_reshape(TranslationContext& ctx, const NodeDesc& n) {
   mx::array x = ctx.input(n, 0);
-  const auto spec = translate_const_ints(ctx, n, 1, "shape");
+  const auto spec = host_ints(ctx, n, 1, "shape");
+  int minus_ones = 0;
+  for (int64_t d : spec) {
+    if (d < -1) throw std::runtime_error("Reshape dim " + std::to_string(d) + " is invalid");
+    minus_ones += d == -1;
+  }
+  if (minus_ones > 1) throw std::runtime_error("Reshape shape has more than one -1");
   ctx.bind_output(n, 0,
                   ctx.reshape(x, reshape_target(x.shape(), spec, n.attr_int("allowzero", 0) == 1)));
 }

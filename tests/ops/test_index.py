@@ -1,0 +1,209 @@
+"""Gather, GatherElements, GatherND, ScatterND, ScatterElements, OneHot, Trilu: random data,
+negative indices, empty and size-1 dims, every claimed dtype; compared with ORT CPU."""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from opcheck import NP_TO_ONNX, check_on_ep, refusal, single_node_model
+from ortmlx.testing import make_model, random_array
+
+I64 = np.int64
+DTYPES = [np.float32, np.float16, np.int32, np.int64, np.bool_, np.int8, np.uint8]
+
+
+def indices(rng, shape, dim, dtype=I64):
+    """Random in-range indices for an axis of size `dim`, half of them negative."""
+    i = rng.integers(0, dim, size=shape)
+    neg = rng.random(size=shape) < 0.5
+    return np.where(neg, i - dim, i).astype(dtype)
+
+
+def unique_rows(rng, count, dims):
+    """`count` distinct index tuples over `dims` (scatters without duplicates are deterministic)."""
+    flat = rng.choice(int(np.prod(dims)), size=count, replace=False)
+    return np.stack(np.unravel_index(flat, dims), axis=-1).astype(I64)
+
+
+# ---------------------------------------------------------------- Gather
+
+@pytest.mark.parametrize("case", [((5, 4), 0, (3,)), ((5, 4), 1, (2, 2)), ((5, 4), -1, ()),
+                                  ((3, 4, 5), 1, (6,)), ((3, 4, 5), 2, (2, 1, 3)), ((7,), 0, (4,)),
+                                  ((5, 4), 0, (0,)), ((1, 3), 0, (2,))], ids=str)
+@pytest.mark.parametrize("ind_dtype", [np.int64, np.int32])
+def test_gather(case, ind_dtype, rng):
+    shape, axis, ishape = case
+    x = random_array(rng, shape)
+    idx = indices(rng, ishape, shape[axis], ind_dtype)
+    check_on_ep(single_node_model("Gather", {"x": x, "i": idx}, attrs={"axis": axis}),
+                {"x": x, "i": idx})
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("opset", [1, 11, 13])
+def test_gather_types(dtype, opset, rng):
+    x = random_array(rng, (4, 3), dtype)
+    idx = np.array([3, 0, 0, 2], I64) if opset < 11 else indices(rng, (4,), 4)
+    check_on_ep(single_node_model("Gather", {"x": x, "i": idx}, opset=opset), {"x": x, "i": idx})
+
+
+def test_gather_constant_indices(rng):
+    # Embedding lookup shape: constant table, runtime ids; and runtime table, constant ids.
+    x = random_array(rng, (10, 4))
+    idx = indices(rng, (2, 3), 10)
+    check_on_ep(single_node_model("Gather", {"x": x, "i": idx}, initializers={"i": idx}),
+                {"x": x})
+
+
+# ---------------------------------------------------------------- GatherElements
+
+@pytest.mark.parametrize("case", [((3, 4), 0, (2, 4)), ((3, 4), 1, (3, 6)), ((3, 4), -1, (2, 2)),
+                                  ((2, 3, 4), 1, (2, 5, 4)), ((5,), 0, (7,)), ((3, 4), 0, (0, 4))],
+                         ids=str)
+@pytest.mark.parametrize("ind_dtype", [np.int64, np.int32])
+def test_gather_elements(case, ind_dtype, rng):
+    shape, axis, ishape = case
+    x = random_array(rng, shape)
+    idx = indices(rng, ishape, shape[axis], ind_dtype)
+    check_on_ep(single_node_model("GatherElements", {"x": x, "i": idx}, attrs={"axis": axis}),
+                {"x": x, "i": idx})
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gather_elements_types(dtype, rng):
+    x = random_array(rng, (3, 3), dtype)
+    idx = indices(rng, (3, 3), 3)
+    check_on_ep(single_node_model("GatherElements", {"x": x, "i": idx}, attrs={"axis": 1}),
+                {"x": x, "i": idx})
+
+
+# ---------------------------------------------------------------- GatherND
+
+@pytest.mark.parametrize("case", [((4, 5), (3, 2), 0), ((4, 5), (3, 1), 0), ((4, 5, 6), (2, 2, 2), 0),
+                                  ((2, 4, 5), (2, 3, 1), 1), ((2, 3, 4, 5), (2, 3, 2), 2),
+                                  ((2, 3, 4), (2, 1), 1), ((4, 5), (0, 2), 0)], ids=str)
+def test_gather_nd(case, rng):
+    shape, ishape, b = case
+    x = random_array(rng, shape)
+    k = ishape[-1]
+    dims = shape[b:b + k]
+    idx = np.stack([indices(rng, ishape[:-1], d) for d in dims], axis=-1).astype(I64)
+    check_on_ep(single_node_model("GatherND", {"x": x, "i": idx}, attrs={"batch_dims": b}),
+                {"x": x, "i": idx})
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gather_nd_types(dtype, rng):
+    x = random_array(rng, (3, 4, 2), dtype)
+    idx = np.stack([indices(rng, (5,), 3), indices(rng, (5,), 4)], axis=-1)
+    check_on_ep(single_node_model("GatherND", {"x": x, "i": idx}, opset=12), {"x": x, "i": idx})
+
+
+# ---------------------------------------------------------------- ScatterND
+
+@pytest.mark.parametrize("case", [((6, 3), 4, 1), ((4, 5, 2), 3, 2), ((4, 5), 2, 2), ((8,), 5, 1),
+                                  ((4, 5, 2), 0, 1)], ids=str)
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+def test_scatter_nd(case, reduction, rng):
+    shape, m, k = case
+    x = random_array(rng, shape)
+    idx = unique_rows(rng, m, shape[:k])
+    idx = np.where(rng.random(idx.shape) < 0.5, idx - np.array(shape[:k]), idx).astype(I64)
+    upd = random_array(rng, (m, *shape[k:]))
+    attrs = {} if reduction == "none" else {"reduction": reduction}
+    model = single_node_model("ScatterND", {"x": x, "i": idx, "u": upd}, attrs=attrs, opset=18)
+    check_on_ep(model, {"x": x, "i": idx, "u": upd})
+
+
+def test_scatter_nd_add_duplicates(rng):
+    x = random_array(rng, (5, 3))
+    idx = np.array([[1], [3], [1], [1]], I64)
+    upd = random_array(rng, (4, 3))
+    model = single_node_model("ScatterND", {"x": x, "i": idx, "u": upd},
+                              attrs={"reduction": "add"}, opset=16)
+    check_on_ep(model, {"x": x, "i": idx, "u": upd}, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_scatter_nd_types(dtype, rng):
+    x = random_array(rng, (4, 3), dtype)
+    idx = unique_rows(rng, 2, (4,))
+    upd = random_array(rng, (2, 3), dtype)
+    check_on_ep(single_node_model("ScatterND", {"x": x, "i": idx, "u": upd}, opset=13),
+                {"x": x, "i": idx, "u": upd})
+
+
+def test_scatter_nd_reduction_bool_is_refused(rng):
+    x = random_array(rng, (4,), np.bool_)
+    idx = np.array([[1]], I64)
+    upd = random_array(rng, (1,), np.bool_)
+    model = single_node_model("ScatterND", {"x": x, "i": idx, "u": upd},
+                              attrs={"reduction": "add"}, opset=16, )
+    assert "reduction add" in refusal(model, "ScatterND")
+
+
+# ---------------------------------------------------------------- ScatterElements
+
+@pytest.mark.parametrize("case", [((4, 5), 0, (2, 5)), ((4, 5), 1, (4, 2)), ((4, 5), -1, (3, 3)),
+                                  ((3, 4, 5), 1, (2, 2, 3)), ((6,), 0, (3,)), ((4, 5), 0, (0, 5))],
+                         ids=str)
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+def test_scatter_elements(case, reduction, rng):
+    shape, axis, ishape = case
+    x = random_array(rng, shape)
+    # Distinct targets along the axis for each position (a permutation prefix per line).
+    a = axis % len(shape)
+    perm = np.argsort(rng.random((*ishape[:a], shape[a], *ishape[a + 1:])), axis=a)
+    idx = np.take(perm, np.arange(ishape[a]), axis=a)
+    idx = np.where(rng.random(idx.shape) < 0.5, idx - shape[a], idx).astype(I64)
+    upd = random_array(rng, ishape)
+    attrs = {"axis": axis} if reduction == "none" else {"axis": axis, "reduction": reduction}
+    model = single_node_model("ScatterElements", {"x": x, "i": idx, "u": upd}, attrs=attrs, opset=18)
+    check_on_ep(model, {"x": x, "i": idx, "u": upd})
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("ind_dtype", [np.int64, np.int32])
+def test_scatter_elements_types(dtype, ind_dtype, rng):
+    x = random_array(rng, (3, 4), dtype)
+    idx = np.array([[2, 0, 1, 1], [0, 2, 0, 2]], ind_dtype)
+    upd = random_array(rng, (2, 4), dtype)
+    check_on_ep(single_node_model("ScatterElements", {"x": x, "i": idx, "u": upd}, opset=13),
+                {"x": x, "i": idx, "u": upd})
+
+
+# ---------------------------------------------------------------- OneHot
+
+@pytest.mark.parametrize("case", [((4,), -1), ((2, 3), 0), ((2, 3), 1), ((2, 3), -2), ((1,), 0),
+                                  ((0, 2), -1)], ids=str)
+@pytest.mark.parametrize("types", [(I64, I64, np.float32), (np.int32, np.float32, np.float32),
+                                   (np.float32, np.float32, np.float32), (I64, I64, I64),
+                                   (I64, np.int32, np.float32)], ids=str)
+def test_one_hot(case, types, rng):
+    shape, axis = case
+    it, dt, vt = types
+    depth = 5
+    idx = rng.integers(-depth - 1, depth + 2, size=shape).astype(it)  # some out of range
+    feeds = {"i": idx, "d": np.array(depth, dt), "v": np.array([2, -3], vt)}
+    check_on_ep(single_node_model("OneHot", feeds, attrs={"axis": axis}), feeds)
+
+
+# ---------------------------------------------------------------- Trilu
+
+@pytest.mark.parametrize("shape", [(4, 5), (5, 3), (2, 3, 3), (1, 1), (0, 3), (3, 0)], ids=str)
+@pytest.mark.parametrize("k", [None, 0, 1, -1, 2, -4, 10, -10])
+@pytest.mark.parametrize("upper", [0, 1])
+def test_trilu(shape, k, upper, rng):
+    x = random_array(rng, shape)
+    feeds = {"x": x} if k is None else {"x": x, "k": np.array(k, I64)}
+    check_on_ep(single_node_model("Trilu", feeds, attrs={"upper": upper}), feeds)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32, np.int64, np.bool_])
+def test_trilu_types_constant_k(dtype, rng):
+    x = random_array(rng, (4, 4), dtype)
+    k = np.array(1, I64)
+    check_on_ep(single_node_model("Trilu", {"x": x, "k": k}, initializers={"k": k},
+                                  attrs={"upper": 0}), {"x": x})

@@ -1,0 +1,228 @@
+"""Slice, Split, Pad, Tile, Expand: constant and runtime shape-deciding inputs, negative steps,
+clamping, empty and size-1 dims, every claimed dtype; compared with ORT CPU."""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from opcheck import NP_TO_ONNX, check_on_ep, refusal, single_node_model
+from ortmlx.testing import make_model, random_array
+
+I64 = np.int64
+BIG = np.iinfo(np.int64).max
+DTYPES = [np.float32, np.float16, np.int32, np.int64, np.bool_, np.int8, np.uint8]
+
+
+def model_with(op, x, consts: dict, runtime=(), attrs=None, opset=21, n_outputs=1):
+    """op(x, consts...): consts are initializers unless named in `runtime` (then graph inputs).
+    None in consts marks an absent optional input."""
+    inputs = {"x": x, **consts}
+    inits = {k: v for k, v in consts.items() if v is not None and k not in runtime}
+    feeds = {"x": x, **{k: consts[k] for k in runtime}}
+    try:
+        return single_node_model(op, inputs, attrs=attrs, initializers=inits, opset=opset,
+                                 n_outputs=n_outputs), feeds
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError):
+        pass
+    # ONNX cannot infer the output shapes (runtime sizes) or rejects the values: outputs typed,
+    # shapes left to the run.
+    names = [k if v is not None else "" for k, v in inputs.items()]
+    node = h.make_node(op, names, [f"out{i}" for i in range(n_outputs)], name="node",
+                       **(attrs or {}))
+    g_in = [h.make_tensor_value_info(k, NP_TO_ONNX[v.dtype], list(v.shape))
+            for k, v in inputs.items() if v is not None and k not in inits]
+    outs = [h.make_tensor_value_info(f"out{i}", NP_TO_ONNX[x.dtype], None)
+            for i in range(n_outputs)]
+    graph = h.make_graph([node], "g", g_in, outs,
+                         [onnx.numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return make_model(graph, opset=opset, check=False), feeds
+
+
+# ---------------------------------------------------------------- Slice
+
+SLICES = [
+    ((5, 6), [1, 0], [4, 6], None, None),
+    ((5, 6), [0], [-1], [1], None),
+    ((5, 6), [-3], [BIG], [0], None),  # clamped end
+    ((5, 6), [4], [-BIG], [1], [-1]),  # negative step to the front
+    ((5, 6), [-1, 5], [-BIG, 0], [0, 1], [-2, -3]),
+    ((5, 6), [10], [-10], [0], [-1]),  # start clamped to dim - 1
+    ((5, 6), [2], [2], [1], None),  # empty
+    ((5, 6), [3], [1], [0], [1]),  # empty: end before start
+    ((4, 3, 5), [0, 1], [BIG, 3], [2, 0], [2, 1]),
+    ((4, 3, 5), [1], [4], [-1], [3]),
+    ((0, 3), [0], [2], [1], None),
+    ((1, 7), [0, 6], [1, 0], [0, 1], [1, -2]),
+    ((8,), [-BIG], [BIG], None, [3]),
+]
+
+
+@pytest.mark.parametrize("case", SLICES, ids=str)
+@pytest.mark.parametrize("runtime", [False, True], ids=["const", "runtime"])
+def test_slice(case, runtime, rng):
+    shape, starts, ends, axes, steps = case
+    x = random_array(rng, shape)
+    consts = {"starts": np.array(starts, I64), "ends": np.array(ends, I64),
+              "axes": None if axes is None else np.array(axes, I64),
+              "steps": None if steps is None else np.array(steps, I64)}
+    if steps is None:
+        consts.pop("steps")
+        if axes is None:
+            consts.pop("axes")
+    rt = [k for k, v in consts.items() if v is not None] if runtime else ()
+    model, feeds = model_with("Slice", x, consts, runtime=rt)
+    check_on_ep(model, feeds)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_slice_types_int32_indices(dtype, rng):
+    x = random_array(rng, (4, 5), dtype)
+    consts = {"starts": np.array([3, 1], np.int32), "ends": np.array([0, 5], np.int32),
+              "axes": np.array([0, 1], np.int32), "steps": np.array([-1, 2], np.int32)}
+    model, feeds = model_with("Slice", x, consts)
+    check_on_ep(model, feeds)
+
+
+def test_pad_negative_reflect_is_refused(rng):
+    x = random_array(rng, (4, 5))
+    model, _ = model_with("Pad", x, {"pads": np.array([-1, 0, 1, 0], I64)},
+                          attrs={"mode": "reflect"})
+    assert "negative pads" in refusal(model, "Pad")
+
+
+# ---------------------------------------------------------------- Split
+
+@pytest.mark.parametrize("case", [((6, 4), 0, [2, 4]), ((6, 4), 1, [1, 1, 2]), ((6, 4), -1, [0, 4]),
+                                  ((5,), 0, [5]), ((2, 0), 0, [1, 1])], ids=str)
+@pytest.mark.parametrize("runtime", [False, True], ids=["const", "runtime"])
+def test_split_sizes(case, runtime, rng):
+    shape, axis, sizes = case
+    x = random_array(rng, shape)
+    model, feeds = model_with("Split", x, {"split": np.array(sizes, I64)},
+                              runtime=("split",) if runtime else (), attrs={"axis": axis},
+                              n_outputs=len(sizes))
+    check_on_ep(model, feeds)
+
+
+@pytest.mark.parametrize("case", [((6, 4), 0, 3), ((6, 4), 1, 2), ((7,), 0, 1)], ids=str)
+@pytest.mark.parametrize("opset", [11, 13])
+def test_split_equal(case, opset, rng):
+    shape, axis, parts = case
+    x = random_array(rng, shape, np.int64)
+    check_on_ep(single_node_model("Split", {"x": x}, attrs={"axis": axis}, n_outputs=parts,
+                                  opset=opset), {"x": x})
+
+
+@pytest.mark.parametrize("case", [((7, 2), 0, 3), ((8,), 0, 3), ((5, 3), 0, 2), ((6,), 0, 3)],
+                         ids=str)
+def test_split_num_outputs(case, rng):
+    shape, axis, parts = case
+    x = random_array(rng, shape, np.float16)
+    model = single_node_model("Split", {"x": x}, attrs={"axis": axis, "num_outputs": parts},
+                              n_outputs=parts, opset=18)
+    check_on_ep(model, {"x": x})
+
+
+def test_split_attr_opset11(rng):
+    x = random_array(rng, (5, 3), np.bool_)
+    model = single_node_model("Split", {"x": x}, attrs={"axis": 0, "split": [2, 3]}, n_outputs=2,
+                              opset=11)
+    check_on_ep(model, {"x": x})
+
+
+# ---------------------------------------------------------------- Pad
+
+PADS = [
+    ((3, 4), [1, 2, 0, 1]),
+    ((3, 4), [0, 0, 0, 0]),
+    ((2, 3, 4), [0, 1, 2, 1, 0, 3]),
+    ((1, 5), [0, 3, 0, 1]),
+]
+
+
+@pytest.mark.parametrize("case", PADS, ids=str)
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+@pytest.mark.parametrize("runtime", [False, True], ids=["const", "runtime"])
+def test_pad(case, mode, runtime, rng):
+    shape, pads = case
+    if mode == "reflect" and shape == (1, 5) and pads[1] > 0:
+        pads = [0, 2, 0, 1]  # reflect needs pads < dim
+    x = random_array(rng, shape)
+    consts = {"pads": np.array(pads, I64)}
+    if mode == "constant":
+        consts["value"] = np.array(1.25, np.float32)
+    model, feeds = model_with("Pad", x, consts, runtime=tuple(consts) if runtime else (),
+                              attrs={"mode": mode})
+    check_on_ep(model, feeds)
+
+
+@pytest.mark.parametrize("pads", [[-1, 0, 1, -2], [0, -1, 0, 2], [-2, -1, -1, -1]], ids=str)
+def test_pad_negative_constant(pads, rng):
+    x = random_array(rng, (4, 5))
+    model, feeds = model_with("Pad", x, {"pads": np.array(pads, I64)})
+    check_on_ep(model, feeds)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_pad_types_default_value(dtype, rng):
+    x = random_array(rng, (2, 3), dtype)
+    model, feeds = model_with("Pad", x, {"pads": np.array([1, 0, 0, 2], I64)})
+    check_on_ep(model, feeds)
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+def test_pad_axes_opset18(mode, rng):
+    x = random_array(rng, (3, 4, 5))
+    consts = {"pads": np.array([1, 2, 2, 1], I64), "value": None, "axes": np.array([-1, 0], I64)}
+    model, feeds = model_with("Pad", x, consts, attrs={"mode": mode}, opset=18)
+    check_on_ep(model, feeds)
+
+
+def test_pad_wrap_is_refused(rng):
+    x = random_array(rng, (3, 4))
+    model, _ = model_with("Pad", x, {"pads": np.array([1, 1, 1, 1], I64)}, attrs={"mode": "wrap"})
+    assert "wrap" in refusal(model, "Pad")
+
+
+# ---------------------------------------------------------------- Tile
+
+@pytest.mark.parametrize("case", [((2, 3), [2, 1]), ((2, 3), [1, 3]), ((4,), [3]), ((2, 1, 2), [1, 4, 2]),
+                                  ((2, 3), [0, 2]), ((0, 2), [3, 1]), ((1, 1), [1, 1])], ids=str)
+@pytest.mark.parametrize("runtime", [False, True], ids=["const", "runtime"])
+def test_tile(case, runtime, rng):
+    shape, reps = case
+    x = random_array(rng, shape)
+    model, feeds = model_with("Tile", x, {"repeats": np.array(reps, I64)},
+                              runtime=("repeats",) if runtime else ())
+    check_on_ep(model, feeds)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_tile_types(dtype, rng):
+    x = random_array(rng, (2, 3), dtype)
+    model, feeds = model_with("Tile", x, {"repeats": np.array([2, 2], I64)}, opset=13)
+    check_on_ep(model, feeds)
+
+
+# ---------------------------------------------------------------- Expand
+
+@pytest.mark.parametrize("case", [((3, 1), [3, 4]), ((3, 1), [2, 1, 6]), ((1,), [5]), ((2, 3), [3]),
+                                  ((2, 3), [1, 1]), ((1, 3), [0, 3]), ((), [2, 2]),
+                                  ((4, 1, 2), [4, 3, 1]), ((2, 3), [])], ids=str)
+@pytest.mark.parametrize("runtime", [False, True], ids=["const", "runtime"])
+def test_expand(case, runtime, rng):
+    shape, target = case
+    x = random_array(rng, shape)
+    model, feeds = model_with("Expand", x, {"shape": np.array(target, I64)},
+                              runtime=("shape",) if runtime else ())
+    check_on_ep(model, feeds)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("opset", [8, 13])
+def test_expand_types(dtype, opset, rng):
+    x = random_array(rng, (3, 1), dtype)
+    model, feeds = model_with("Expand", x, {"shape": np.array([2, 3, 2], I64)}, opset=opset)
+    check_on_ep(model, feeds)
