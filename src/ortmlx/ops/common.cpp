@@ -28,4 +28,12 @@ ClaimResult refuse_unknown_attrs(const ClaimContext& c, std::initializer_list<co
   return ClaimResult::yes();
 }
 
+std::optional<std::vector<int64_t>> spatial_attr(const NodeView& n, const char* name, size_t nd,
+                                                 int64_t fallback, size_t mult) {
+  auto v = n.attr_ints(name);
+  if (!v) return std::vector<int64_t>(nd * mult, fallback);
+  if (v->size() != nd * mult) return std::nullopt;
+  return v;
+}
+
 }  // namespace ortmlx::ops

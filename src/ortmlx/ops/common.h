@@ -2,7 +2,9 @@
 #pragma once
 
 #include <initializer_list>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <mlx/ops.h>
 
@@ -43,6 +45,11 @@ ClaimResult require_same_types(const ClaimContext& c);
 
 // Refuses when an attribute is present that the translator does not implement.
 ClaimResult refuse_unknown_attrs(const ClaimContext& c, std::initializer_list<const char*> known);
+
+// A per-spatial-dim int list attribute (Conv/pool kernel_shape, strides, pads...): `fallback`
+// repeated nd * mult times when absent; nullopt when its length is not nd * mult.
+std::optional<std::vector<int64_t>> spatial_attr(const NodeView& n, const char* name, size_t nd,
+                                                 int64_t fallback, size_t mult = 1);
 
 inline mx::Shape to_shape(const std::vector<int64_t>& v) {
   return mx::Shape(v.begin(), v.end());

@@ -24,16 +24,6 @@ namespace {
 
 using namespace ortmlx::ops;
 
-// Per-spatial-dim int list attribute: `fallback` repeated when absent; nullopt when the length
-// is wrong.
-std::optional<std::vector<int64_t>> spatial_attr(const NodeView& n, const char* name, size_t nd,
-                                                 int64_t fallback, size_t mult = 1) {
-  auto v = n.attr_ints(name);
-  if (!v) return std::vector<int64_t>(nd * mult, fallback);
-  if (v->size() != nd * mult) return std::nullopt;
-  return v;
-}
-
 // Checks shared by Conv and ConvTranspose: float32 X/W(/B) of equal type and rank 3..5, the
 // attribute lists sized to the spatial rank, positive strides/dilations, non-negative pads.
 ClaimResult claim_conv_common(const ClaimContext& c, bool transpose) {

@@ -25,14 +25,6 @@ namespace {
 
 using namespace ortmlx::ops;
 
-std::optional<std::vector<int64_t>> spatial_attr(const NodeView& n, const char* name, size_t nd,
-                                                 int64_t fallback, size_t mult = 1) {
-  auto v = n.attr_ints(name);
-  if (!v) return std::vector<int64_t>(nd * mult, fallback);
-  if (v->size() != nd * mult) return std::nullopt;
-  return v;
-}
-
 ClaimResult claim_pool(const ClaimContext& c, bool is_max) {
   ORTMLX_REQUIRE(c.num_inputs() == 1, "expects 1 input");
   ORTMLX_REQUIRE(c.num_outputs() == 1, is_max ? "the Indices output is not implemented"
