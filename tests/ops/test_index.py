@@ -207,3 +207,36 @@ def test_trilu_types_constant_k(dtype, rng):
     k = np.array(1, I64)
     check_on_ep(single_node_model("Trilu", {"x": x, "k": k}, initializers={"k": k},
                                   attrs={"upper": 0}), {"x": x})
+
+
+# ---------------------------------------------------------------- out-of-range indices
+
+def test_out_of_range_indices_are_clamped_never_out_of_bounds(rng):
+    """ORT CPU rejects an index outside [-dim, dim); the EP cannot raise from inside an MLX
+    evaluation and MLX's gather/scatter kernels do not bounds-check, so the EP clamps indices
+    into range: memory-safe (a huge index used to read, and for a scatter write, outside the
+    tensor), never a wrong shape, and documented (docs/RELIABILITY.md). Regression (issue 8)."""
+    from ortmlx.testing import EpRun
+
+    x = random_array(rng, (5, 4))
+    idx = np.array([0, 4, 1 << 40, -(1 << 40), -1], dtype=I64)
+    run = EpRun(single_node_model("Gather", {"x": x, "i": idx}, attrs={"axis": 0}))
+    try:
+        got = run.run({"x": x, "i": idx})[0]
+        assert run.report().executed_count() == 1
+    finally:
+        run.close()
+    np.testing.assert_array_equal(got, x[np.clip(np.where(idx < 0, idx + 5, idx), 0, 4)])
+
+    data = random_array(rng, (4, 3))
+    where = np.array([[1 << 40], [-(1 << 40)]], dtype=I64)
+    upd = random_array(rng, (2, 3))
+    run = EpRun(single_node_model("ScatterND", {"d": data, "i": where, "u": upd}))
+    try:
+        got = run.run({"d": data, "i": where, "u": upd})[0]
+        assert run.report().executed_count() == 1
+    finally:
+        run.close()
+    want = data.copy()
+    want[3], want[0] = upd[0], upd[1]
+    np.testing.assert_array_equal(got, want)

@@ -1,8 +1,8 @@
 // Indexing family: Gather, GatherElements, GatherND, ScatterND, ScatterElements, OneHot, Trilu.
 // Indices are runtime arrays (any values work in a compiled function; only OneHot's depth and
 // Trilu's k are read on the host). Negative indices count from the end of their axis. Indices out
-// of range are an error in ORT; MLX does not bounds-check, so such inputs give unspecified values
-// here instead of an error (documented in the report; never a wrong shape).
+// of range are an error in ORT; MLX does not bounds-check, so the EP clamps them into range
+// (wrap_indices): memory-safe, never a wrong shape, but not ORT's error (docs/RELIABILITY.md).
 #include <algorithm>
 #include <limits>
 
@@ -35,11 +35,22 @@ ClaimResult claim_data_indices(const ClaimContext& c, size_t idx) {
   return ClaimResult::yes();
 }
 
-// Indices as int64 with negative values moved into range: idx + dim where idx < 0.
+// Indices as int64 with negative values moved into range: idx + dim where idx < 0; then clamped
+// to [0, dim - 1]. MLX's gather and scatter kernels do not bounds-check: an index out of range
+// would read, or for a scatter write, outside the tensor's memory. ORT reports such an index as
+// an error; the EP cannot raise from inside an evaluation, so it clamps (memory-safe, but the
+// value is the edge element's: docs/RELIABILITY.md lists this gap).
 // `dims` broadcasts against idx (a scalar, or one dim per trailing index component).
-mx::array wrap_indices(const mx::array& idx, const mx::array& dims, mx::StreamOrDevice s) {
-  mx::array i = mx::astype(idx, mx::int64, s);
+mx::array wrap_negative(const mx::array& idx, const mx::array& dims, mx::StreamOrDevice s) {
+  const mx::array i = mx::astype(idx, mx::int64, s);
   return mx::where(mx::less(i, mx::array(0, mx::int64), s), mx::add(i, dims, s), i, s);
+}
+
+mx::array wrap_indices(const mx::array& idx, const mx::array& dims, mx::StreamOrDevice s) {
+  const mx::array i = wrap_negative(idx, dims, s);
+  const mx::array zero(0, mx::int64);
+  const mx::array last = mx::maximum(mx::subtract(dims, mx::array(1, mx::int64), s), zero, s);
+  return mx::minimum(mx::maximum(i, zero, s), last, s);
 }
 
 mx::array wrap_indices(const mx::array& idx, int64_t dim, mx::StreamOrDevice s) {
@@ -305,7 +316,9 @@ void translate_one_hot(TranslationContext& ctx, const NodeDesc& n) {
   if (values.size() != 2) throw std::runtime_error("OneHot values must hold 2 elements");
   const int out_rank = static_cast<int>(idx.ndim()) + 1;
   const int axis = normalize_axis(n.attr_int("axis", -1), out_rank);
-  const mx::array wrapped = mx::expand_dims(wrap_indices(idx, depth, s), axis, s);
+  // Not clamped: an index outside [-depth, depth) must match no position (a row of off values).
+  const mx::array wrapped =
+      mx::expand_dims(wrap_negative(idx, mx::array(depth, mx::int64), s), axis, s);
   mx::Shape along(static_cast<size_t>(out_rank), 1);
   along[static_cast<size_t>(axis)] = checked_shape({depth})[0];
   const mx::array positions =
