@@ -25,18 +25,7 @@ RTOL = 1e-4
 # Models below the threshold today: {model: the op types the EP refuses in it}. A listed model
 # xfails (strict): once it crosses the threshold the test fails until its entry is removed. A
 # refusal of an op type not listed here fails too (a regression).
-KNOWN_GAPS: dict[str, str] = {
-    "bert": "refused: Expand, Gather, Where",
-    "distilbert": "refused: Expand, Gather, Where",
-    "gpt2": "refused: And, Gather, IsNaN, Slice, Split, Where",
-    "gpt2_dynamo": "refused: And, Gather, GatherND, IsNaN, Split, Where",
-    "llama": "refused: And, Expand, Gather, IsNaN, Slice, Where",
-    "llama_dynamo": "refused: And, Expand, Gather, GatherND, IsNaN, Slice, Where",
-    "mobilenet_v3_small": "refused: HardSigmoid, HardSwish",
-    "t5": "refused: Gather, Slice",
-    "vit": "refused: Gather",
-    "whisper": "refused: Gather, IsNaN, Where",
-}
+KNOWN_GAPS: dict[str, str] = {}  # every corpus model runs whole on the EP (2026-12-03)
 
 # name -> summary line (printed by conftest.pytest_terminal_summary)
 RESULTS: dict[str, str] = {}
