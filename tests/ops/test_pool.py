@@ -91,3 +91,44 @@ def test_pool_refusals(rng):
     x64 = rng.uniform(size=(1, 2, 6, 6))
     assert "float32" in refusal(single_node_model("MaxPool", {"x": x64},
                                                   attrs={"kernel_shape": [2, 2]}), "MaxPool")
+
+
+LP_CASES = [
+    ((2, 3, 11), {"kernel_shape": [3]}),
+    ((2, 3, 9, 10), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 4, 13, 8), {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [0, 1, 2, 0]}),
+    ((1, 2, 10, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ((1, 2, 10, 9), {"kernel_shape": [2, 3], "strides": [2, 3], "auto_pad": "SAME_LOWER"}),
+    ((1, 3, 6, 7, 5), {"kernel_shape": [2, 3, 2], "strides": [2, 1, 2]}),
+    ((1, 1, 1, 1), {"kernel_shape": [1, 1]}),
+]
+
+LP_CASES_18 = [
+    ((1, 2, 11, 11), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 2, 12, 11), {"kernel_shape": [3, 3], "dilations": [2, 2]}),
+]
+
+
+@pytest.mark.parametrize("case", LP_CASES, ids=str)
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_lp_pool(case, p, rng):
+    shape, attrs = case
+    x = random_array(rng, shape)
+    check_on_ep(single_node_model("LpPool", {"x": x}, attrs=dict(attrs, p=p), opset=11), {"x": x},
+                rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", LP_CASES_18, ids=str)
+def test_lp_pool_opset18(case, rng):
+    shape, attrs = case
+    x = random_array(rng, shape)
+    check_on_ep(single_node_model("LpPool", {"x": x}, attrs=dict(attrs, p=2), opset=18), {"x": x},
+                rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+@pytest.mark.parametrize("shape", [(2, 3, 7), (1, 4, 5, 6), (2, 2, 3, 4, 5), (1, 1, 1, 1)], ids=str)
+def test_global_lp_pool(p, shape, rng):
+    x = random_array(rng, shape)
+    check_on_ep(single_node_model("GlobalLpPool", {"x": x}, attrs={"p": p}), {"x": x},
+                rtol=1e-5, atol=1e-5)

@@ -25,6 +25,7 @@ void register_attention_ops(OpRegistry& r);      // Attention, MHA, GQA, RotaryE
 void register_quant_ops(OpRegistry& r);          // com.microsoft MatMulNBits
 void register_conv_ops(OpRegistry& r);          // Conv, ConvTranspose
 void register_pool_ops(OpRegistry& r);          // Max/AveragePool, GlobalAverage/MaxPool
+void register_local_norm_ops(OpRegistry& r);    // LRN, MeanVarianceNormalization, ReverseSequence
 void register_channel_norm_ops(OpRegistry& r);  // Batch/Instance/Group/LpNormalization
 void register_resize_ops(OpRegistry& r);        // Resize, DepthToSpace, SpaceToDepth
 

@@ -1,5 +1,5 @@
 // Pooling family: MaxPool, AveragePool (1-D to 3-D windows: kernel, strides, pads, dilations,
-// ceil_mode, auto_pad, count_include_pad), GlobalAveragePool, GlobalMaxPool.
+// ceil_mode, auto_pad, count_include_pad), LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool.
 //
 // Windows are taken as a strided view (mx::as_strided) of the padded NCHW input:
 // (N, C, out..., k...) with stride*s along the output axes and dilation*s along the window axes,
@@ -25,15 +25,18 @@ namespace {
 
 using namespace ortmlx::ops;
 
-ClaimResult claim_pool(const ClaimContext& c, bool is_max) {
+ClaimResult claim_pool(const ClaimContext& c, bool is_max, bool is_lp = false) {
   ORTMLX_REQUIRE(c.num_inputs() == 1, "expects 1 input");
   ORTMLX_REQUIRE(c.num_outputs() == 1, is_max ? "the Indices output is not implemented"
                                               : "expects 1 output");
   auto r = is_max ? refuse_unknown_attrs(c, {"auto_pad", "ceil_mode", "dilations", "kernel_shape",
                                              "pads", "storage_order", "strides"})
-                  : refuse_unknown_attrs(c, {"auto_pad", "ceil_mode", "count_include_pad",
-                                             "dilations", "kernel_shape", "pads", "strides"});
+           : is_lp ? refuse_unknown_attrs(c, {"auto_pad", "ceil_mode", "dilations", "kernel_shape",
+                                              "p", "pads", "strides"})
+                   : refuse_unknown_attrs(c, {"auto_pad", "ceil_mode", "count_include_pad",
+                                              "dilations", "kernel_shape", "pads", "strides"});
   if (!r.ok) return r;
+  if (is_lp) ORTMLX_REQUIRE(c.node().attr_int("p", 2) >= 1, "p must be at least 1");
   if (is_max) {
     r = require_input_type(
         c, 0,
@@ -73,7 +76,7 @@ ClaimResult claim_pool(const ClaimContext& c, bool is_max) {
   if (is_max) {
     ORTMLX_REQUIRE(n.attr_int("storage_order", 0) == 0 || c.num_outputs() == 1,
                    "storage_order only matters for Indices");
-  } else {
+  } else if (!is_lp) {
     const int64_t cip = n.attr_int("count_include_pad", 0);
     ORTMLX_REQUIRE(cip == 0 || cip == 1, "count_include_pad must be 0 or 1");
   }
@@ -240,10 +243,32 @@ void translate_avg_pool(TranslationContext& ctx, const NodeDesc& n) {
   ctx.bind_output(n, 0, mx::divide(sum, count, s));
 }
 
-ClaimResult claim_global_pool(const ClaimContext& c) {
+// LpPool: (sum over the window of |x|^p)^(1/p); pads add nothing (zero fill).
+void translate_lp_pool(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  mx::array x = ctx.input(n, 0);
+  const PoolGeometry g = pool_geometry(n, x);
+  const mx::Shape out = output_shape(x, g);
+  if (x.size() == 0 || std::any_of(out.begin(), out.end(), [](int d) { return d == 0; })) {
+    ctx.bind_output(n, 0, mx::zeros(out, x.dtype(), s));
+    return;
+  }
+  const float p = static_cast<float>(n.attr_int("p", 2));
+  mx::array xp = pad_for_windows(mx::abs(x, s), g, mx::array(0.0f, x.dtype()), s);
+  mx::array w = windows(xp, g, s);
+  mx::array pw = p == 1.0f ? w : p == 2.0f ? mx::square(w, s) : mx::power(w, mx::array(p), s);
+  mx::array sum = mx::sum(pw, window_axes(x.ndim() - 2), false, s);
+  mx::array y = p == 1.0f   ? sum
+                : p == 2.0f ? mx::sqrt(sum, s)
+                            : mx::power(sum, mx::array(1.0f / p), s);
+  ctx.bind_output(n, 0, y);
+}
+
+ClaimResult claim_global_pool(const ClaimContext& c, bool is_lp = false) {
   ORTMLX_REQUIRE(c.num_inputs() == 1 && c.num_outputs() == 1, "expects 1 input and 1 output");
-  auto r = refuse_unknown_attrs(c, {});
+  auto r = is_lp ? refuse_unknown_attrs(c, {"p"}) : refuse_unknown_attrs(c, {});
   if (!r.ok) return r;
+  if (is_lp) ORTMLX_REQUIRE(c.node().attr_int("p", 2) >= 1, "p must be at least 1");
   r = require_input_type(c, 0, [](ElemType t) { return t == ElemType::kFloat; }, "float32 only");
   if (!r.ok) return r;
   r = require_same_types(c);
@@ -268,6 +293,18 @@ void translate_global_max(TranslationContext& ctx, const NodeDesc& n) {
   ctx.bind_output(n, 0, mx::max(x, spatial_axes(x), true, ctx.stream()));
 }
 
+void translate_global_lp(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  mx::array x = mx::abs(ctx.input(n, 0), s);
+  const float p = static_cast<float>(n.attr_int("p", 2));
+  mx::array pw = p == 1.0f ? x : p == 2.0f ? mx::square(x, s) : mx::power(x, mx::array(p), s);
+  mx::array sum = mx::sum(pw, spatial_axes(x), true, s);
+  mx::array y = p == 1.0f   ? sum
+                : p == 2.0f ? mx::sqrt(sum, s)
+                            : mx::power(sum, mx::array(1.0f / p), s);
+  ctx.bind_output(n, 0, y);
+}
+
 }  // namespace
 
 void register_pool_ops(OpRegistry& r) {
@@ -275,8 +312,14 @@ void register_pool_ops(OpRegistry& r) {
         translate_max_pool);
   r.add("", "AveragePool", 11, 1 << 30, [](const ClaimContext& c) { return claim_pool(c, false); },
         translate_avg_pool);
-  r.add("", "GlobalAveragePool", 1, 1 << 30, claim_global_pool, translate_global_avg);
-  r.add("", "GlobalMaxPool", 1, 1 << 30, claim_global_pool, translate_global_max);
+  r.add("", "GlobalAveragePool", 1, 1 << 30,
+        [](const ClaimContext& c) { return claim_global_pool(c); }, translate_global_avg);
+  r.add("", "GlobalMaxPool", 1, 1 << 30,
+        [](const ClaimContext& c) { return claim_global_pool(c); }, translate_global_max);
+  r.add("", "LpPool", 11, 1 << 30,
+        [](const ClaimContext& c) { return claim_pool(c, false, true); }, translate_lp_pool);
+  r.add("", "GlobalLpPool", 2, 1 << 30,
+        [](const ClaimContext& c) { return claim_global_pool(c, true); }, translate_global_lp);
 }
 
 }  // namespace ortmlx

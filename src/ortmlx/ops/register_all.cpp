@@ -24,6 +24,7 @@ void register_all_ops(OpRegistry& r) {
   register_quant_ops(r);
   register_conv_ops(r);
   register_pool_ops(r);
+  register_local_norm_ops(r);
   register_channel_norm_ops(r);
   register_resize_ops(r);
 }

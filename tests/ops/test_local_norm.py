@@ -1,0 +1,44 @@
+"""LRN, MeanVarianceNormalization, ReverseSequence on the EP vs ORT CPU."""
+
+import numpy as np
+import pytest
+
+from opcheck import check_on_ep, single_node_model
+from ortmlx.testing import random_array
+
+
+@pytest.mark.parametrize("size", [1, 3, 5])
+@pytest.mark.parametrize("shape", [(2, 5, 4, 3), (1, 7, 3, 1), (1, 1, 2, 2), (2, 6, 3, 2)], ids=str)
+def test_lrn(size, shape, rng):
+    x = random_array(rng, shape)
+    attrs = {"size": size, "alpha": 0.02, "beta": 0.8, "bias": 1.5}
+    check_on_ep(single_node_model("LRN", {"x": x}, attrs=attrs), {"x": x}, rtol=1e-5, atol=1e-6)
+
+
+def test_lrn_defaults(rng):
+    x = random_array(rng, (1, 4, 3, 3))
+    check_on_ep(single_node_model("LRN", {"x": x}, attrs={"size": 3}), {"x": x},
+                rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("axes", [[0, 2, 3], [2, 3], [1], [-1]], ids=str)
+def test_mvn(axes, rng):
+    x = random_array(rng, (2, 3, 4, 5))
+    attrs = {} if axes is None else {"axes": axes}
+    check_on_ep(single_node_model("MeanVarianceNormalization", {"x": x}, attrs=attrs), {"x": x},
+                rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("batch_axis,time_axis", [(1, 0), (0, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+@pytest.mark.parametrize("extra", [(), (3,), (2, 3)], ids=str)
+def test_reverse_sequence(batch_axis, time_axis, dtype, extra, rng):
+    batch, steps = 4, 5
+    shape = [0, 0, *extra]
+    shape[batch_axis], shape[time_axis] = batch, steps
+    x = random_array(rng, tuple(shape), dtype)
+    lens = np.array([1, 5, 3, 0][:batch], dtype=np.int64)
+    lens[3] = 2
+    attrs = {"batch_axis": batch_axis, "time_axis": time_axis}
+    model = single_node_model("ReverseSequence", {"x": x, "lens": lens}, attrs=attrs)
+    check_on_ep(model, {"x": x, "lens": lens})
