@@ -117,3 +117,18 @@ def test_cast_to_string_is_refused(rng):
     x = random_array(rng, (3,))
     reason = refusal(single_node_model("Cast", {"x": x}, attrs={"to": onnx.TensorProto.STRING}), "Cast")
     assert reason and "string" in reason
+
+
+@pytest.mark.parametrize("src", TYPES, ids=lambda t: np.dtype(t).name)
+@pytest.mark.parametrize("dst", TYPES, ids=lambda t: np.dtype(t).name)
+def test_castlike_matrix(src, dst, rng):
+    x = source_data(rng, src, dst)
+    like = random_array(rng, (2,), dst)
+    check_on_ep(single_node_model("CastLike", {"x": x, "like": like}), {"x": x, "like": like})
+
+
+def test_castlike_empty_and_scalar(rng):
+    for shape in [(0, 3), ()]:
+        x = source_data(rng, np.float32, np.int32, shape)
+        like = np.zeros((0,), np.int32)
+        check_on_ep(single_node_model("CastLike", {"x": x, "like": like}), {"x": x, "like": like})

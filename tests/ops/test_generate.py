@@ -169,3 +169,19 @@ def test_runtime_shape_input_runs_eagerly_and_correctly(rng):
     feeds = [{"x": x, "s": np.array(v, I64)} for v in ([3, 4], [1, 2], [3, 1], [3, 4])]
     c = _run_twice(model, feeds, ["node"])
     assert c.get("compute.compiled", 0) == 0, c
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (4, 3), (1, 1), (5, 5), (0, 3)], ids=str)
+@pytest.mark.parametrize("k", [0, 1, -2, 7, -9])
+def test_eyelike_shapes_and_k(shape, k, rng):
+    x = random_array(rng, shape, np.float32)
+    check_on_ep(single_node_model("EyeLike", {"x": x}, attrs={"k": k}), {"x": x})
+
+
+@pytest.mark.parametrize("src", [np.float32, np.int32, np.int64, np.uint64])
+@pytest.mark.parametrize("dtype", [None, onnx.TensorProto.FLOAT, onnx.TensorProto.INT32,
+                                   onnx.TensorProto.INT64, onnx.TensorProto.UINT64])
+def test_eyelike_types(src, dtype, rng):
+    x = random_array(rng, (3, 5), src)
+    attrs = {"k": -1} if dtype is None else {"k": -1, "dtype": dtype}
+    check_on_ep(single_node_model("EyeLike", {"x": x}, attrs=attrs), {"x": x})

@@ -38,11 +38,35 @@ void translate_cast(TranslationContext& ctx, const NodeDesc& n) {
   ctx.bind_output(n, 0, x.dtype() == *to ? x : mx::astype(x, *to, ctx.stream()));
 }
 
+// CastLike(input, target_type): Cast to input 1's element type (input 1's values are unused).
+ClaimResult claim_cast_like(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() == 2, "expects 2 inputs");
+  ORTMLX_REQUIRE(c.num_outputs() == 1, "expects 1 output");
+  // As for Cast: both attributes only matter for float8 targets, never claimed.
+  auto r = refuse_unknown_attrs(c, {"saturate", "round_mode"});
+  if (!r.ok) return r;
+  r = require_input_type(c, 0, mlx_supports, kCastTypes);
+  if (!r.ok) return r;
+  r = require_input_type(c, 1, mlx_supports, kCastTypes);
+  if (!r.ok) return r;
+  const ElemType to = c.input_type(1);
+  const ElemType out = c.output_type(0);
+  ORTMLX_REQUIRE(out == ElemType::kUndefined || out == to, "output type differs from input 1's");
+  return ClaimResult::yes();
+}
+
+void translate_cast_like(TranslationContext& ctx, const NodeDesc& n) {
+  mx::array x = ctx.input(n, 0);
+  const mx::Dtype to = ctx.input(n, 1).dtype();
+  ctx.bind_output(n, 0, x.dtype() == to ? x : mx::astype(x, to, ctx.stream()));
+}
+
 }  // namespace
 
 void register_cast_ops(OpRegistry& r) {
   // Cast 1-5 named the target type with a string; not implemented.
   r.add("", "Cast", 6, 1 << 30, claim_cast, translate_cast);
+  r.add("", "CastLike", 15, 1 << 30, claim_cast_like, translate_cast_like);
 }
 
 }  // namespace ortmlx

@@ -147,6 +147,51 @@ void translate_range(TranslationContext& ctx, const NodeDesc& n) {
   ctx.bind_output(n, 0, out);
 }
 
+
+// ---------------------------------------------------------------- EyeLike
+
+// The types ORT's CPU EyeLike kernel runs (float64 has no MLX dtype), for input and output.
+bool eye_type(ElemType t) {
+  return type_in(t, {ElemType::kFloat, ElemType::kInt32, ElemType::kInt64, ElemType::kUInt64});
+}
+
+ClaimResult claim_eye_like(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() == 1 && c.num_outputs() == 1, "expects 1 input and 1 output");
+  auto r = refuse_unknown_attrs(c, {"k", "dtype"});
+  if (!r.ok) return r;
+  const char* kWhat = "float32, int32, int64 or uint64 only";
+  r = require_input_type(c, 0, eye_type, kWhat);
+  if (!r.ok) return r;
+  ORTMLX_REQUIRE(c.input_rank(0) == 2, "input must be 2-D with a known rank");
+  const ElemType to = c.node().has_attr("dtype")
+                          ? static_cast<ElemType>(c.node().attr_int("dtype", 0))
+                          : c.input_type(0);
+  ORTMLX_REQUIRE(eye_type(to), "dtype " + type_str(to) + " not supported (" + kWhat + ")");
+  const ElemType out = c.output_type(0);
+  ORTMLX_REQUIRE(out == ElemType::kUndefined || out == to, "output type differs from dtype");
+  return ClaimResult::yes();
+}
+
+// Ones on diagonal k of an input-shaped matrix (the input's values are unused); mx::eye gives
+// an all-zero matrix when |k| reaches past the edge, as ONNX asks.
+void translate_eye_like(TranslationContext& ctx, const NodeDesc& n) {
+  const mx::array x = ctx.input(n, 0);
+  if (x.ndim() != 2) throw std::runtime_error("EyeLike input must be 2-D");
+  mx::Dtype dt = x.dtype();
+  if (n.has_attr("dtype")) {
+    const auto d = to_mlx_dtype(static_cast<ElemType>(n.attr_int("dtype", 0)));
+    if (!d) throw std::runtime_error("unsupported EyeLike dtype");
+    dt = *d;
+  }
+  const int64_t k = n.attr_int("k", 0);
+  const int rows = x.shape(0), cols = x.shape(1);
+  if (k >= cols || -k >= rows) {
+    ctx.bind_output(n, 0, mx::zeros({rows, cols}, dt, ctx.stream()));
+    return;
+  }
+  ctx.bind_output(n, 0, mx::eye(rows, cols, static_cast<int>(k), dt, ctx.stream()));
+}
+
 }  // namespace
 
 void register_generate_ops(OpRegistry& r) {
@@ -154,6 +199,7 @@ void register_generate_ops(OpRegistry& r) {
   r.add("", "Size", 1, 1 << 30, claim_size, translate_size);
   r.add("", "ConstantOfShape", 9, 1 << 30, claim_constant_of_shape, translate_constant_of_shape);
   r.add("", "Range", 11, 1 << 30, claim_range, translate_range);
+  r.add("", "EyeLike", 9, 1 << 30, claim_eye_like, translate_eye_like);
 }
 
 }  // namespace ortmlx

@@ -15,7 +15,7 @@ void register_slice_ops(OpRegistry& r);     // Slice, Split, Pad, Tile, Expand
 void register_index_ops(OpRegistry& r);     // Gather*, Scatter*, OneHot, Trilu
 void register_shape_ops(
     OpRegistry& r);  // Reshape, Transpose, (Un)Squeeze, Flatten, Concat, Identity
-void register_cast_ops(OpRegistry& r);           // Cast
+void register_cast_ops(OpRegistry& r);           // Cast, CastLike
 void register_reduce_ops(OpRegistry& r);         // the ten Reduce* ops
 void register_arg_reduce_ops(OpRegistry& r);     // ArgMax, ArgMin, TopK, CumSum
 void register_norm_ops(OpRegistry& r);           // Layer/RMSNormalization, (Log)Softmax
@@ -28,6 +28,7 @@ void register_pool_ops(OpRegistry& r);          // Max/AveragePool, GlobalAverag
 void register_local_norm_ops(OpRegistry& r);    // LRN, MeanVarianceNormalization, ReverseSequence
 void register_channel_norm_ops(OpRegistry& r);  // Batch/Instance/Group/LpNormalization
 void register_resize_ops(OpRegistry& r);        // Resize, DepthToSpace, SpaceToDepth
+void register_bitwise_ops(OpRegistry& r);       // BitwiseAnd/Or/Xor/Not
 
 // Every family, in one place (called once to build OpRegistry::global()).
 void register_all_ops(OpRegistry& r);

@@ -27,6 +27,7 @@ void register_all_ops(OpRegistry& r) {
   register_local_norm_ops(r);
   register_channel_norm_ops(r);
   register_resize_ops(r);
+  register_bitwise_ops(r);
 }
 
 }  // namespace ortmlx
