@@ -1,0 +1,118 @@
+"""QuantizeLinear / DequantizeLinear (issue 9): every claimed case runs on the EP and matches ORT
+CPU exactly (integer outputs bit-equal, float outputs to float32 rounding)."""
+
+import numpy as np
+import pytest
+
+from opcheck import check_on_ep, refusal, single_node_model
+
+SHAPES = [(2, 3, 4), (5,), (1, 3, 1), (0, 3)]
+
+
+def _scale(rng, shape):
+    return (rng.random(shape) * 0.5 + 0.01).astype(np.float32)
+
+
+@pytest.mark.parametrize("qtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("opset", [13, 19, 21])
+def test_quantize_per_tensor(qtype, shape, opset, rng):
+    x = (rng.standard_normal(shape) * 40).astype(np.float32)  # saturates at both ends
+    scale = _scale(rng, ())
+    zp = np.array(rng.integers(-5, 6) if qtype == np.int8 else rng.integers(100, 150), qtype)
+    model = single_node_model("QuantizeLinear", {"x": x}, initializers={"s": scale, "zp": zp},
+                              opset=opset)
+    check_on_ep(model, {"x": x})
+
+
+def test_quantize_ties_round_half_even():
+    # x / scale lands exactly on .5: half-to-even, then the zero point, then saturation.
+    x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.5, 1e9, -1e9, 0.0, -0.0], np.float32)
+    for qtype, zp in [(np.int8, 3), (np.uint8, 128), (np.int8, -128)]:
+        model = single_node_model("QuantizeLinear", {"x": x},
+                                  initializers={"s": np.array(0.5, np.float32),
+                                                "zp": np.array(zp, qtype)})
+        check_on_ep(model, {"x": x})
+        model = single_node_model("QuantizeLinear", {"x": x},
+                                  initializers={"s": np.array(1.0, np.float32),
+                                                "zp": np.array(zp, qtype)})
+        check_on_ep(model, {"x": x})
+
+
+def test_quantize_no_zero_point_is_uint8(rng):
+    x = (rng.standard_normal((3, 7)) * 50).astype(np.float32)
+    model = single_node_model("QuantizeLinear", {"x": x},
+                              initializers={"s": np.array(0.3, np.float32)})
+    got = check_on_ep(model, {"x": x})
+    assert got[0].dtype == np.uint8
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("qtype", [np.int8, np.uint8])
+def test_quantize_per_axis(axis, qtype, rng):
+    x = (rng.standard_normal((3, 4, 5)) * 20).astype(np.float32)
+    c = x.shape[axis]
+    scale = _scale(rng, (c,))
+    zp = rng.integers(-10, 10, c).astype(qtype) if qtype == np.int8 else \
+        rng.integers(0, 255, c).astype(qtype)
+    model = single_node_model("QuantizeLinear", {"x": x, "s": scale, "zp": zp},
+                              attrs={"axis": axis})
+    check_on_ep(model, {"x": x, "s": scale, "zp": zp})
+
+
+@pytest.mark.parametrize("qtype", [np.int8, np.uint8, np.int32])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_dequantize_per_tensor(qtype, shape, rng):
+    info = np.iinfo(qtype)
+    lo, hi = (info.min, info.max) if qtype != np.int32 else (-(1 << 30), 1 << 30)
+    x = rng.integers(lo, hi, shape, endpoint=True).astype(qtype)
+    zp = np.array(0 if qtype == np.int32 else rng.integers(lo, hi), qtype)
+    model = single_node_model("DequantizeLinear", {"x": x},
+                              initializers={"s": _scale(rng, ()), "zp": zp})
+    check_on_ep(model, {"x": x}, rtol=0, atol=0)
+
+
+def test_dequantize_no_zero_point(rng):
+    x = rng.integers(0, 255, (4, 6)).astype(np.uint8)
+    model = single_node_model("DequantizeLinear", {"x": x},
+                              initializers={"s": np.array(0.7, np.float32)})
+    check_on_ep(model, {"x": x}, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("qtype", [np.int8, np.uint8])
+def test_dequantize_per_axis(axis, qtype, rng):
+    info = np.iinfo(qtype)
+    x = rng.integers(info.min, info.max, (3, 4, 5), endpoint=True).astype(qtype)
+    c = x.shape[axis]
+    zp = rng.integers(info.min, info.max, c, endpoint=True).astype(qtype)
+    scale = _scale(rng, (c,))
+    model = single_node_model("DequantizeLinear", {"x": x, "s": scale, "zp": zp},
+                              attrs={"axis": axis})
+    check_on_ep(model, {"x": x, "s": scale, "zp": zp}, rtol=0, atol=0)
+
+
+def test_refusals(rng):
+    x = rng.integers(0, 255, (4, 6)).astype(np.uint8)
+    model = single_node_model("DequantizeLinear", {"x": x},
+                              initializers={"s": _scale(rng, (4, 2)),
+                                            "zp": np.zeros((4, 2), np.uint8)},
+                              attrs={"axis": 1, "block_size": 3})
+    assert "block" in (refusal(model, "DequantizeLinear") or "")
+    xf = rng.standard_normal((4, 6)).astype(np.float16)
+    model = single_node_model("QuantizeLinear", {"x": xf},
+                              initializers={"s": np.array(0.5, np.float16)})
+    assert refusal(model, "QuantizeLinear")
+
+
+@pytest.mark.parametrize("scale", [0.3, 0.1, 0.7, 1.0 / 3.0, 0.0123])
+def test_quantize_near_ties_division(scale):
+    # x = (k + 0.5) * scale rounded to float32: x / scale lands within an ulp of the tie, so only
+    # the exact float32 division ORT performs (not a reciprocal multiply) gives equal codes.
+    k = np.arange(-130, 130, dtype=np.float64)
+    x = ((k + 0.5) * scale).astype(np.float32)
+    x = np.concatenate([x, np.nextafter(x, np.float32(np.inf)), np.nextafter(x, np.float32(-np.inf))])
+    model = single_node_model("QuantizeLinear", {"x": x},
+                              initializers={"s": np.array(scale, np.float32),
+                                            "zp": np.array(0, np.int8)})
+    check_on_ep(model, {"x": x})
