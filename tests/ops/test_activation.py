@@ -95,3 +95,13 @@ def test_contrib_gelu_special_values():
     x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 30.0, -30.0, 1e-6], np.float32)
     for op in ["Gelu", "FastGelu", "QuickGelu"]:
         check_on_ep(contrib(op, {"x": x}), {"x": x}, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"alpha": 0.6}], ids=str)
+@pytest.mark.parametrize("shape", [(2, 3, 5), (), (0, 4)], ids=str)
+def test_swish(attrs, shape, rng):
+    """Swish (opset 24): ORT 1.30 has no kernel and runs the function body; the EP claims the
+    node (float32) and matches that body."""
+    x = random_array(rng, shape, low=-6, high=6)
+    check_on_ep(single_node_model("Swish", {"x": x}, attrs=attrs, opset=24), {"x": x},
+                rtol=2e-6, atol=2e-6)

@@ -1,5 +1,5 @@
 // Activation family: LeakyRelu, PRelu, Elu, Selu, Celu, HardSigmoid, HardSwish, Softplus,
-// Softsign, Mish, ThresholdedRelu; com.microsoft Gelu, FastGelu, BiasGelu, QuickGelu.
+// Softsign, Mish, ThresholdedRelu, Swish; com.microsoft Gelu, FastGelu, BiasGelu, QuickGelu.
 // All are computed in float32 (half inputs are widened and the result rounded once, as ORT's
 // CPU EP does for float16).
 #include <cmath>
@@ -120,6 +120,12 @@ mx::array thresholded_relu(const mx::array& x, const NodeDesc& n, mx::StreamOrDe
   return mx::where(mx::greater(x, f(alpha), s), x, f(0), s);
 }
 
+// Swish (opset 24): x * sigmoid(alpha * x). ORT 1.30 has no kernel: it runs the function body.
+mx::array swish(const mx::array& x, const NodeDesc& n, mx::StreamOrDevice s) {
+  const float alpha = n.attr_float("alpha", 1.0f);
+  return mx::multiply(x, mx::sigmoid(mx::multiply(x, f(alpha), s), s), s);
+}
+
 mx::array quick_gelu(const mx::array& x, const NodeDesc& n, mx::StreamOrDevice s) {
   const float alpha = n.attr_float("alpha", 1.702f);
   return mx::multiply(x, mx::sigmoid(mx::multiply(x, f(alpha), s), s), s);
@@ -211,6 +217,7 @@ void register_activation_ops(OpRegistry& r) {
   r.add("", "Softsign", 1, 1 << 30, claim_act({}), translate_act(softsign));
   r.add("", "Mish", 18, 1 << 30, claim_act({}), translate_act(mish));
   r.add("", "ThresholdedRelu", 10, 1 << 30, claim_act({"alpha"}), translate_act(thresholded_relu));
+  r.add("", "Swish", 24, 1 << 30, claim_act({"alpha"}, false), translate_act(swish));
 
   // com.microsoft contrib ops (opset 1), float32 (ORT's CPU kernels are float32 only).
   r.add("com.microsoft", "Gelu", 1, 1 << 30, claim_contrib_gelu(BiasUse::kNone),
