@@ -18,4 +18,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         f"onnx backend gate: {c['total']} cases of {len(REGISTERED)} registered op types; "
         f"{c.get('claimed', 0)} claimed by the EP, {c.get('passed', 0)} passed; "
         f"{c.get('refused', 0)} refused by the EP (run on ORT CPU), "
-        f"{c.get('ort_cannot_load', 0) + c.get('ort_cannot_run', 0)} ORT itself cannot load or run")
+        f"{c.get('ort_cannot_load', 0) + c.get('ort_cannot_run', 0)} ORT itself cannot load or run, "
+        f"{c.get('excluded', 0)} excluded with a reason (test_onnx_backend.EXCLUDED)")
