@@ -56,12 +56,7 @@ ClaimResult claim_simplified_ln(const ClaimContext& c) {
   if (!r.ok) return r;
   const int64_t stash = c.node().attr_int("stash_type", 1);
   ORTMLX_REQUIRE(stash == 1, "stash_type " + std::to_string(stash) + " is not implemented");
-  const int64_t rank = c.input_rank(0);
-  const int64_t axis = c.node().attr_int("axis", -1);
-  ORTMLX_REQUIRE(
-      rank < 0 || (axis >= -rank && axis < rank),
-      "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  return ClaimResult::yes();
+  return require_norm_axis(c);
 }
 
 void translate_simplified_ln(TranslationContext& ctx, const NodeDesc& n) {
@@ -70,8 +65,7 @@ void translate_simplified_ln(TranslationContext& ctx, const NodeDesc& n) {
   mx::array scale = ctx.input(n, 1);
   const int rank = static_cast<int>(x.ndim());
   const int axis = normalize_axis(n.attr_int("axis", -1), rank);
-  std::vector<int> axes;
-  for (int i = axis; i < rank; ++i) axes.push_back(i);
+  const std::vector<int> axes = trailing_axes(axis, rank);
   check_unidirectional(scale, x, "scale");
   NormRows st = rms_norm_rows(f32(x, s), axes, n.attr_float("epsilon", 1e-5f), s);
   ctx.bind_output(n, 0, to_type(mx::multiply(st.y, f32(scale, s), s), x.dtype(), s));

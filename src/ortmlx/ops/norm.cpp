@@ -31,6 +31,21 @@ void check_unidirectional(const mx::array& p, const mx::array& x, const char* wh
   if (!ok) throw std::runtime_error(std::string(what) + " is not broadcastable to X");
 }
 
+ClaimResult require_norm_axis(const ClaimContext& c) {
+  const int64_t rank = c.input_rank(0);
+  const int64_t axis = c.node().attr_int("axis", -1);
+  ORTMLX_REQUIRE(
+      rank < 0 || (axis >= -rank && axis < rank),
+      "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return ClaimResult::yes();
+}
+
+std::vector<int> trailing_axes(int axis, int rank) {
+  std::vector<int> axes;
+  for (int i = axis; i < rank; ++i) axes.push_back(i);
+  return axes;
+}
+
 NormRows layer_norm_rows(const mx::array& x_in, const std::vector<int>& axes, float eps,
                          mx::StreamOrDevice s) {
   mx::array xf = x_in;
@@ -127,12 +142,7 @@ ClaimResult claim_layer_norm(const ClaimContext& c) {
     ORTMLX_REQUIRE(t == ElemType::kUndefined || t == ElemType::kFloat,
                    "output " + std::to_string(i) + " type " + type_str(t) + " is not float32");
   }
-  const int64_t rank = c.input_rank(0);
-  const int64_t axis = c.node().attr_int("axis", -1);
-  ORTMLX_REQUIRE(
-      rank < 0 || (axis >= -rank && axis < rank),
-      "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  return ClaimResult::yes();
+  return require_norm_axis(c);
 }
 
 void translate_layer_norm(TranslationContext& ctx, const NodeDesc& n) {
@@ -141,8 +151,7 @@ void translate_layer_norm(TranslationContext& ctx, const NodeDesc& n) {
   mx::array scale = ctx.input(n, 1);
   const int rank = static_cast<int>(x.ndim());
   const int axis = normalize_axis(n.attr_int("axis", -1), rank);
-  std::vector<int> axes;
-  for (int i = axis; i < rank; ++i) axes.push_back(i);
+  const std::vector<int> axes = trailing_axes(axis, rank);
   const float eps = n.attr_float("epsilon", 1e-5f);
   for (int a : axes)
     if (x.shape(a) == 0)
@@ -245,12 +254,7 @@ ClaimResult claim_rms_norm(const ClaimContext& c) {
   ORTMLX_REQUIRE(
       stash == 1 || c.input_type(0) == ElemType::kFloat,
       "stash_type " + std::to_string(stash) + " with a half-precision input is not implemented");
-  const int64_t rank = c.input_rank(0);
-  const int64_t axis = c.node().attr_int("axis", -1);
-  ORTMLX_REQUIRE(
-      rank < 0 || (axis >= -rank && axis < rank),
-      "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  return ClaimResult::yes();
+  return require_norm_axis(c);
 }
 
 void translate_rms_norm(TranslationContext& ctx, const NodeDesc& n) {
@@ -259,8 +263,7 @@ void translate_rms_norm(TranslationContext& ctx, const NodeDesc& n) {
   mx::array scale = ctx.input(n, 1);
   const int rank = static_cast<int>(x.ndim());
   const int axis = normalize_axis(n.attr_int("axis", -1), rank);
-  std::vector<int> axes;
-  for (int i = axis; i < rank; ++i) axes.push_back(i);
+  const std::vector<int> axes = trailing_axes(axis, rank);
   check_unidirectional(scale, x, "scale");
   auto f32 = [&](const mx::array& a) {
     return a.dtype() == mx::float32 ? a : mx::astype(a, mx::float32, s);

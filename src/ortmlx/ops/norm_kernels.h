@@ -6,6 +6,8 @@
 
 #include <mlx/ops.h>
 
+#include "ortmlx/registry/registry.h"
+
 namespace ortmlx::ops {
 
 struct NormRows {
@@ -20,6 +22,12 @@ NormRows layer_norm_rows(const mlx::core::array& xf, const std::vector<int>& axe
 // RMS normalisation (x / sqrt(mean(x^2) + eps)), huge rows scaled first so x^2 never overflows.
 NormRows rms_norm_rows(const mlx::core::array& xf, const std::vector<int>& axes, float eps,
                        mlx::core::StreamOrDevice s);
+
+// Claim check shared by the row normalisations: the `axis` attribute (default -1) lies within the
+// input's static rank, when that is known.
+ClaimResult require_norm_axis(const ClaimContext& c);
+// The normalised axes: `axis` (already non-negative) through the last of `rank`.
+std::vector<int> trailing_axes(int axis, int rank);
 
 // Throws unless `p` broadcasts unidirectionally to `x` (right-aligned dims equal or 1).
 void check_unidirectional(const mlx::core::array& p, const mlx::core::array& x, const char* what);
