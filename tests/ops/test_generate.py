@@ -172,7 +172,7 @@ def test_runtime_shape_input_runs_eagerly_and_correctly(rng):
 
 
 @pytest.mark.parametrize("shape", [(3, 4), (4, 3), (1, 1), (5, 5), (0, 3)], ids=str)
-@pytest.mark.parametrize("k", [0, 1, -2, 7, -9])
+@pytest.mark.parametrize("k", [0, 1, -2, 7, -9, 2**62, -2**62, 2**63 - 1, -2**63])
 def test_eyelike_shapes_and_k(shape, k, rng):
     x = random_array(rng, shape, np.float32)
     check_on_ep(single_node_model("EyeLike", {"x": x}, attrs={"k": k}), {"x": x})

@@ -135,6 +135,36 @@ def test_scatter_nd_types(dtype, rng):
                 {"x": x, "i": idx, "u": upd})
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64])
+@pytest.mark.parametrize("op", ["ScatterND", "ScatterElements"])
+def test_scatter_64bit_values_are_exact(op, dtype, rng):
+    """Plain 64-bit scatters move word pairs (MLX's GPU scatter has no 64-bit types): values
+    beyond 32 bits, negative ones included, come through bit-exact on every backend."""
+    x = (rng.integers(-2**62, 2**62, size=(4, 3)) | (1 << 40)).astype(dtype)
+    upd = (rng.integers(-2**62, 2**62, size=(2, 3)) | (1 << 33)).astype(dtype)
+    idx = (np.array([[3], [0]], I64) if op == "ScatterND"
+           else np.array([[2, 0, 1], [0, 3, 3]], I64))
+    feeds = {"x": x, "i": idx, "u": upd}
+    check_on_ep(single_node_model(op, feeds, opset=13), feeds)
+
+
+@pytest.mark.parametrize("reduction", ["add", "mul", "max", "min"])
+def test_scatter_int64_reductions(reduction, rng):
+    """Reducing int64 scatters run on MLX's CPU backend; GPU backends refuse them with the reason
+    (MLX's GPU scatter has no 64-bit types), so ORT runs them."""
+    from ortmlx.testing import mlx_backend
+
+    x = rng.integers(-1000, 1000, size=(5, 3)).astype(I64)
+    idx = np.array([[1], [3], [1]], I64)
+    upd = rng.integers(-1000, 1000, size=(3, 3)).astype(I64)
+    feeds = {"x": x, "i": idx, "u": upd}
+    model = single_node_model("ScatterND", feeds, attrs={"reduction": reduction}, opset=18)
+    if mlx_backend() == "gpu":
+        assert "64-bit" in refusal(model, "ScatterND")
+    else:
+        check_on_ep(model, feeds)
+
+
 def test_scatter_nd_reduction_bool_is_refused(rng):
     x = random_array(rng, (4,), np.bool_)
     idx = np.array([[1]], I64)

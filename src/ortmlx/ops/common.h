@@ -51,6 +51,12 @@ ClaimResult refuse_unknown_attrs(const ClaimContext& c, std::initializer_list<co
 std::optional<std::vector<int64_t>> spatial_attr(const NodeView& n, const char* name, size_t nd,
                                                  int64_t fallback, size_t mult = 1);
 
+// True when MLX runs on a GPU backend (CUDA or Metal): claims that depend on what a backend's
+// kernels implement (e.g. 64-bit scatters) ask it.
+inline bool gpu_backend() {
+  return mx::default_device() == mx::Device::gpu;
+}
+
 inline mx::Shape to_shape(const std::vector<int64_t>& v) {
   return mx::Shape(v.begin(), v.end());
 }

@@ -172,9 +172,11 @@ ClaimResult claim_eye_like(const ClaimContext& c) {
   return ClaimResult::yes();
 }
 
-// Ones on diagonal k of an input-shaped matrix (the input's values are unused); mx::eye gives
-// an all-zero matrix when |k| reaches past the edge, as ONNX asks.
+// Ones on diagonal k of an input-shaped matrix (the input's values are unused): column - row == k,
+// compared elementwise. No scatter (mx::eye scatters, and MLX's GPU scatter has no 64-bit types),
+// and no negation of k, so k = INT64_MIN gives the all-zero matrix ONNX asks for.
 void translate_eye_like(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
   const mx::array x = ctx.input(n, 0);
   if (x.ndim() != 2) throw std::runtime_error("EyeLike input must be 2-D");
   mx::Dtype dt = x.dtype();
@@ -184,12 +186,15 @@ void translate_eye_like(TranslationContext& ctx, const NodeDesc& n) {
     dt = *d;
   }
   const int64_t k = n.attr_int("k", 0);
-  const int rows = x.shape(0), cols = x.shape(1);
-  if (k >= cols || -k >= rows) {
-    ctx.bind_output(n, 0, mx::zeros({rows, cols}, dt, ctx.stream()));
+  const int64_t rows = x.shape(0), cols = x.shape(1);
+  if (k >= cols || k <= -rows) {  // the diagonal lies outside the matrix (or it is empty)
+    ctx.bind_output(n, 0, mx::zeros(x.shape(), dt, s));
     return;
   }
-  ctx.bind_output(n, 0, mx::eye(rows, cols, static_cast<int>(k), dt, ctx.stream()));
+  const mx::array r = mx::reshape(mx::arange(0.0, double(rows), 1.0, mx::int64, s), {x.shape(0), 1}, s);
+  const mx::array c = mx::reshape(mx::arange(0.0, double(cols), 1.0, mx::int64, s), {1, x.shape(1)}, s);
+  const mx::array on = mx::equal(mx::subtract(c, r, s), mx::array(k, mx::int64), s);
+  ctx.bind_output(n, 0, mx::astype(on, dt, s));
 }
 
 }  // namespace

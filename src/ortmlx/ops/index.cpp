@@ -175,14 +175,20 @@ ClaimResult claim_reduction(const ClaimContext& c) {
   const std::string red = c.node().attr_string("reduction", "none");
   ORTMLX_REQUIRE(red == "none" || red == "add" || red == "mul" || red == "max" || red == "min",
                  "reduction '" + red + "' is not implemented");
-  if (red != "none")
+  if (red != "none") {
     ORTMLX_REQUIRE(type_in(c.input_type(0), {ElemType::kFloat, ElemType::kFloat16,
                                              ElemType::kInt32, ElemType::kInt64}),
                    "reduction " + red + " implemented for float32, float16, int32, int64");
+    // A reducing scatter cannot move 64-bit values as word pairs (scatter_rows).
+    ORTMLX_REQUIRE(c.input_type(0) != ElemType::kInt64 || !gpu_backend(),
+                   "reduction " + red + " on int64 data: MLX's GPU scatter has no 64-bit types");
+  }
   return ClaimResult::yes();
 }
 
-// Scatter of `upd` rows [M, 1, R] into `data2` [P, R] at row offsets `lin` [M].
+// Scatter of `upd` rows [M, 1, R] into `data2` [P, R] at row offsets `lin` [M]. A plain scatter
+// of 8-byte elements moves them as pairs of 4-byte words (a bit-exact view): MLX's GPU scatter
+// has no 64-bit element types, and the view costs nothing on any backend.
 mx::array scatter_rows(const NodeDesc& n, const mx::array& data2, const mx::array& lin,
                        const mx::array& upd, mx::StreamOrDevice s) {
   const std::string red = n.attr_string("reduction", "none");
@@ -191,6 +197,11 @@ mx::array scatter_rows(const NodeDesc& n, const mx::array& data2, const mx::arra
   if (red == "mul") return mx::scatter_prod(data2, {lin}, upd, axes, s);
   if (red == "max") return mx::scatter_max(data2, {lin}, upd, axes, s);
   if (red == "min") return mx::scatter_min(data2, {lin}, upd, axes, s);
+  if (data2.itemsize() == 8) {
+    const mx::array words = mx::scatter(mx::view(data2, mx::uint32, s), {lin},
+                                        mx::view(upd, mx::uint32, s), axes, s);
+    return mx::view(words, data2.dtype(), s);
+  }
   return mx::scatter(data2, {lin}, upd, axes, s);
 }
 
