@@ -3,8 +3,8 @@
 # scripts/gpu_pack.sh and PLAYBOOK "The GPU"). Each part runs in its own process so that a crash
 # is recorded, not fatal; logs and JUnit XML go to GPU_SUITE_LOGS (default $OUT/logs, $OUT being
 # ./gpu-out when unset), packed into $OUT/gpu_suite_logs.tgz; the table ($OUT/gpu_suite.md) last.
-#   scripts/gpu_suite.sh [part ...]     parts: probe cpp ops contracts engine plugin external docs demo
-#                                       precision fuzz (default: all; fuzz with 3000 cases)
+#   scripts/gpu_suite.sh [part ...]     parts: probe cpp ops contracts engine plugin external corpus
+#                                       docs demo precision fuzz (default: all; fuzz with 3000 cases)
 #   GPU_SUITE_PARALLEL=1                all parts at once (16-core machine: the suite then takes as
 #                                       long as its longest part); the log archive is refreshed every
 #                                       10 s so that a run cut off by its time limit still reports.
@@ -14,7 +14,7 @@ logs="${GPU_SUITE_LOGS:-$out/logs}"
 mkdir -p "$out" "$logs"
 py=${PYTHON:-python3}
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(probe cpp ops contracts engine plugin external docs demo precision fuzz)
+[ ${#parts[@]} -eq 0 ] && parts=(probe cpp ops contracts engine plugin external corpus docs demo precision fuzz)
 export PYTHONUNBUFFERED=1 ORT_LOGGING_LEVEL=3
 workers=${GPU_SUITE_WORKERS:-6}
 start=$(date +%s)
@@ -41,7 +41,7 @@ pytest_part() {  # name, timeout, paths...
   local name=$1 limit=$2; shift 2
   local n=$workers
   if [ "${GPU_SUITE_PARALLEL:-0}" = 1 ]; then  # about 16 cores shared by every part
-    case $name in ops|contracts|external) n=4 ;; engine|plugin) n=2 ;; *) n=1 ;; esac
+    case $name in ops|contracts|external) n=4 ;; engine|plugin|corpus) n=2 ;; *) n=1 ;; esac
   fi
   # The fuzz part runs in one process: its counts are printed by the controller.
   local xdist=(-n "$n")
@@ -62,6 +62,7 @@ run_one() {
     engine) pytest_part engine 300 tests/engine ;;
     plugin) pytest_part plugin 300 tests/plugin ;;
     external) pytest_part external 400 tests/external ;;
+    corpus) pytest_part corpus 300 tests/corpus ;;
     docs) pytest_part docs 120 tests/test_docs.py ;;
     fuzz) ORTMLX_FUZZ_CASES=${ORTMLX_FUZZ_CASES:-3000} pytest_part fuzz 300 tests/fuzz ;;
     demo) run_part demo 300 $py -m ortmlx demo ;;

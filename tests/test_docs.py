@@ -8,8 +8,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_op_coverage_table_is_current():
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_op_coverage.py"), "--check"],
-                       capture_output=True, text=True)
+    """The table documents the CPU flavour: there the check reruns the ONNX gate (serially, a
+    minute or two). A GPU build claims differently (e.g. 64-bit scatters with a reduction) and
+    its gate runs in the GPU suite's own part: there the check keeps the committed gate columns
+    and verifies the registry and test columns only."""
+    from ortmlx.testing import mlx_backend
+
+    cmd = [sys.executable, str(ROOT / "scripts" / "gen_op_coverage.py"), "--check"]
+    if mlx_backend() != "cpu":
+        cmd.append("--keep-gate")
+    r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
 
 
