@@ -205,6 +205,10 @@ def cpu_name() -> str:
 
 
 def git_commit() -> str:
+    # ORTMLX_COMMIT: the commit the bundle was built from, where the checkout's .git is not it
+    # (a copied working tree on the GPU machine).
+    if os.environ.get("ORTMLX_COMMIT"):
+        return os.environ["ORTMLX_COMMIT"]
     try:
         commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True, timeout=20).stdout.strip()

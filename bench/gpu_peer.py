@@ -205,7 +205,8 @@ def worker(args) -> int:
     env = gm.Env(SimpleNamespace(tf32=tf32, cpu_binding=args.cpu_binding, no_torch=True,
                                  seed=0))
     has_cuda = CUDA_EP in ort.get_available_providers()
-    result = {"mode": args.worker, "versions": gm.versions(env), "device_io": env.device_io,
+    vers = {k: v for k, v in gm.versions(env).items() if k != "torch"}  # torch is not used
+    result = {"mode": args.worker, "versions": vers, "device_io": env.device_io,
               "has_cuda_ep": has_cuda, "rows": [], "notes": env.notes}
     out = Path(args.json)
     for name, kind, build in model_list(args.quick):
@@ -368,7 +369,10 @@ def main() -> int:
         if path.exists():
             modes.append(json.loads(path.read_text()))
             path.unlink()
-    shown = " ".join(a for a in sys.argv[1:])
+    argv = sys.argv[1:]
+    if "--out" in argv[:-1]:  # the folder is the caller's (a machine path): say OUT
+        argv[argv.index("--out") + 1] = "OUT"
+    shown = " ".join(argv)
     report(modes, out, f"python3 bench/gpu_peer.py {shown}".strip())
     print((out / "gpu_peer.md").read_text())
     return 0

@@ -84,13 +84,6 @@ void SessionReport::record_fused(const std::string& fused_name, std::vector<std:
   f.op_types = std::move(op_types);
 }
 
-void SessionReport::record_compute(const std::string& fused_name, double seconds) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto& f = fused_[fused_name];
-  f.runs += 1;
-  f.seconds += seconds;
-}
-
 void SessionReport::record_run(const std::string& fused_name, const RunRecord& run) {
   std::lock_guard<std::mutex> lock(mu_);
   counters_["compute.runs"] += 1;
@@ -132,21 +125,9 @@ void SessionReport::record_run(const std::string& fused_name, const RunRecord& r
   }
 }
 
-void SessionReport::record_path(const std::string& label, bool fast) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto& p = paths_[label];
-  p.first += 1;
-  p.second = fast;
-}
-
 void SessionReport::count(const std::string& counter, int64_t delta) {
   std::lock_guard<std::mutex> lock(mu_);
   counters_[counter] += delta;
-}
-
-void SessionReport::add_time(const std::string& phase, double seconds) {
-  std::lock_guard<std::mutex> lock(mu_);
-  times_[phase] += seconds;
 }
 
 int64_t SessionReport::counter(const std::string& name) const {

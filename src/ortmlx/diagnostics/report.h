@@ -54,17 +54,14 @@ class SessionReport {
   // A fused node compiled at Compile, with the names and op types of the nodes inside it.
   void record_fused(const std::string& fused_name, std::vector<std::string> node_names,
                     std::vector<std::string> op_types);
-  void record_compute(const std::string& fused_name, double seconds);
   // Counters, times and paths of one Compute (one lock).
   void record_run(const std::string& fused_name, const RunRecord& run);
-  void record_path(const std::string& label, bool fast);
   void count(const std::string& counter, int64_t delta = 1);
   // Where this session runs: MLX's backend ("cpu" or "gpu"), its device name, where EP I/O lives
   // ("host" or "device") and the fp32 matmul mode.
   void set_backend(std::string backend, std::string device, std::string io, bool tf32);
   // MLX's allocator after the latest run (process-wide figures: active, peak and cached bytes).
   void set_mlx_memory(size_t active, size_t peak, size_t cache);
-  void add_time(const std::string& phase, double seconds);
 
   std::string claim_debug_text() const;  // refusals, for ONNXRUNTIME_EP_MLX_CLAIM_DEBUG
   std::string claim_debug_text(const std::string& graph_key) const;  // one graph

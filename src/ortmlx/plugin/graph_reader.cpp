@@ -160,13 +160,6 @@ std::vector<const OrtValueInfo*> read_list(CountFn count_fn, GetFn get_fn) {
 
 }  // namespace
 
-TensorInfo read_value_info(const OrtValueInfo* vi) {
-  GraphView tmp;
-  note_value(tmp, vi, 0);
-  auto it = tmp.value_infos.begin();
-  return it == tmp.value_infos.end() ? TensorInfo{} : it->second;
-}
-
 ReadGraph read_graph(const OrtGraph* graph, size_t max_constant_bytes) {
   ReadGraph out;
   GraphView& view = out.view;

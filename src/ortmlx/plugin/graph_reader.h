@@ -18,8 +18,6 @@ struct ReadGraph {
 // small ones at GetCapability where claim predicates need shape/axes inputs).
 ReadGraph read_graph(const OrtGraph* graph, size_t max_constant_bytes);
 
-// Static info of a value, read from its OrtValueInfo.
-TensorInfo read_value_info(const OrtValueInfo* value_info);
 std::string value_name(const OrtValueInfo* value_info);
 
 }  // namespace ortmlx::plugin
