@@ -1,7 +1,7 @@
 """Builders and references for pkg.onnax training contracts (today: AttentionVJP).
 
 An autodiff tool (onnax) emits the pullback of scaled-dot-product attention as a model-local ONNX
-function in domain `pkg.onnax` whose *name* carries its parameters (shared/design/ATTENTION_VJP.md):
+function in domain `pkg.onnax` whose *name* carries its parameters (docs/ATTENTION_VJP.md):
 
     AttentionVJP_r{R}_q{HQ}_k{HK}_d{D}_s{SCALE}_c{C}_o{OUTS}_m{M}_{FP}
     AttentionVJPRecompute_...          (same fields; Y is recomputed, so Y is not an input)
