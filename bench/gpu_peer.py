@@ -244,7 +244,8 @@ def ratio(row) -> float | None:
 
 
 def table(mode: dict) -> list[str]:
-    lines = [f"### {mode['mode']} fp32 (MLX EP {'TF32' if mode['mode'] == 'tf32' else 'exact'}; "
+    knob = f", {mode['knob']}" if mode.get("knob") else ""
+    lines = [f"### {mode['mode']} fp32{knob} (MLX EP {'TF32' if mode['mode'] == 'tf32' else 'exact'}; "
              f"CUDA EP use_tf32={'1' if mode['mode'] == 'tf32' else '0'})", "",
              "| model | CUDA EP ms | MLX EP ms | MLX / CUDA | target | max err CUDA EP | "
              "max err MLX EP | MLX partitions (fused / eager / nodes on EP) | "
@@ -297,8 +298,9 @@ def plot(modes: list[dict], path: Path) -> bool:
     names = [r["model"] for r in modes[0]["rows"]]
     width = 0.8 / max(1, len(modes))
     for i, mode in enumerate(modes):
-        xs = [ratio(r) or 0.0 for r in mode["rows"]]
-        ax.bar([j + i * width for j in range(len(xs))], xs, width, label=f"{mode['mode']} fp32")
+        by_name = {r["model"]: r for r in mode["rows"]}
+        xs = [(ratio(by_name[n]) or 0.0) if n in by_name else 0.0 for n in names]
+        ax.bar([j + i * width for j in range(len(xs))], xs, width, label=f"{mode['mode']} fp32 {mode.get('knob') or ''}".strip())
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set_xticks([j + width * (len(modes) - 1) / 2 for j in range(len(names))])
     ax.set_xticklabels([n.split(" (")[0] for n in names], rotation=60, ha="right", fontsize=7)
@@ -340,6 +342,11 @@ def main() -> int:
     ap.add_argument("--overhead-runs", type=int, default=20)
     ap.add_argument("--mode-timeout-s", type=int, default=400,
                     help="a mode's child process is stopped after this long (its rows so far kept)")
+    ap.add_argument("--knob", action="append", default=[],
+                    help="VAR=VALUE: one more exact-mode run with this environment variable set "
+                         "(e.g. MLX_MAX_OPS_PER_BUFFER=100, MLX_USE_CUDA_GRAPHS=0); repeatable")
+    ap.add_argument("--knob-only", nargs="+", default=[],
+                    help="the knob runs take only models whose name contains one of these")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--cpu-binding", action="store_true",
                     help="CPU build of the EP: IOBinding on CPU memory (plumbing only)")
@@ -351,23 +358,28 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     modes = []
-    for mode in args.modes:
-        path = out / f".gpu_peer_{mode}.json"
+    runs = [(m, None) for m in args.modes] + [("exact", k) for k in args.knob]
+    for i, (mode, knob) in enumerate(runs):
+        path = out / f".gpu_peer_{i}.json"
         path.unlink(missing_ok=True)
         env = dict(os.environ)
         if mode == "tf32":
             env["ONNXRUNTIME_EP_MLX_TF32"] = "1"
+        if knob:
+            var, _, value = knob.partition("=")
+            env[var] = value
         cmd = [sys.executable, __file__, "--worker", mode, "--json", str(path),
                "--repeats", str(args.repeats), "--warmup", str(args.warmup),
                "--max-cell-s", str(args.max_cell_s), "--overhead-runs", str(args.overhead_runs)]
         cmd += (["--quick"] if args.quick else []) + (["--cpu-binding"] if args.cpu_binding else [])
-        cmd += (["--only", *args.only] if args.only else [])
+        only = args.knob_only if knob and args.knob_only else args.only
+        cmd += (["--only", *only] if only else [])
         try:
             subprocess.run(cmd, env=env, timeout=args.mode_timeout_s)
         except subprocess.TimeoutExpired:
             print(f"[{mode}] stopped after {args.mode_timeout_s} s; rows so far kept")
         if path.exists():
-            modes.append(json.loads(path.read_text()))
+            modes.append(json.loads(path.read_text()) | {"knob": knob})
             path.unlink()
     argv = sys.argv[1:]
     if "--out" in argv[:-1]:  # the folder is the caller's (a machine path): say OUT
