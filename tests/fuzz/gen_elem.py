@@ -365,7 +365,7 @@ class ElemGen:
         axis = int(r.integers(-len(shape), len(shape)))
         if r.random() < 0.04:
             axis = out_of_range(r, len(shape))
-        ax = np.asarray(axis, dtype=np.int64 if r.random() < 0.8 else np.int32)
+        ax = np.asarray(axis, dtype=np.int64 if r.random() < 0.8 or abs(axis) > 1 << 30 else np.int32)
         attrs = {k: int(r.integers(2)) for k in ("exclusive", "reverse") if r.random() < 0.5}
         return self.emit(cid, "CumSum", [self._x(shape, t), ax], attrs,
                          const_idx={1} if r.random() < 0.9 else (), const_p=0.0,
