@@ -39,9 +39,23 @@ import ortmlx
 from ortmlx.testing import IR_VERSION
 
 DEFAULT_SEED = 20261202
-DEFAULT_CASES = 10000
+DEFAULT_CASES = 20000
 
-FAILURES = ("mismatch", "claimed_not_run", "no_reason", "claim_oracle", "ep_error")
+# "lenient": ORT CPU raises on the case, the EP returned values. "crash": the worker process died
+# (signal) or hung while the EP ran the case (named by bisecting its batch in fresh processes).
+FAILURES = ("mismatch", "lenient", "claimed_not_run", "no_reason", "claim_oracle", "ep_error",
+            "crash")
+# Not counted: ORT CPU rejects the case (load or run), or crashes on it ("ort_crash").
+NOT_COUNTED = ("invalid", "ort_crash")
+
+# Called with "cpu" / "ep" before each session run (the worker tells the parent which engine was
+# running when a process dies).
+PHASE_HOOK: list = [None]
+
+
+def _phase(what: str, cases=()):
+    if PHASE_HOOK[0] is not None:
+        PHASE_HOOK[0](what, [c.cid for c in cases])
 
 
 def seed() -> int:
@@ -120,6 +134,11 @@ class CpuKernels:
                     continue
                 if binding.setdefault(name, ORT_TYPE[t]) != ORT_TYPE[t]:
                     return False
+        if op not in self._defs:
+            # A function op (ORT CPU inlines its body): the schema's type constraints decide.
+            allowed = {c.type_param_str: set(c.allowed_type_strs)
+                       for c in schema.type_constraints}
+            return all(t in allowed.get(name, {t}) for name, t in binding.items())
         for (lo, hi), constraints in self._defs.get(op, []):
             if not lo <= version <= hi:
                 continue
@@ -168,6 +187,19 @@ class Case:
     # needs_cpu False as well, the batch runs no ORT CPU session at all.
     refused_reference: Callable[[], list] | None = None
     needs_cpu: bool = True
+    # ORT CPU cannot be run on the case (undefined behaviour in its kernel, e.g. integer division
+    # by zero): the EP must refuse the node or raise; it runs alone, ORT CPU never runs it.
+    expect_raise: bool = False
+    solo: bool = False       # a hostile value: ORT CPU likely raises, the EP may crash; run alone
+    op: str = ""             # registry key "domain:op_type" of the node under test
+
+    def op_key(self) -> str:
+        if self.op:
+            return self.op
+        if self.family != "op":
+            return {"contract": "pkg.onnax:AttentionVJP*"}.get(self.family, self.family)
+        n = self.nodes[0]
+        return f"{n.domain if n.domain != 'ai.onnx' else ''}:{n.op_type}"
 
     def node_names(self):
         return self.accounted if self.accounted is not None else [n.name for n in self.nodes]
@@ -177,6 +209,13 @@ class Case:
 class Verdict:
     status: str
     detail: str = ""
+    detail_full: str = field(default="", repr=False, compare=False)  # the whole error message
+
+
+def record(case: Case, v: Verdict, opset: int) -> dict:
+    """What a worker reports per case (plain data: it crosses a process boundary)."""
+    return {"cid": case.cid, "family": case.family, "op": case.op_key(), "opset": opset,
+            "label": case.label[:300], "status": v.status, "detail": v.detail[:1500]}
 
 
 @dataclass
@@ -185,46 +224,93 @@ class Stats:
 
     counts: Counter = field(default_factory=Counter)
     by_family: dict = field(default_factory=dict)
+    by_op: dict = field(default_factory=dict)   # op key -> Counter of statuses
+    op_opsets: dict = field(default_factory=dict)  # op key -> opsets with a counted case
     failures: list = field(default_factory=list)
+    excluded: list = field(default_factory=list)  # failures of a known class (known.py)
     reference_wins: list = field(default_factory=list)  # ORT CPU differs, EP matches the math
     invalid: list = field(default_factory=list)
     seconds: float = 0.0
+    wall: float = 0.0
     sessions: int = 0
+    processes: int = 0
     seed: int = 0
+    registry: list = field(default_factory=list)  # registry entries (dicts), for coverage
 
-    def add(self, case: Case, v: Verdict):
-        self.counts[v.status] += 1
-        self.by_family.setdefault(case.family, Counter())[v.status] += 1
-        if v.status in FAILURES:
-            self.failures.append(f"[{v.status}] {case.cid} {case.label}: {v.detail}")
-        elif v.status == "invalid":
-            self.invalid.append(f"{case.cid} {case.label}: {v.detail}")
-        if v.status == "matched" and v.detail:
-            self.reference_wins.append(f"{case.cid} {case.label}: {v.detail}")
+    def add(self, case: Case, v: Verdict, opset: int = 0):
+        self.add_record(record(case, v, opset))
+
+    def add_record(self, rec: dict, known: str | None = None):
+        status = rec["status"]
+        if known is not None:
+            self.excluded.append(f"[{status}] {rec['cid']} {rec['label']} ({known})")
+            status = "excluded"
+        self.counts[status] += 1
+        self.by_family.setdefault(rec["family"], Counter())[status] += 1
+        self.by_op.setdefault(rec["op"], Counter())[status] += 1
+        if status not in NOT_COUNTED:
+            self.op_opsets.setdefault(rec["op"], set()).add(rec["opset"])
+        line = f"{rec['cid']} {rec['label']}: {rec['detail']}"
+        if status in FAILURES:
+            self.failures.append(f"[{status}] {line}")
+        elif status in NOT_COUNTED:
+            self.invalid.append(line)
+        if status == "matched" and rec["detail"]:
+            self.reference_wins.append(line)
+
+    def covered(self) -> tuple[int, int, list]:
+        """Registry entries with a counted case at an opset in their range (the AttentionVJP
+        contract: any counted contract case): (covered, total, the others)."""
+        missing = []
+        for e in self.registry:
+            key = f"{e['domain']}:{e['op_type']}"
+            if e.get("by_prefix"):
+                key = f"{e['domain']}:{e['op_type']}*"
+            ok = any(e["min_opset"] <= o <= e["max_opset"] or e["domain"] != ""
+                         for o in self.op_opsets.get(key, ()))
+            if not ok:
+                hi = "" if e["max_opset"] >= 1 << 30 else e["max_opset"]
+                missing.append(key + (f" ({e['min_opset']}-{hi})" if e["domain"] == "" else ""))
+        return len(self.registry) - len(missing), len(self.registry), missing
 
     def line(self) -> str:
         c = self.counts
-        total = sum(n for s, n in c.items() if s != "invalid")
-        bad = sum(c[s] for s in FAILURES)
-        # Every failure kind counts as a mismatch here (details() breaks them down); a crash
-        # kills pytest, so a printed line always has 0 of them.
+        total = sum(n for s, n in c.items() if s not in NOT_COUNTED)
+        bad = sum(c[s] for s in FAILURES) - c["crash"]
         return (f"fuzz: {total} cases, {c['refused']} refused with a reason, {c['matched']} ran on "
-                f"the EP and matched, {bad} mismatches, 0 crashes")
+                f"the EP and matched, {c['raised']} raised where ORT CPU raises, {bad} mismatches, "
+                f"{c['crash']} crashes, {c['excluded']} failures of known classes (excluded), "
+                f"{c['invalid'] + c['ort_crash']} ORT-rejected (not counted)")
 
     def details(self) -> list[str]:
         c = self.counts
-        out = [f"fuzz: seed {self.seed}, {self.sessions} session pairs, {self.seconds:.0f} s; "
-               f"{c['claimed_not_run']} claimed but not run, {c['no_reason']} refused without a "
-               f"reason, {c['claim_oracle']} contract claims against the grammar, "
-               f"{c['ep_error']} EP errors; {c['invalid']} generated cases ORT CPU rejects "
-               f"(skipped)"]
+        out = [f"fuzz: seed {self.seed}, {self.sessions} session pairs in {self.processes} "
+               f"worker processes, {self.wall:.0f} s wall; {c['mismatch']} mismatches, "
+               f"{c['lenient']} lenient (values where ORT CPU raises), {c['claimed_not_run']} "
+               f"claimed but not run, {c['no_reason']} refused without a reason, "
+               f"{c['claim_oracle']} contract claims against the grammar, {c['ep_error']} EP "
+               f"errors; not counted: {c['invalid']} cases ORT CPU rejects, {c['ort_crash']} "
+               f"where ORT CPU itself crashes"]
         for fam, fc in sorted(self.by_family.items()):
-            tot = sum(n for s, n in fc.items() if s != "invalid")
+            tot = sum(n for s, n in fc.items() if s not in NOT_COUNTED)
             out.append(f"fuzz:   {fam}: {tot} cases, {fc['refused']} refused, {fc['matched']} "
-                       f"matched, {sum(fc[s] for s in FAILURES)} failed")
+                       f"matched, {fc['raised']} raised, {sum(fc[s] for s in FAILURES)} failed, "
+                       f"{fc['excluded']} excluded")
+        if self.by_op:
+            parts = []
+            for op, oc in sorted(self.by_op.items()):
+                tot = sum(n for s, n in oc.items() if s not in NOT_COUNTED)
+                bad = sum(oc[s] for s in FAILURES)
+                parts.append(f"{op.lstrip(':')} {tot}" + (f" ({bad} failed)" if bad else ""))
+            for i in range(0, len(parts), 10):
+                out.append("fuzz:   per generator: " + ", ".join(parts[i:i + 10]))
+        if self.registry:
+            n, tot, missing = self.covered()
+            out.append(f"fuzz: registry entries covered: {n} / {tot}"
+                       + (f"; without a counted case: {', '.join(missing)}" if missing else ""))
         if self.reference_wins:
             out.append(f"fuzz:   {len(self.reference_wins)} matched the exact/float64 reference "
-                       f"where ORT CPU differs, e.g. {self.reference_wins[0]}")
+                       f"where ORT CPU differs, e.g. {self.reference_wins[0][:300]}")
         return out
 
 
@@ -255,6 +341,8 @@ def build_model(cases: list[Case], opset: int, infer: bool = True) -> onnx.Model
     imports = [helper.make_opsetid("", opset)]
     if functions or any(n.domain == "pkg.onnax" for n in nodes):
         imports.append(helper.make_opsetid("pkg.onnax", 1))
+    if any(n.domain == "com.microsoft" for n in nodes):
+        imports.append(helper.make_opsetid("com.microsoft", 1))
     model = helper.make_model(graph, opset_imports=imports, functions=functions)
     model.ir_version = IR_VERSION
     if infer:
@@ -275,13 +363,20 @@ def _session_options(intra_threads=1):
     return so
 
 
-def run_cpu(model_bytes: bytes, feeds: dict):
+def cpu_session(model_bytes: bytes):
     import onnxruntime as ort
 
-    sess = ort.InferenceSession(model_bytes, _session_options(),
+    return ort.InferenceSession(model_bytes, _session_options(),
                                 providers=["CPUExecutionProvider"])
+
+
+def run_session(sess, feeds: dict):
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(None, feeds)))
+
+
+def run_cpu(model_bytes: bytes, feeds: dict):
+    return run_session(cpu_session(model_bytes), feeds)
 
 
 def run_ep(model_bytes: bytes, feeds: dict, options: dict):
@@ -303,6 +398,27 @@ def run_ep(model_bytes: bytes, feeds: dict, options: dict):
         with open(report) as f:
             raw = json.load(f, object_pairs_hook=_Pairs)
         return out, Report(raw)
+    finally:
+        try:
+            os.unlink(report)
+        except FileNotFoundError:
+            pass
+
+
+def ep_report(model_bytes: bytes, options: dict):
+    """The EP's report for a session that is created and never run."""
+    import onnxruntime as ort
+
+    fd, report = tempfile.mkstemp(prefix="ortmlx-fuzz-", suffix=".json")
+    os.close(fd)
+    os.unlink(report)
+    try:
+        so = _session_options()
+        ortmlx.append_to_session_options(so, dict(options, report=report))
+        sess = ort.InferenceSession(model_bytes, so)
+        del sess
+        with open(report) as f:
+            return Report(json.load(f, object_pairs_hook=_Pairs))
     finally:
         try:
             os.unlink(report)
@@ -462,14 +578,30 @@ def run_cases(cases: list[Case], opset: int, options: dict | None = None,
     out = []
     for c in cases:
         v = verdicts[c.cid]
-        stats.add(c, v)
+        stats.add(c, v, opset)
         out.append(v)
     return out
 
 
+def _why(status, e) -> Verdict:
+    return Verdict(status, _short(e), str(e))
+
+
+def _culprit(cases, msg: str):
+    """The case whose node or value an ORT error message names, if exactly one does."""
+    named = [c for c in cases if f"{c.cid}_" in msg]
+    return named[0] if len(named) == 1 else None
+
+
 def _split(cases, opset, options, verdicts, stats, why):
+    """Runs again without the case the error names (that one alone), else in halves."""
     if len(cases) == 1:
         verdicts[cases[0].cid] = why
+        return
+    bad = _culprit(cases, why.detail_full)
+    if bad is not None:
+        _run([bad], opset, options, verdicts, stats)
+        _run([c for c in cases if c is not bad], opset, options, verdicts, stats)
         return
     half = len(cases) // 2
     _run(cases[:half], opset, options, verdicts, stats)
@@ -477,32 +609,91 @@ def _split(cases, opset, options, verdicts, stats, why):
 
 
 def _run(cases, opset, options, verdicts, stats):
+    if len(cases) > 1 and any(c.expect_raise or c.solo for c in cases):
+        for c in cases:
+            if c.expect_raise or c.solo:
+                _run([c], opset, options, verdicts, stats)
+        cases = [c for c in cases if not (c.expect_raise or c.solo)]
+        if not cases:
+            return
+    if len(cases) == 1 and cases[0].expect_raise:
+        return _run_expect_raise(cases[0], opset, options, verdicts, stats)
     try:
         model = build_model(cases, opset)
     except Exception as e:  # ONNX shape inference rejects a case
-        return _split(cases, opset, options, verdicts, stats, Verdict("invalid", _short(e)))
+        return _split(cases, opset, options, verdicts, stats, _why("invalid", e))
     data = model.SerializeToString()
     feeds = {k: v for c in cases for k, v in c.feeds.items()}
     stats.sessions += 1
     cpu = {}
     if any(c.needs_cpu for c in cases):
+        _phase("cpu", cases)
         try:
-            cpu = run_cpu(data, feeds)
+            sess = cpu_session(data)
+        except Exception as e:  # ORT cannot load it: no reference, not counted
+            return _split(cases, opset, options, verdicts, stats, _why("invalid", e))
+        try:
+            cpu = run_session(sess, feeds)
         except Exception as e:
-            return _split(cases, opset, options, verdicts, stats, Verdict("invalid", _short(e)))
+            del sess
+            if len(cases) == 1:
+                return _expect_raise(cases[0], data, feeds, options, verdicts, _short(e))
+            return _split(cases, opset, options, verdicts, stats, _why("invalid", e))
+        del sess
+    _phase("ep", cases)
     try:
         ep, report = run_ep(data, feeds, options)
     except Exception as e:
         if len(cases) == 1 and not cases[0].needs_cpu:
+            _phase("cpu", cases)
             try:  # ORT CPU failing as well means the case is invalid, not an EP error
                 run_cpu(data, feeds)
             except Exception as e2:
                 verdicts[cases[0].cid] = Verdict("invalid", _short(e2))
                 return
-        return _split(cases, opset, options, verdicts, stats, Verdict("ep_error", _short(e)))
+        return _split(cases, opset, options, verdicts, stats, _why("ep_error", e))
     by_name = {n.name: n for c in cases for n in c.nodes}
     for c in cases:
         verdicts[c.cid] = judge(c, by_name, ep, cpu, report)
+
+
+def _run_expect_raise(case, opset, options, verdicts, stats):
+    """A case ORT CPU must not run: first an EP session that is never run tells whether the
+    node is claimed (refused: fine, ORT CPU's kernel would run it); claimed, it must raise."""
+    try:
+        data = build_model([case], opset).SerializeToString()
+    except Exception as e:
+        verdicts[case.cid] = _why("invalid", e)
+        return
+    stats.sessions += 1
+    _phase("ep", [case])
+    try:
+        report = ep_report(data, options)
+    except Exception as e:
+        verdicts[case.cid] = Verdict("raised", f"EP session: {_short(e)[:200]}")
+        return
+    if not any(n.name in report.claimed for n in case.nodes):
+        names = [n.name for n in case.nodes]
+        verdicts[case.cid] = (Verdict("refused") if all(
+            report.reason(op_key(n), n.name) for n in case.nodes)
+            else Verdict("no_reason", f"nodes {names} refused without a reason"))
+        return
+    _expect_raise(case, data, case.feeds, options, verdicts, "undefined in ORT CPU's kernel")
+
+
+def _expect_raise(case, data, feeds, options, verdicts, cpu_error):
+    """ORT CPU loads the case and raises when running it: the EP must refuse the node (its ORT
+    CPU fallback then raises as well) or raise itself; returning values is "lenient"."""
+    _phase("ep", [case])
+    try:
+        ep, _ = run_ep(data, feeds, options)
+    except Exception as e:
+        verdicts[case.cid] = Verdict("raised", f"ORT CPU: {cpu_error[:150]} | EP: {_short(e)[:150]}")
+        return
+    got = "; ".join(f"{k}: {np.asarray(v).dtype}{list(np.shape(v))} "
+                    f"{np.asarray(v).ravel()[:4].tolist()}" for k, v in ep.items())
+    verdicts[case.cid] = Verdict("lenient", f"ORT CPU raises ({cpu_error[:200]}); the EP "
+                                            f"returned {got[:300]}")
 
 
 def judge(case: Case, by_name: dict, ep: dict, cpu: dict, report: Report) -> Verdict:

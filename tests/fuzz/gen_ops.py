@@ -1,7 +1,10 @@
-"""Generator (b): one node per case, for every op type the registry claims, with random dtypes,
-attribute values (valid, out of range, absent), opsets, input forms (graph input, constant
-initializer) and data (special values included). Only cases ORT CPU has a kernel for are emitted;
-ORT rejecting one at load or run time marks it invalid (not counted)."""
+"""Generator (b): one node per case, for every registry entry (ai.onnx and com.microsoft), with
+random dtypes, attribute values (valid, out of range, hostile, absent), opsets across the entry's
+range, input forms (graph input, constant initializer) and data (special values included).
+The op families live in gen_elem.py, gen_shape.py and gen_nn.py (mixins of OpCases); each op has
+a method gen_<Op> (com.microsoft: gen_ms_<Op>), which test_coverage.py checks against the
+registry. Mostly cases ORT CPU has a kernel for are emitted; ORT rejecting one at load time
+marks it invalid (not counted)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,11 @@ from onnx import AttributeProto, helper
 
 from .fuzzlib import FLOATS, INTS, NP_OF, Case, TensorProto, cpu_kernels
 from .gen_data import broadcast_pair, data, floats, ints, rand_dim, rand_shape
+from .gen_elem import ElemGen
+from .gen_nn import NNGen
+from .gen_shape import ShapeGen
+from . import hostile
+from .hostile import int_attribute_names, mutate_int_attribute
 
 F32, F16, F64 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE
 I32, I64 = TensorProto.INT32, TensorProto.INT64
@@ -27,7 +35,35 @@ OPS = BINARY + ("Pow",) + UNARY + ("MatMul", "Gemm", "Reshape", "Transpose", "Un
                                    "Squeeze", "Flatten", "Concat", "Identity", "Cast",
                                    "ReduceSum", "ReduceMean", "LayerNormalization", "Softmax")
 MIN_OPSET = {"Gelu": 20, "LayerNormalization": 17}
-OPSETS = (11, 13, 14, 17, 18, 19, 20, 21)
+OPSETS = (9, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24)
+OPSET_P = np.array([1, 3, 2, 3, 2, 2, 1, 2, 3, 2, 2, 3, 2, 3, 3], dtype=float)
+# Share of cases whose node gets one int attribute set to a hostile value.
+HOSTILE_ATTR_P = 0.03
+
+
+def generated_ops() -> list[tuple[str, str]]:
+    """(domain, op_type) of every op the generator makes ("" = ai.onnx)."""
+    out = [("", op) for op in OPS]
+    for name in dir(OpCases):
+        if name.startswith("gen_ms_"):
+            out.append(("com.microsoft", name[7:]))
+        elif name.startswith("gen_") and name[4:5].isupper():
+            out.append(("", name[4:]))
+    return sorted(set(out))
+
+
+def _available(op: str, opset: int) -> bool:
+    if op in NO_ONNX_SCHEMA:
+        return True
+    try:
+        onnx.defs.get_schema(op, opset, "")
+    except Exception:
+        return False
+    return True
+
+
+# ai.onnx-domain ops ORT defines itself (no ONNX schema).
+NO_ONNX_SCHEMA = ("SimplifiedLayerNormalization",)
 
 # dtype draws: mostly what the EP claims, often what it refuses.
 TYPE_WEIGHTS = ((F32, 8), (F16, 3), (F64, 2), (I32, 2), (I64, 2), (TensorProto.INT8, 1),
@@ -76,14 +112,15 @@ def make_node(op, inputs, outputs, name, **attrs):
     return node
 
 
-class OpCases:
+class OpCases(ElemGen, ShapeGen, NNGen):
     """Makes single-node cases for a model opset."""
 
     def __init__(self, rng, opset):
         self.rng = rng
         self.opset = opset
         self.k = cpu_kernels()
-        self.ops = [op for op in OPS if MIN_OPSET.get(op, 1) <= opset]
+        self.ops = [(d, op) for d, op in generated_ops()
+                    if d or (MIN_OPSET.get(op, 1) <= opset and _available(op, opset))]
 
     # ---- helpers -----------------------------------------------------------------------------
     def pick_type(self, op, nin, among=None, extra_out=None, tries=12):
@@ -116,11 +153,63 @@ class OpCases:
         return "special" if r < 0.2 else ("small" if r < 0.35 else "normal")
 
     def make(self, cid, op=None):
-        op = op or str(self.rng.choice(self.ops))
-        fn = getattr(self, "gen_" + op, None)
+        domain, op = op or self.ops[int(self.rng.integers(len(self.ops)))]
+        draws = hostile.DRAWS[0]
+        fn = getattr(self, ("gen_ms_" if domain else "gen_") + op, None)
         if fn is not None:
-            return fn(cid)
-        return self.gen_binary(cid, op) if op in BINARY else self.gen_unary(cid, op)
+            c = fn(cid)
+        else:
+            c = self.gen_binary(cid, op) if op in BINARY else self.gen_unary(cid, op)
+        if c is None:
+            return None
+        c.op = f"{domain}:{op}"
+        if not domain and not c.reference_primary and len(c.nodes) == 1 and \
+                self.rng.random() < HOSTILE_ATTR_P:
+            what = mutate_int_attribute(self.rng, c.nodes[0],
+                                        int_attribute_names(op, self.opset))
+            if what:
+                c.label += f" [{what}]"
+        c.solo = c.solo or hostile.DRAWS[0] != draws
+        return c
+
+    def emit(self, cid, op, arrays, attrs=None, n_out=1, domain="", const_idx=(), const_p=0.15,
+             label="", **kw):
+        """One node over `arrays` (None: an absent optional input); const_idx: always
+        initializers. Keyword arguments go to Case (reference, mag, ...)."""
+        feeds, consts, names = {}, {}, []
+        for i, a in enumerate(arrays):
+            if a is None:
+                names.append("")
+                continue
+            name = f"{cid}_x{i}"
+            names.append(name)
+            if i in const_idx or self.rng.random() < const_p:
+                consts[name] = a
+            else:
+                feeds[name] = a
+        while names and names[-1] == "":
+            names.pop()
+        outs = [f"{cid}_y{i}" for i in range(n_out)]
+        node = make_node(op, names, outs, f"{cid}_n", **(attrs or {}))
+        if domain:
+            node.domain = domain
+        shapes = [a.shape if a is not None else None for a in arrays]
+        dt = next((a.dtype for a in arrays if a is not None), None)
+        return self.case(cid, op, [node], feeds, outs, consts,
+                         label=f"{op} {dt} {shapes} {attrs or {}} {label}".rstrip(), **kw)
+
+    def types_for(self, op, build, among, tries=12):
+        """A dtype t from `among` for which ORT CPU runs `op` with build(t) = (input types,
+        output types); None if none found."""
+        for _ in range(tries):
+            t = int(self.rng.choice(np.asarray(among)))
+            ins, outs = build(t)
+            try:
+                if self.k.supports(op, self.opset, ins, outs):
+                    return t
+            except Exception:
+                return None
+        return None
 
     # ---- elementwise ---------------------------------------------------------------------------
     def gen_binary(self, cid, op):
@@ -130,8 +219,11 @@ class OpCases:
         sa, sb = broadcast_pair(self.rng)
         kind = self.data_kind()
         a, b = data(self.rng, sa, t, kind), data(self.rng, sb, t, kind)
+        if op == "Div" and t in INTS and self.rng.random() < 0.06:
+            return self.int_div_hostile(cid, "Div", t, {})
         if op == "Div" and t in INTS:
-            # Integer division by zero (and INT_MIN / -1) is undefined behaviour in ORT's kernel.
+            # Integer division by zero (and INT_MIN / -1) is undefined behaviour in ORT's kernel:
+            # int_div_hostile makes those cases, run without ORT CPU.
             b = np.where(b == 0, 1, b).astype(b.dtype)
             if np.dtype(NP_OF[t]).kind == "i":
                 b = np.where(b == -1, 2, b).astype(b.dtype)
@@ -639,3 +731,7 @@ class OpCases:
             return [y.reshape(shape)]
         return self.case(cid, "Softmax", [node], feeds, [f"{cid}_y"], consts, reference=ref,
                          mag=[1.0], label=f"Softmax {x.dtype} {shape} {attrs} opset {self.opset}")
+
+
+def pick_opset(rng):
+    return int(rng.choice(OPSETS, p=OPSET_P / OPSET_P.sum()))

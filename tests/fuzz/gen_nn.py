@@ -1,0 +1,511 @@
+"""Op generators (mixin of gen_ops.OpCases): convolution and pooling, normalisations, Resize,
+Q/DQ, attention (ai.onnx Attention and the com.microsoft attention family with out-of-range
+positions and sequence lengths), and the other com.microsoft ops (gen_ms_<Op>)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .fuzzlib import NP_OF, TensorProto
+from .gen_data import data, floats, ints, rand_dim, rand_shape
+from .hostile import hpick, huge_shape, out_of_range
+
+F32, F16, F64 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE
+I8, U8, I32, I64 = TensorProto.INT8, TensorProto.UINT8, TensorProto.INT32, TensorProto.INT64
+FL = (F32, F32, F16, F64)
+MS = "com.microsoft"
+LOOSE = 30.0  # tolerance scale for accumulating ops (summation order differs)
+
+
+class NNGen:
+    def _fl(self, op, nin=1, among=FL):
+        return self.types_for(op, lambda t: ([t] * nin, [t]), among)
+
+    def _mag(self, *arrays):
+        m = 1.0
+        for a in arrays:
+            if a is not None and a.size:
+                m *= float(np.max(np.abs(np.nan_to_num(a.astype(np.float64))), initial=1.0))
+        return m
+
+    # ---- convolution and pooling -----------------------------------------------------------------
+    def _spatial(self, nsp, lo=1):
+        return tuple(int(self.rng.integers(lo, 6)) for _ in range(nsp))
+
+    def _window_attrs(self, k, nsp, pads=True, dil=True):
+        r = self.rng
+        attrs = {}
+        if r.random() < 0.5:
+            attrs["strides"] = [int(r.integers(1, 3)) for _ in range(nsp)]
+        if dil and r.random() < 0.3:
+            attrs["dilations"] = [int(r.integers(1, 3)) for _ in range(nsp)]
+        if pads and r.random() < 0.5:
+            if r.random() < 0.3:
+                attrs["auto_pad"] = str(r.choice(["SAME_UPPER", "SAME_LOWER", "VALID"]))
+            else:
+                attrs["pads"] = [int(r.integers(0, min(kk, 2) + 1)) for kk in k] * 2
+        return attrs
+
+    def gen_Conv(self, cid):
+        t = self._fl("Conv", 2)
+        if t is None:
+            return None
+        r = self.rng
+        nsp = int(r.choice([1, 2, 2, 3]))
+        group = int(r.choice([1, 1, 2]))
+        cin, cout = group * int(r.integers(1, 3)), group * int(r.integers(1, 3))
+        k = self._spatial(nsp)
+        x = floats(r, (rand_dim(r, 0.05), cin) + tuple(kk + int(r.integers(0, 4)) for kk in k),
+                   t, -2, 2)
+        w = floats(r, (cout, cin // group) + k, t, -1, 1)
+        b = floats(r, (cout,), t, -1, 1) if r.random() < 0.5 else None
+        attrs = self._window_attrs(k, nsp)
+        if group > 1 or r.random() < 0.2:
+            attrs["group"] = group
+        return self.emit(cid, "Conv", [x, w, b], attrs, const_p=0.3, tol_scale=LOOSE,
+                         mag=[self._mag(x, w) * int(np.prod(w.shape[1:]))])
+
+    def gen_ConvTranspose(self, cid):
+        t = self._fl("ConvTranspose", 2)
+        if t is None:
+            return None
+        r = self.rng
+        nsp = int(r.choice([1, 2, 2]))
+        group = int(r.choice([1, 1, 2]))
+        cin, cout = group * int(r.integers(1, 3)), group * int(r.integers(1, 3))
+        k = self._spatial(nsp)
+        x = floats(r, (rand_dim(r, 0.05), cin) + self._spatial(nsp), t, -2, 2)
+        w = floats(r, (cin, cout // group) + k, t, -1, 1)
+        b = floats(r, (cout,), t, -1, 1) if r.random() < 0.5 else None
+        attrs = self._window_attrs(k, nsp, pads=r.random() < 0.5)
+        if r.random() < 0.2:
+            attrs["output_padding"] = [0] * nsp
+        if group > 1:
+            attrs["group"] = group
+        return self.emit(cid, "ConvTranspose", [x, w, b], attrs, const_p=0.3, tol_scale=LOOSE,
+                         mag=[self._mag(x, w) * int(np.prod(w.shape))])
+
+    def _pool(self, cid, op):
+        t = self._fl(op, 1, FL + ((U8, I8) if op == "MaxPool" else ()))
+        if t is None:
+            return None
+        r = self.rng
+        nsp = int(r.choice([1, 2, 2, 3]))
+        k = self._spatial(nsp)
+        x = data(r, (rand_dim(r, 0.05), int(r.integers(1, 4))) +
+                 tuple(kk + int(r.integers(0, 4)) for kk in k), t)
+        attrs = dict(self._window_attrs(k, nsp, dil=op != "AveragePool" or self.opset >= 19),
+                     kernel_shape=list(k))
+        if op != "LpPool" and self.opset >= 10 and r.random() < 0.3:
+            attrs["ceil_mode"] = int(r.integers(2))
+        if op == "AveragePool" and r.random() < 0.4:
+            attrs["count_include_pad"] = int(r.integers(2))
+        if op == "LpPool" and r.random() < 0.6:
+            attrs["p"] = int(r.choice([1, 2, 3]))
+        n_out = 2 if op == "MaxPool" and r.random() < 0.2 else 1
+        if n_out == 2 and r.random() < 0.5:
+            attrs["storage_order"] = int(r.integers(2))
+        return self.emit(cid, op, [x], attrs, n_out=n_out, tol_scale=LOOSE,
+                         mag=[self._mag(x) * int(np.prod(k))] * n_out)
+
+    def gen_MaxPool(self, cid):
+        return self._pool(cid, "MaxPool")
+
+    def gen_AveragePool(self, cid):
+        return self._pool(cid, "AveragePool")
+
+    def gen_LpPool(self, cid):
+        return self._pool(cid, "LpPool")
+
+    def _global(self, cid, op):
+        t = self._fl(op)
+        if t is None:
+            return None
+        r = self.rng
+        x = floats(r, (rand_dim(r), rand_dim(r)) + rand_shape(r, lo=1, hi=3), t, -3, 3)
+        attrs = {"p": int(r.choice([1, 2, 3]))} if op == "GlobalLpPool" and r.random() < 0.5 \
+            else {}
+        return self.emit(cid, op, [x], attrs, tol_scale=LOOSE, mag=[self._mag(x) * 4])
+
+    def gen_GlobalAveragePool(self, cid):
+        return self._global(cid, "GlobalAveragePool")
+
+    def gen_GlobalMaxPool(self, cid):
+        return self._global(cid, "GlobalMaxPool")
+
+    def gen_GlobalLpPool(self, cid):
+        return self._global(cid, "GlobalLpPool")
+
+    # ---- normalisations ------------------------------------------------------------------------
+    def _nchw(self, t, lo=1):
+        r = self.rng
+        return floats(r, (rand_dim(r, 0.05), int(r.integers(1, 5))) + rand_shape(r, lo=lo, hi=2),
+                      t, -3, 3, special_p=0.03 if r.random() < 0.2 else 0.0)
+
+    def gen_LRN(self, cid):
+        t = self._fl("LRN")
+        if t is None:
+            return None
+        r = self.rng
+        attrs = {"size": int(r.choice([1, 2, 3, 5]))}
+        for k, v in (("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)):
+            if r.random() < 0.4:
+                attrs[k] = float(v * r.uniform(0.5, 2))
+        x = self._nchw(t)
+        return self.emit(cid, "LRN", [x], attrs, tol_scale=LOOSE)
+
+    def gen_MeanVarianceNormalization(self, cid):
+        t = self._fl("MeanVarianceNormalization")
+        if t is None:
+            return None
+        r = self.rng
+        x = self._nchw(t)
+        attrs = {"axes": [0, 2, 3][:x.ndim - 1]} if r.random() < 0.3 else {}
+        if x.ndim < 4 and not attrs:
+            attrs = {"axes": [0, 2][:x.ndim - 1]}
+        return self.emit(cid, "MeanVarianceNormalization", [x], attrs, tol_scale=LOOSE, mag=[4.0])
+
+    def gen_BatchNormalization(self, cid):
+        t = self._fl("BatchNormalization", 5)
+        if t is None:
+            return None
+        r = self.rng
+        x = self._nchw(t)
+        c = x.shape[1]
+        arrays = [x, floats(r, (c,), t, -2, 2), floats(r, (c,), t, -2, 2),
+                  floats(r, (c,), t, -2, 2), floats(r, (c,), t, 0.1, 3)]
+        attrs = {}
+        if r.random() < 0.4:
+            attrs["epsilon"] = float(r.choice([1e-5, 1e-3, 0.0]))
+        if r.random() < 0.2:
+            attrs["momentum"] = 0.9
+        if self.opset >= 14 and r.random() < 0.1:
+            attrs["training_mode"] = 0
+        return self.emit(cid, "BatchNormalization", arrays, attrs, const_p=0.5, tol_scale=LOOSE,
+                         mag=[self._mag(*arrays[:2]) * 10])
+
+    def gen_InstanceNormalization(self, cid):
+        t = self._fl("InstanceNormalization", 3)
+        if t is None:
+            return None
+        r = self.rng
+        x = self._nchw(t)
+        c = x.shape[1]
+        attrs = {"epsilon": float(r.choice([1e-5, 1e-2]))} if r.random() < 0.4 else {}
+        return self.emit(cid, "InstanceNormalization",
+                         [x, floats(r, (c,), t, -2, 2), floats(r, (c,), t, -2, 2)], attrs,
+                         const_p=0.5, tol_scale=LOOSE, mag=[8.0])
+
+    def gen_GroupNormalization(self, cid):
+        t = self._fl("GroupNormalization", 3)
+        if t is None:
+            return None
+        r = self.rng
+        g = int(r.integers(1, 4))
+        x = floats(r, (rand_dim(r, 0.05), g * int(r.integers(1, 3))) + rand_shape(r, lo=1, hi=2),
+                   t, -3, 3)
+        c = x.shape[1]
+        nsc = c if self.opset >= 21 else g
+        attrs = {"num_groups": g}
+        if r.random() < 0.06:
+            attrs["num_groups"] = hpick(r, [0, -1, 1 << 31, 1 << 32, (1 << 63) - 1])
+        if r.random() < 0.3:
+            attrs["epsilon"] = float(r.choice([1e-5, 1e-2]))
+        return self.emit(cid, "GroupNormalization",
+                         [x, floats(r, (nsc,), t, -2, 2), floats(r, (nsc,), t, -2, 2)], attrs,
+                         const_p=0.5, tol_scale=LOOSE, mag=[8.0])
+
+    def gen_LpNormalization(self, cid):
+        t = self._fl("LpNormalization")
+        if t is None:
+            return None
+        r = self.rng
+        x = floats(r, rand_shape(r, lo=1), t, -3, 3)
+        attrs = {}
+        if r.random() < 0.6:
+            attrs["axis"] = int(r.integers(-x.ndim, x.ndim))
+        if r.random() < 0.6:
+            attrs["p"] = int(r.choice([1, 2]))
+        return self.emit(cid, "LpNormalization", [x], attrs, tol_scale=LOOSE, mag=[1.0])
+
+    def gen_LogSoftmax(self, cid):
+        t = self._fl("LogSoftmax")
+        if t is None:
+            return None
+        r = self.rng
+        x = floats(r, rand_shape(r, lo=1), t, -5, 5,
+                   special_p=0.05 if r.random() < 0.2 else 0.0)
+        attrs = {"axis": int(r.integers(-x.ndim, x.ndim))} if r.random() < 0.8 else {}
+        return self.emit(cid, "LogSoftmax", [x], attrs, tol_scale=LOOSE, mag=[10.0])
+
+    def _rms(self, cid, op, domain=""):
+        if op == "RMSNormalization":
+            t = self._fl(op, 2, FL)
+        else:  # ORT's own op: no ONNX schema to check types against
+            t = int(self.rng.choice([F32, F32, F16, F64]))
+        if t is None:
+            return None
+        r = self.rng
+        shape = rand_shape(r, lo=1)
+        x = floats(r, shape, t, -3, 3, special_p=0.03 if r.random() < 0.2 else 0.0)
+        axis = int(r.integers(-len(shape), len(shape)))
+        attrs = {"axis": axis} if r.random() < 0.7 else {}
+        if r.random() < 0.4:
+            attrs["epsilon"] = float(r.choice([1e-5, 1e-6, 1e-2]))
+        nshape = shape[axis if "axis" in attrs else -1:]
+        return self.emit(cid, op, [x, floats(r, nshape, t, -2, 2)], attrs, domain=domain,
+                         const_p=0.4, tol_scale=LOOSE, mag=[4.0])
+
+    def gen_RMSNormalization(self, cid):
+        return self._rms(cid, "RMSNormalization")
+
+    def gen_SimplifiedLayerNormalization(self, cid):
+        return self._rms(cid, "SimplifiedLayerNormalization")
+
+    def _skip_norm(self, cid, op):
+        r = self.rng
+        t = int(r.choice([F32, F32, F16]))
+        b, s, h = rand_dim(r, 0.05), int(r.integers(1, 4)), int(r.choice([2, 4, 8]))
+        x, skip = floats(r, (b, s, h), t, -2, 2), floats(r, (b, s, h), t, -2, 2)
+        arrays = [x, skip, floats(r, (h,), t, -2, 2)]
+        if op == "SkipLayerNormalization":
+            arrays.append(floats(r, (h,), t, -1, 1) if r.random() < 0.6 else None)
+        else:
+            arrays.append(None)
+        arrays.append(floats(r, (h,), t, -1, 1) if r.random() < 0.4 else None)
+        attrs = {"epsilon": float(r.choice([1e-5, 1e-12]))} if r.random() < 0.5 else {}
+        return self.emit(cid, op, arrays, attrs, domain=MS, const_p=0.4, tol_scale=LOOSE,
+                         n_out=1 if r.random() < 0.7 else 4, mag=[4.0, 4.0, 4.0, 4.0])
+
+    def gen_ms_SkipLayerNormalization(self, cid):
+        return self._skip_norm(cid, "SkipLayerNormalization")
+
+    def gen_ms_SkipSimplifiedLayerNormalization(self, cid):
+        return self._skip_norm(cid, "SkipSimplifiedLayerNormalization")
+
+    # ---- Resize --------------------------------------------------------------------------------
+    def gen_Resize(self, cid):
+        t = self.types_for("Resize", lambda t: ([t, F32, F32, I64], [t]), (F32, F32, U8, I8))
+        if t is None or self.opset < 11:
+            return None
+        r = self.rng
+        shape = (rand_dim(r, 0.05), int(r.integers(1, 3))) + rand_shape(r, lo=1, hi=2)
+        x = data(r, shape, t)
+        mode = str(r.choice(["nearest", "linear", "cubic"]))
+        attrs = {"mode": mode}
+        if r.random() < 0.5:
+            attrs["coordinate_transformation_mode"] = str(r.choice(
+                ["half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"]))
+        if mode == "nearest" and r.random() < 0.5:
+            attrs["nearest_mode"] = str(r.choice(["round_prefer_floor", "floor", "ceil"]))
+        roi = None if self.opset >= 13 else np.zeros((0,), np.float32)
+        if r.random() < 0.5:
+            scales = np.asarray([1, 1] + [float(r.choice([0.5, 1.0, 1.5, 2.0, 3.0]))
+                                          for _ in shape[2:]], np.float32)
+            arrays = [x, roi, scales]
+        else:
+            sizes = [shape[0], shape[1]] + [int(r.integers(1, 7)) for _ in shape[2:]]
+            if r.random() < 0.1:
+                sizes = [shape[0], shape[1]] + huge_shape(r, len(shape) - 2)
+            arrays = [x, roi if roi is not None else None, np.zeros((0,), np.float32)
+                      if self.opset < 13 else None, np.asarray(sizes, np.int64)]
+        return self.emit(cid, "Resize", arrays, attrs, const_idx={1, 2, 3}, const_p=0.0,
+                         tol_scale=LOOSE, mag=[self._mag(x) * 2])
+
+    # ---- quantisation --------------------------------------------------------------------------
+    def _qparams(self, x_shape, qt, axis, per_axis, st=F32):
+        r = self.rng
+        n = x_shape[axis] if per_axis else 1
+        shape = (n,) if per_axis else ()
+        scale = floats(r, shape, st, 0.01, 0.5)
+        zp = ints(r, shape, qt, low=-10, high=10) if r.random() < 0.7 else None
+        return scale, zp
+
+    def gen_QuantizeLinear(self, cid):
+        r = self.rng
+        qt = int(r.choice([U8, I8]))
+        xt = F32 if r.random() < 0.8 or self.opset < 19 else F16
+        shape = rand_shape(r, lo=1)
+        axis = int(r.integers(-len(shape), len(shape)))
+        per_axis = r.random() < 0.4
+        x = floats(r, shape, xt, -20, 20, special_p=0.05 if r.random() < 0.2 else 0.0)
+        scale, zp = self._qparams(shape, qt, axis, per_axis, xt)
+        if zp is None:
+            zp = np.zeros(scale.shape, NP_OF[qt]) if r.random() < 0.5 else None
+        if per_axis and r.random() < 0.05 and scale.size > 1:
+            scale = scale[:-1]
+        attrs = {"axis": axis} if per_axis or r.random() < 0.2 else {}
+        return self.emit(cid, "QuantizeLinear", [x, scale, zp], attrs, const_idx={1, 2})
+
+    def gen_DequantizeLinear(self, cid):
+        r = self.rng
+        qt = int(r.choice([U8, I8, I32]))
+        shape = rand_shape(r, lo=1)
+        axis = int(r.integers(-len(shape), len(shape)))
+        per_axis = r.random() < 0.4
+        x = ints(r, shape, qt, big_p=0.2)
+        scale, zp = self._qparams(shape, qt, axis, per_axis)
+        if per_axis and r.random() < 0.05 and scale.size > 1:
+            scale = scale[:-1]
+        attrs = {"axis": axis} if per_axis or r.random() < 0.2 else {}
+        return self.emit(cid, "DequantizeLinear", [x, scale, zp], attrs, const_idx={1, 2})
+
+    def gen_ms_MatMulNBits(self, cid):
+        r = self.rng
+        t = int(r.choice([F32, F32, F16]))
+        bits = 4
+        block = int(r.choice([16, 32, 64]))
+        if r.random() < 0.06:
+            block = hpick(r, [0, -1, 8, 1 << 31, 1 << 32, (1 << 63) - 1])
+        bsz = block if block in (16, 32, 64) else 16
+        n, k = int(r.integers(1, 6)), bsz * int(r.integers(1, 3))
+        nb = (k + bsz - 1) // bsz
+        a = floats(r, (rand_dim(r, 0.05), k), t, -1, 1)
+        wq = r.integers(0, 256, size=(n, nb, bsz * bits // 8)).astype(np.uint8)
+        scales = floats(r, (n * nb,), t, 0.01, 0.2)
+        zp = r.integers(0, 256, size=(n * ((nb + 1) // 2),)).astype(np.uint8) \
+            if r.random() < 0.4 else None
+        attrs = {"K": k, "N": n, "bits": bits, "block_size": block}
+        return self.emit(cid, "MatMulNBits", [a, wq, scales, zp], attrs, domain=MS,
+                         const_idx={1, 2, 3}, tol_scale=LOOSE, mag=[k * 2.0])
+
+    # ---- com.microsoft elementwise and matmul ----------------------------------------------------
+    def _ms_unary(self, cid, op, attrs=None, bias=False):
+        r = self.rng
+        t = F32
+        shape = rand_shape(r, lo=1)
+        x = floats(r, shape, t, -5, 5, special_p=0.05 if r.random() < 0.2 else 0.0)
+        arrays = [x]
+        if bias:
+            arrays.append(floats(r, shape[-1:], t, -1, 1) if op != "FastGelu" or
+                          r.random() < 0.5 else None)
+        return self.emit(cid, op, arrays, attrs or {}, domain=MS, tol_scale=LOOSE, mag=[5.0])
+
+    def gen_ms_Gelu(self, cid):
+        return self._ms_unary(cid, "Gelu")
+
+    def gen_ms_QuickGelu(self, cid):
+        attrs = {"alpha": float(self.rng.choice([1.702, 1.0, -0.5]))} \
+            if self.rng.random() < 0.5 else {}
+        return self._ms_unary(cid, "QuickGelu", attrs)
+
+    def gen_ms_BiasGelu(self, cid):
+        return self._ms_unary(cid, "BiasGelu", bias=True)
+
+    def gen_ms_FastGelu(self, cid):
+        return self._ms_unary(cid, "FastGelu", bias=True)
+
+    def gen_ms_BiasAdd(self, cid):
+        r = self.rng
+        t = int(r.choice([F32, F16]))
+        b, s, c = rand_dim(r, 0.05), int(r.integers(1, 4)), int(r.choice([1, 4, 8]))
+        x, bias, skip = (floats(r, (b, s, c), t), floats(r, (c,), t), floats(r, (b, s, c), t))
+        c_ = self.emit(cid, "BiasAdd", [x, bias, skip], domain=MS, reference_primary=True,
+                       needs_cpu=False, reference=lambda: [x.astype(np.float64) + bias + skip],
+                       tol_scale=4.0, mag=[4.0])
+        return c_
+
+    def gen_ms_FusedMatMul(self, cid):
+        r = self.rng
+        t = int(r.choice([F32, F32, F64]))
+        m, k, n = rand_dim(r, 0.05), int(r.integers(1, 5)), int(r.integers(1, 5))
+        ta, tb = int(r.integers(2)), int(r.integers(2))
+        batch = rand_shape(r, hi=2)
+        a = floats(r, batch + ((k, m) if ta else (m, k)), t, -2, 2)
+        b = floats(r, batch + ((n, k) if tb else (k, n)), t, -2, 2)
+        attrs = {"transA": ta, "transB": tb}
+        if r.random() < 0.5:
+            attrs["alpha"] = float(r.choice([0.5, 1.0, -2.0]))
+        return self.emit(cid, "FusedMatMul", [a, b], attrs, domain=MS, tol_scale=LOOSE,
+                         mag=[4.0 * k])
+
+    # ---- attention -------------------------------------------------------------------------------
+    def gen_Attention(self, cid):
+        t = self._fl("Attention", 3, (F32, F32, F16))
+        if t is None:
+            return None
+        r = self.rng
+        b, sq, skv = rand_dim(r, 0.05), int(r.integers(1, 5)), int(r.integers(1, 5))
+        hq = int(r.choice([1, 2, 4]))
+        hkv = int(r.choice([h for h in (1, 2, 4) if hq % h == 0]))
+        d = int(r.choice([4, 8]))
+        q = floats(r, (b, hq, sq, d), t, -2, 2)
+        k = floats(r, (b, hkv, skv, d), t, -2, 2)
+        v = floats(r, (b, hkv, skv, d), t, -2, 2)
+        arrays = [q, k, v]
+        if r.random() < 0.3:
+            arrays.append((r.random((sq, skv)) < 0.8) if r.random() < 0.5
+                          else floats(r, (sq, skv), t, -2, 0))
+        attrs = {}
+        if r.random() < 0.4:
+            attrs["is_causal"] = int(r.integers(2))
+        if r.random() < 0.3:
+            attrs["scale"] = float(r.uniform(0.1, 1))
+        if r.random() < 0.2:
+            attrs["softcap"] = float(r.choice([0.0, 5.0]))
+        return self.emit(cid, "Attention", arrays, attrs, const_p=0.1, tol_scale=LOOSE,
+                         mag=[2.0])
+
+    def gen_ms_MultiHeadAttention(self, cid):
+        r = self.rng
+        b, sq, skv = rand_dim(r, 0.05), int(r.integers(1, 5)), int(r.integers(1, 5))
+        h, d = int(r.choice([1, 2, 4])), int(r.choice([4, 8]))
+        q = floats(r, (b, sq, h * d), F32, -2, 2)
+        k = floats(r, (b, skv, h * d), F32, -2, 2)
+        v = floats(r, (b, skv, h * d), F32, -2, 2)
+        attrs = {"num_heads": h}
+        if r.random() < 0.3:
+            attrs["scale"] = float(r.uniform(0.1, 1))
+        if r.random() < 0.05:
+            attrs["num_heads"] = hpick(r, [0, -1, 3, 1 << 31])
+        return self.emit(cid, "MultiHeadAttention", [q, k, v], attrs, domain=MS,
+                         tol_scale=LOOSE, mag=[2.0])
+
+    def gen_ms_GroupQueryAttention(self, cid):
+        r = self.rng
+        t = int(r.choice([F32, F32, F16]))
+        b, s = int(r.integers(1, 3)), int(r.integers(1, 4))
+        hkv = int(r.choice([1, 2]))
+        hq = hkv * int(r.choice([1, 2]))
+        d = int(r.choice([8, 16]))
+        past = int(r.integers(0, 4))
+        q = floats(r, (b, s, hq * d), t, -2, 2)
+        k = floats(r, (b, s, hkv * d), t, -2, 2)
+        v = floats(r, (b, s, hkv * d), t, -2, 2)
+        pk = floats(r, (b, hkv, past, d), t, -2, 2)
+        pv = floats(r, (b, hkv, past, d), t, -2, 2)
+        total = past + s
+        seqlens = np.full((b,), total - 1, np.int32)
+        if r.random() < 0.08:
+            seqlens[int(r.integers(b))] = hpick(r, [total + 5, -3, 1 << 30, -(1 << 31)])
+        tsl = np.asarray([total], np.int32)
+        attrs = {"num_heads": hq, "kv_num_heads": hkv}
+        if r.random() < 0.3:
+            attrs["scale"] = float(r.uniform(0.1, 1))
+        return self.emit(cid, "GroupQueryAttention", [q, k, v, pk, pv, seqlens, tsl], attrs,
+                         domain=MS, n_out=int(r.integers(1, 4)), const_p=0.1, tol_scale=LOOSE,
+                         mag=[2.0, 2.0, 2.0], label=f"seqlens={seqlens.tolist()}")
+
+    def gen_ms_RotaryEmbedding(self, cid):
+        r = self.rng
+        t = int(r.choice([F32, F32, F16]))
+        b, s, h, d = rand_dim(r, 0.05), int(r.integers(1, 4)), int(r.choice([1, 2])), \
+            int(r.choice([4, 8]))
+        maxpos = int(r.integers(s, s + 4))
+        x = floats(r, (b, s, h * d), t, -2, 2)
+        pos = r.integers(0, maxpos, size=(b, s)).astype(np.int64)
+        if pos.size and r.random() < 0.1:
+            pos.flat[int(r.integers(pos.size))] = out_of_range(r, maxpos)
+        elif r.random() < 0.3:
+            pos = np.asarray([int(r.integers(0, maxpos - s + 1))], np.int64)
+        cos = floats(r, (maxpos, d // 2), t, -1, 1)
+        sin = floats(r, (maxpos, d // 2), t, -1, 1)
+        attrs = {"interleaved": int(r.integers(2))} if r.random() < 0.5 else {}
+        if r.random() < 0.5:
+            attrs["num_heads"] = h
+        return self.emit(cid, "RotaryEmbedding", [x, pos, cos, sin], attrs, domain=MS,
+                         const_p=0.3, tol_scale=LOOSE, mag=[4.0],
+                         label=f"pos={pos.ravel()[:4].tolist()}")
+
+
+_ = (I32, I64, rand_shape)
