@@ -267,6 +267,23 @@ void Executor::check_memory(const GraphFootprint& fp) const {
   throw OutOfMemoryError(msg);
 }
 
+void Executor::verify(const mx::array& flags,
+                      const std::vector<TranslationContext::Check>& checks) const {
+  if (flags.size() != checks.size())
+    throw NodeError("fused node " + plan_->name + ": " + std::to_string(flags.size()) +
+                    " runtime check results for " + std::to_string(checks.size()) + " checks");
+  // Small bools read once after the evaluation. On a GPU, array::data() would move MLX's device
+  // buffer to unified memory; a device-to-host copy of a few bytes is cheaper.
+  std::vector<uint8_t> ok(flags.size());
+  static_assert(sizeof(bool) == 1);
+  if (device::gpu_io_available() && flags.dtype() == mx::bool_)
+    device::to_device(flags, ok.data());
+  else
+    std::memcpy(ok.data(), flags.data<bool>(), flags.nbytes());
+  for (size_t i = 0; i < checks.size(); ++i)
+    if (!ok[i]) throw NodeError(checks[i].node + ": " + checks[i].message);
+}
+
 void Executor::evaluate(std::vector<mx::array>& outputs, const GraphFootprint& fp) const {
   try {
     eval_outputs(outputs);
@@ -286,10 +303,11 @@ void Executor::evaluate(std::vector<mx::array>& outputs, const GraphFootprint& f
   }
 }
 
-std::vector<mx::array> Executor::trace(
-    const std::vector<mx::array>& inputs, std::vector<TranslationContext::PathMark>* marks,
-    TraceSink* sink, bool compiling,
-    std::vector<std::pair<const NodeDesc*, mx::array>>* produced) const {
+std::vector<mx::array> Executor::trace(const std::vector<mx::array>& inputs,
+                                       std::vector<TranslationContext::PathMark>* marks,
+                                       TraceSink* sink, bool compiling,
+                                       std::vector<std::pair<const NodeDesc*, mx::array>>* produced,
+                                       std::vector<TranslationContext::Check>* checks) const {
   const Plan& plan = *plan_;
   if (inputs.size() != plan.input_names.size())
     throw NodeError("fused node " + plan.name + " expected " +
@@ -329,17 +347,22 @@ std::vector<mx::array> Executor::trace(
     outputs.push_back(mx::contiguous(out));
   }
   if (marks) *marks = ctx.path_marks();
+  if (checks) {
+    *checks = ctx.checks();
+    if (!checks->empty()) outputs.push_back(mx::stack(ctx.check_values()));
+  }
   return outputs;
 }
 
 RunResult Executor::run_eager(const std::vector<mx::array>& inputs, TraceSink* sink) {
   RunResult r;
   std::vector<std::pair<const NodeDesc*, mx::array>> produced;
+  std::vector<TranslationContext::Check> checks;
   auto t0 = Clock::now();
   {
     TraceSpan span(sink, "mlx.translate", "ep.phase");
     if (sink) span.args().add("fused_node", plan_->name).add("compiled", false);
-    r.outputs = trace(inputs, &r.marks, sink, /*compiling=*/false, &produced);
+    r.outputs = trace(inputs, &r.marks, sink, /*compiling=*/false, &produced, &checks);
   }
   r.stats.translate_s = seconds_since(t0);
   t0 = Clock::now();
@@ -364,6 +387,11 @@ RunResult Executor::run_eager(const std::vector<mx::array>& inputs, TraceSink* s
     }
   }
   r.stats.eval_s = seconds_since(t0);
+  if (!checks.empty()) {
+    const mx::array flags = r.outputs.back();
+    r.outputs.pop_back();
+    verify(flags, checks);
+  }
   return r;
 }
 
@@ -378,8 +406,11 @@ bool Executor::run_compiled(const std::vector<mx::array>& inputs, TraceSink* sin
     fn = cache_.insert(key, std::make_unique<CompiledFn>(
                                 [this](const std::vector<mx::array>& in, CompiledFn& self) {
                                   std::vector<TranslationContext::PathMark> marks;
-                                  auto outs = trace(in, &marks, current_sink_, /*compiling=*/true);
+                                  std::vector<TranslationContext::Check> checks;
+                                  auto outs = trace(in, &marks, current_sink_, /*compiling=*/true,
+                                                    nullptr, &checks);
                                   self.set_marks(std::move(marks));
+                                  self.set_checks(std::move(checks));
                                   return outs;
                                 },
                                 config_.fuse));
@@ -451,6 +482,12 @@ bool Executor::run_compiled(const std::vector<mx::array>& inputs, TraceSink* sin
   st.eval_s = seconds_since(t0);
   st.compiled = true;
   st.cache_entries = cache_.size();
+  if (!fn->checks().empty()) {
+    const mx::array flags = r.outputs.back();
+    r.outputs.pop_back();
+    // A failed check is the input's fault: thrown past the eager fallback, the function stays.
+    verify(flags, fn->checks());
+  }
   return true;
 }
 

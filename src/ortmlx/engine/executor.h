@@ -9,6 +9,10 @@
 // problem).
 // Eager path (ONNXRUNTIME_EP_MLX_NO_COMPILE / NO_GENERAL_COMPILE, or after a fallback): every run
 // translates each node through a TranslationContext, then evaluates.
+// Runtime checks (TranslationContext::require): each check is one bool computed in the graph; the
+// executor evaluates them with the outputs (one stacked array, an extra output of the compiled
+// function) and throws NodeError naming the node when one is false. A failed check is the input's
+// fault: the compiled function stays cached and compilation stays on.
 // Memory guard: before either path evaluates, the lazy graph is walked for the largest array it
 // will allocate; one that MLX cannot get is an OutOfMemoryError, raised before anything is
 // allocated (MLX's CPU backend would crash on it). Memory is never a compile problem: a compiled
@@ -134,10 +138,13 @@ class Executor {
   // Traces the plan into (unevaluated) output arrays. `compiling` tells translators that the
   // inputs are mlx::compile placeholders.
   // `produced`, when set, receives each node's output arrays with their node (memory guard).
+  // `checks`, when set, receives the runtime checks; when there are any, one more array follows
+  // the outputs: a bool per check, in order.
   std::vector<mlx::core::array> trace(
       const std::vector<mlx::core::array>& inputs, std::vector<TranslationContext::PathMark>* marks,
       TraceSink* sink = nullptr, bool compiling = false,
-      std::vector<std::pair<const NodeDesc*, mlx::core::array>>* produced = nullptr) const;
+      std::vector<std::pair<const NodeDesc*, mlx::core::array>>* produced = nullptr,
+      std::vector<TranslationContext::Check>* checks = nullptr) const;
 
   // Whether the next run may use the compiled path.
   bool compile_enabled() const { return config_.compile && !compile_disabled_; }
@@ -153,6 +160,9 @@ class Executor {
                     std::string& failure, bool& out_of_memory);
   // Throws OutOfMemoryError when the largest array of `fp` cannot be allocated.
   void check_memory(const GraphFootprint& fp) const;
+  // Reads the evaluated bools of the runtime checks; throws NodeError for the first false one.
+  void verify(const mlx::core::array& flags,
+              const std::vector<TranslationContext::Check>& checks) const;
   // Evaluates `outputs` (eval_outputs), turning MLX's allocation failures into OutOfMemoryError.
   void evaluate(std::vector<mlx::core::array>& outputs, const GraphFootprint& fp) const;
 
