@@ -516,6 +516,29 @@ TEST(Engine, FootprintCountsAllocationsNotViews) {
   });
 }
 
+TEST(Engine, FootprintSaturatesSizesThatOverflow) {
+  on_mlx([] {
+    // 2^64 bytes (MLX's nbytes wraps to 0) and 2^90 elements (its size wraps to 0): both count
+    // as uncountable, the broadcast view included (MLX cannot index it either).
+    constexpr int kBig = 1 << 30;
+    auto one = mx::ones({1, 1, 1});
+    mx::eval(one);
+    auto bytes_wrap = mx::exp(mx::broadcast_to(one, {kBig, kBig, 4}));
+    auto elements_wrap = mx::sum(mx::broadcast_to(one, {kBig, kBig, kBig}));
+    for (const auto& y : {bytes_wrap, elements_wrap}) {
+      FootprintWalk walk;
+      walk.add(y);
+      EXPECT_EQ(walk.result().largest, kUncountable);
+      EXPECT_EQ(walk.result().total, kUncountable);  // saturates, never wraps
+    }
+    auto zero_dim = mx::exp(mx::broadcast_to(one, {kBig, 0, kBig}));
+    FootprintWalk walk;
+    walk.add(zero_dim);
+    EXPECT_EQ(walk.result().largest, 0u);
+    EXPECT_NE(format_bytes(kUncountable).find("overflows 64 bits"), std::string::npos);
+  });
+}
+
 // MLX's memory limit lowered for one test (the guard never offers more than it): a 2 MiB tensor
 // is then too big without any real allocation of note.
 struct MemoryLimitScope {

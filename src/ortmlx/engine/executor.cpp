@@ -92,13 +92,27 @@ void eval_outputs(std::vector<mx::array>& outputs) {
   }
 }
 
+// Elements times item size of a shape, saturating at kUncountable. MLX's own count
+// (array::size, array::nbytes) is a product that wraps: float32[2^30, 2^30, 4] would be 0 bytes
+// and [2^30, 2^30, 2^30] 0 elements, so the guard would let a run through that MLX cannot address.
+size_t shape_bytes(const mx::Shape& shape, size_t itemsize) {
+  for (const int d : shape)
+    if (d == 0) return 0;
+  size_t bytes = itemsize;
+  for (const int d : shape)
+    if (d < 0 || __builtin_mul_overflow(bytes, static_cast<size_t>(d), &bytes)) return kUncountable;
+  return bytes;
+}
+
 // Bytes an unevaluated array will take when evaluated. MLX evaluates these primitives as views of
 // their input's buffer on every backend: a broadcast of a small input to a huge shape allocates
 // nothing. Reshape-like ones are views when their input is row-contiguous; that is known only for
 // an input with data (otherwise the input is walked and counted itself, and the copy, if any, is
-// no larger).
+// no larger). Any array whose size overflows 64 bits, a view included, counts kUncountable: MLX's
+// kernels would index it with a wrapped count (a crash, or a wrong answer such as a sum of 0).
 size_t allocated_bytes(const mx::array& a) {
-  if (!a.has_primitive()) return a.nbytes();
+  const size_t bytes = shape_bytes(a.shape(), a.itemsize());
+  if (bytes == kUncountable || !a.has_primitive()) return bytes;
   const char* name = a.primitive().name();
   static constexpr const char* kViews[] = {"Broadcast", "BroadcastAxes", "Transpose",
                                            "Slice",     "ExpandDims",    "Squeeze",
@@ -114,7 +128,7 @@ size_t allocated_bytes(const mx::array& a) {
       return 0;
     break;
   }
-  return a.nbytes();
+  return bytes;
 }
 
 // MemAvailable of /proc/meminfo in bytes (0 when unknown). MemFree alone would miss the page
@@ -162,7 +176,7 @@ void FootprintWalk::add(const mx::array& root, const NodeDesc* node) {
     auto count = [&](const mx::array& x) {
       const size_t bytes = allocated_bytes(x);
       fp_.arrays += 1;
-      fp_.total += bytes;
+      if (__builtin_add_overflow(fp_.total, bytes, &fp_.total)) fp_.total = kUncountable;
       if (bytes > fp_.largest) {
         fp_.largest = bytes;
         fp_.shape = x.shape();
@@ -199,6 +213,7 @@ size_t available_memory(size_t need) {
 }
 
 std::string format_bytes(size_t bytes) {
+  if (bytes == kUncountable) return "more than 16 EiB (its size overflows 64 bits)";
   char buf[64];
   const double b = static_cast<double>(bytes);
   if (bytes >= (size_t{1} << 30))
@@ -256,7 +271,7 @@ Executor::Executor(std::shared_ptr<const Plan> plan, ExecConfig config)
 void Executor::check_memory(const GraphFootprint& fp) const {
   if (fp.largest == 0) return;
   const size_t avail = available_memory(fp.largest);
-  if (fp.largest <= avail) return;
+  if (fp.largest <= avail && fp.largest != kUncountable) return;
   std::string msg = "fused node " + plan_->name + ": ";
   if (fp.node) msg += fp.node->label() + " ";
   msg += "needs " + format_bytes(fp.largest) + " for one " + describe(fp.dtype, fp.shape) +

@@ -54,7 +54,11 @@ class OutOfMemoryError : public NodeError {
   using NodeError::NodeError;
 };
 
-// What evaluating a lazy graph will allocate, measured without evaluating it.
+// A byte count that overflows 64 bits (saturated): never allocatable.
+inline constexpr size_t kUncountable = SIZE_MAX;
+
+// What evaluating a lazy graph will allocate, measured without evaluating it. Counts saturate at
+// kUncountable.
 struct GraphFootprint {
   size_t largest = 0;      // bytes of the largest single array the evaluation allocates
   size_t total = 0;        // bytes of all of them: an upper bound of the peak, not the peak
@@ -86,7 +90,7 @@ class FootprintWalk {
 // since reading /proc/meminfo costs as much as a small run.
 size_t available_memory(size_t need);
 
-// "64.0 GiB", "3.5 MiB", "12 bytes".
+// "64.0 GiB", "3.5 MiB", "12 bytes"; kUncountable says it overflows.
 std::string format_bytes(size_t bytes);
 
 enum class CacheOutcome { kNone, kHit, kMiss, kRetrace };
