@@ -48,6 +48,7 @@ def dynamic_dims(model):
             d.ClearField("dim_value")
             d.dim_param = f"{inp.name}_{j}"
     for out in g.output:
-        out.type.tensor_type.ClearField("shape")
+        if out.type.HasField("tensor_type"):
+            out.type.tensor_type.ClearField("shape")
     del g.value_info[:]
     return model
