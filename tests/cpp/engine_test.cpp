@@ -327,6 +327,13 @@ OpRegistry test_registry() {
     ctx.mark_composed(n, "test composed reason");
     ctx.bind_output(n, 0, mx::negative(ctx.input(n, 0)));
   }));
+  // Two runtime checks per node; the output stays memory-safe whatever the input.
+  reg.add(test_entry("Checked", [](TranslationContext& ctx, const NodeDesc& n) {
+    mx::array x = ctx.input(n, 0);
+    ctx.require(n, mx::less(x, mx::array(10.0f)), "x must be below 10");
+    ctx.require(n, mx::greater(x, mx::array(-10.0f)), "x must be above -10");
+    ctx.bind_output(n, 0, mx::add(x, mx::array(1.0f)));
+  }));
   reg.add(test_entry("EvalInside", [](TranslationContext& ctx, const NodeDesc& n) {
     mx::array y = mx::abs(ctx.input(n, 0));
     mx::eval(y);  // throws while tracing for compile
@@ -403,6 +410,67 @@ TEST(Engine, BadInputIsAnErrorNotACompileFailure) {
   });
 }
 
+// x -> Checked -> Checked -> y: four checks in one subgraph (the second node sees x + 1).
+std::shared_ptr<Plan> checked_plan(const OpRegistry& reg) {
+  GraphBuilder b;
+  b.input("x", f32({-1}));
+  b.node("Checked", {"x"}, {"a"}, "test");
+  b.node("Checked", {"a"}, {"y"}, "test");
+  return build_plan(b.g, "checked", {"x"}, {"y"}, reg);
+}
+
+mx::array vec(std::vector<float> v) {
+  return mx::array(v.begin(), {static_cast<int>(v.size())});
+}
+
+// The NodeError of a run, or "" when it succeeds.
+std::string run_error(Executor& ex, const mx::array& x) {
+  try {
+    ex.run({x});
+  } catch (const NodeError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Engine, RuntimeChecksRaiseNamingTheNodeCompiledAndEager) {
+  on_mlx([] {
+    OpRegistry reg = test_registry();
+    for (bool compile : {true, false}) {
+      SCOPED_TRACE(compile ? "compiled" : "eager");
+      Executor ex(checked_plan(reg), {compile, 4});
+      RunResult good = ex.run({vec({1.f, -2.f, 3.f})});
+      ASSERT_EQ(good.outputs.size(), 1u);  // the checks are not outputs
+      EXPECT_EQ(values(good.outputs[0]), (std::vector<float>{3.f, 0.f, 5.f}));
+      EXPECT_EQ(good.stats.compiled, compile);
+      // Same shape key (a cache hit when compiled): the first node's upper bound fails.
+      std::string err = run_error(ex, vec({1.f, 12.f, 3.f}));
+      EXPECT_NE(err.find("node 'Checked0' (test.Checked): x must be below 10"), std::string::npos)
+          << err;
+      // 9.5 passes the first node; the second sees 10.5.
+      err = run_error(ex, vec({9.5f, 0.f, 0.f}));
+      EXPECT_NE(err.find("node 'Checked1' (test.Checked): x must be below 10"), std::string::npos)
+          << err;
+      err = run_error(ex, vec({0.f, -10.5f, 0.f}));
+      EXPECT_NE(err.find("node 'Checked0' (test.Checked): x must be above -10"), std::string::npos)
+          << err;
+      // The input was at fault, not compilation: the function stays cached and runs again.
+      EXPECT_EQ(ex.compile_enabled(), compile);
+      RunResult again = ex.run({vec({4.f, 5.f, 6.f})});
+      EXPECT_EQ(values(again.outputs[0]), (std::vector<float>{6.f, 7.f, 8.f}));
+      if (compile) {
+        EXPECT_TRUE(again.stats.compiled);
+        EXPECT_FALSE(again.stats.fallback);
+        EXPECT_EQ(again.stats.cache, CacheOutcome::kHit);
+        EXPECT_EQ(ex.cache().size(), 1u);
+      }
+      // A new shape key traces its own checks; an empty input passes every check.
+      EXPECT_NE(run_error(ex, vec({0.f, 0.f, 0.f, 0.f, 20.f})).find("Checked0"), std::string::npos);
+      EXPECT_EQ(run_error(ex, mx::zeros({0}, mx::float32)), "");
+    }
+  });
+}
+
 TEST(Engine, PathMarksAreReplayedOnCacheHits) {
   on_mlx([] {
     OpRegistry reg = test_registry();
@@ -445,6 +513,29 @@ TEST(Engine, FootprintCountsAllocationsNotViews) {
     EXPECT_EQ(after.result().total, fp.largest);
     EXPECT_EQ(format_bytes(size_t{64} << 30), "64.0 GiB");
     EXPECT_EQ(format_bytes(1536), "1.5 KiB");
+  });
+}
+
+TEST(Engine, FootprintSaturatesSizesThatOverflow) {
+  on_mlx([] {
+    // 2^64 bytes (MLX's nbytes wraps to 0) and 2^90 elements (its size wraps to 0): both count
+    // as uncountable, the broadcast view included (MLX cannot index it either).
+    constexpr int kBig = 1 << 30;
+    auto one = mx::ones({1, 1, 1});
+    mx::eval(one);
+    auto bytes_wrap = mx::exp(mx::broadcast_to(one, {kBig, kBig, 4}));
+    auto elements_wrap = mx::sum(mx::broadcast_to(one, {kBig, kBig, kBig}));
+    for (const auto& y : {bytes_wrap, elements_wrap}) {
+      FootprintWalk walk;
+      walk.add(y);
+      EXPECT_EQ(walk.result().largest, kUncountable);
+      EXPECT_EQ(walk.result().total, kUncountable);  // saturates, never wraps
+    }
+    auto zero_dim = mx::exp(mx::broadcast_to(one, {kBig, 0, kBig}));
+    FootprintWalk walk;
+    walk.add(zero_dim);
+    EXPECT_EQ(walk.result().largest, 0u);
+    EXPECT_NE(format_bytes(kUncountable).find("overflows 64 bits"), std::string::npos);
   });
 }
 

@@ -131,3 +131,82 @@ def test_oversized_output_is_a_clean_error(child, name, path):
     assert mine == [f"OK {name}/{path}"], (
         f"child exited with {child.returncode}\nstdout:\n{child.stdout}\n"
         f"stderr:\n{child.stderr[-4000:]}")
+
+
+# ---- sizes that overflow 64 bits
+
+OVERFLOW_CASES = ["Expand", "Tile", "ConstantOfShape", "ExpandSum"]
+
+
+def overflow_model(case: str):
+    """One shape-taking node fed its shape at run time ("ExpandSum": Expand then ReduceSum)."""
+    x = h.make_tensor_value_info("x", T.FLOAT, ["a", "b", "c"])
+    s = h.make_tensor_value_info("s", T.INT64, [3])
+    y = h.make_tensor_value_info("y", T.FLOAT, [] if case == "ExpandSum" else ["y0", "y1", "y2"])
+    if case == "ConstantOfShape":
+        value = h.make_tensor("v", T.FLOAT, [1], [1.5])
+        nodes = [h.make_node(case, ["s"], ["y"], name="big", value=value)]
+        return make_model(h.make_graph(nodes, "g", [s], [y]))
+    nodes = [h.make_node("Tile" if case == "Tile" else "Expand", ["x", "s"], ["e"], name="big")]
+    if case == "ExpandSum":
+        nodes.append(h.make_node("ReduceSum", ["e"], ["y"], name="sum", keepdims=0))
+    else:
+        nodes[0].output[0] = "y"
+    return make_model(h.make_graph(nodes, "g", [x, s], [y]))
+
+
+def check_overflowing_size(case: str, provider_options: dict):
+    """float32[2^30, 2^30, 4] is 2^64 bytes, [2^30] * 3 holds 2^90 elements: MLX's own counts wrap
+    (to 0), which let the run through the guard (SIGSEGV, or a sum of 0.0). The guard counts with
+    saturation and refuses it; the session then runs a small shape."""
+    import ortmlx
+
+    from ortmlx.testing import run_cpu
+
+    ortmlx.register_execution_provider_library()
+    model = overflow_model(case)
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-1, 1, (1, 1, 1)).astype(np.float32)
+    big = [1 << 30, 1 << 30, 1 << 30 if case == "ExpandSum" else 4]
+    feeds = {"s": np.array(big, np.int64)}
+    if case != "ConstantOfShape":
+        feeds["x"] = x
+    run = EpRun(model, provider_options=provider_options, strict=True)
+    try:
+        with pytest.raises(Exception) as err:
+            run.run(feeds)
+        msg = str(err.value)
+        assert "node 'big'" in msg and "overflows 64 bits" in msg, msg
+        feeds["s"] = np.array([2, 3, 4], np.int64)
+        got = run.run(feeds)[0]
+        assert_ran_on_ep(run, ["big"])
+    finally:
+        run.close()
+    np.testing.assert_allclose(got, run_cpu(model, feeds)[0], rtol=1e-6)
+
+
+def run_overflow_cases():
+    for case in OVERFLOW_CASES:
+        for path in ("compiled", "eager"):
+            opts = {} if path == "compiled" else {"no_compile": "1"}
+            try:
+                check_overflowing_size(case, opts)
+                print(f"OK {case}/{path}", flush=True)
+            except (Exception, pytest.fail.Exception) as e:
+                print(f"FAIL {case}/{path}: {e!r}".replace("\n", " "), flush=True)
+
+
+@pytest.fixture(scope="module")
+def overflow_child():
+    return run_python("from tests.engine.test_allocation import run_overflow_cases\n"
+                      "run_overflow_cases()\n", check=False)
+
+
+@pytest.mark.parametrize("case", OVERFLOW_CASES)
+@pytest.mark.parametrize("path", ["compiled", "eager"])
+def test_size_overflowing_64_bits_is_a_clean_error(overflow_child, case, path):
+    lines = overflow_child.stdout.splitlines()
+    mine = [ln for ln in lines if ln.split(" ", 1)[-1].startswith(f"{case}/{path}")]
+    assert mine == [f"OK {case}/{path}"], (
+        f"child exited with {overflow_child.returncode}\nstdout:\n{overflow_child.stdout}\n"
+        f"stderr:\n{overflow_child.stderr[-4000:]}")

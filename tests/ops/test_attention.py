@@ -7,6 +7,7 @@ import pytest
 
 from contrib_model import contrib_model
 from opcheck import check_on_ep, refusal, single_node_model
+from ort_raises import check_raises_like_cpu, dynamic_dims
 from ortmlx.testing import EpRun, assert_ran_on_ep, random_array
 
 TOL = dict(rtol=1e-5, atol=1e-5)
@@ -346,3 +347,95 @@ def test_rotary_float16(rng):
     pos = rng.integers(0, 8, size=(1, 4)).astype(np.int64)
     model, ins = rotary_case(rng, (1, 4, 32), 8, 4, pos, {}, np.float16)
     check_on_ep(model, ins, rtol=2e-3, atol=2e-3)
+
+
+# ---------------------------------------------------------------- positions and lengths out of range
+
+BIG = 1 << 40
+
+
+@pytest.mark.parametrize("no_compile", [0, 1], ids=["compiled", "eager"])
+@pytest.mark.parametrize("bad", [[[0, 1, 2, 100]], [[0, 1, -1, 2]], [[BIG, 0, 1, 2]], [5], [-1],
+                                 [BIG]], ids=str)
+def test_rotary_positions_out_of_range_raise_like_ort(bad, no_compile, rng):
+    """position_ids index the cos/sin cache: ORT raises "out of range [0, 8)" (the ids form) or
+    "exceeds cos/sin cache range" (the offset form, base + sequence_length > rows); the EP read
+    past the cache (position 100 of 8 rows) or crashed (2^40)."""
+    pos = np.array(bad, np.int64)
+    good = (rng.integers(0, 8, size=pos.shape) if pos.ndim == 2 else np.array([4])).astype(np.int64)
+    model, ins = rotary_case(rng, (1, 4, 16), 8, 4, pos, {})
+    check_raises_like_cpu(model, ins, dict(ins, pos=good), match=r"\[0, 8\)", rtol=1e-5, atol=1e-5,
+                          provider_options={"no_compile": no_compile})
+
+
+@pytest.mark.parametrize("seqlens,total", [([9, 6], 7), ([-1, 6], 7), ([6, (1 << 31) - 1], 7),
+                                           ([6, 6], 0), ([6, 6], -3)], ids=str)
+def test_gqa_lengths_out_of_range_raise_like_ort(seqlens, total, rng):
+    """ORT raises for seqlens_k outside [0, present length) and total_sequence_length <= 0."""
+    model, feeds = gqa_case(rng, 2, 1, 6, 4, 2, 8, [6, 3], 7)
+    bad = dict(feeds, seqlens=np.array(seqlens, np.int32), total=np.array(total, np.int32))
+    check_raises_like_cpu(model, bad, feeds, match="seqlens_k|total_sequence_length", **TOL)
+
+
+def test_gqa_multi_token_batch_without_first_prompt_raises_like_ort(rng):
+    model, feeds = gqa_case(rng, 2, 5, None, 4, 2, 8, [4, 4], 5)
+    bad = dict(feeds, total=np.array(8, np.int32))
+    check_raises_like_cpu(model, bad, feeds, match="batch_size must be 1", **TOL)
+
+
+def _past_lengths_differ(model, feeds, rng):
+    """Bad feeds: past_value one position shorter than past_key (dims made symbolic)."""
+    pv = feeds["pv"] if "pv" in feeds else feeds["past_v"]
+    key = "pv" if "pv" in feeds else "past_v"
+    return dynamic_dims(model), dict(feeds, **{key: np.ascontiguousarray(pv[:, :, :-1])})
+
+
+def test_past_key_value_of_different_lengths_raise_like_ort(rng):
+    """GroupQueryAttention, MultiHeadAttention and ONNX Attention: ORT rejects a past_value
+    whose sequence length differs from past_key's."""
+    model, feeds = gqa_case(rng, 2, 1, 6, 4, 2, 8, [6, 3], 7)
+    check_raises_like_cpu(*_past_lengths_differ(model, feeds, rng), feeds,
+                          match="past_key and past_value", **TOL)
+
+    B, H, D, S, P = 2, 2, 8, 3, 4
+    ins = {"q": random_array(rng, (B, S, H * D)), "k": random_array(rng, (B, S, H * D)),
+           "v": random_array(rng, (B, S, H * D)), "bias": None, "mask": None, "attn_bias": None,
+           "past_k": random_array(rng, (B, H, P, D)), "past_v": random_array(rng, (B, H, P, D))}
+    model = contrib_model("MultiHeadAttention", ins, {"num_heads": H},
+                          outputs=("out0", "out1", "out2"))
+    check_raises_like_cpu(*_past_lengths_differ(model, feeds_of(ins), rng), feeds_of(ins),
+                          match="past_key and past_value", **TOL)
+
+    q, k, v = attn_inputs(rng, B, H, H, S, S, D, D, False)
+    ins = {"q": q, "k": k, "v": v, "mask": None,
+           "past_k": random_array(rng, (B, H, P, D)), "past_v": random_array(rng, (B, H, P, D))}
+    model = single_node_model("Attention", ins, n_outputs=3, opset=23)
+    check_raises_like_cpu(*_past_lengths_differ(model, feeds_of(ins), rng), feeds_of(ins),
+                          match="past_sequence_length", **TOL)
+
+
+@pytest.mark.parametrize("no_compile", [0, 1], ids=["compiled", "eager"])
+@pytest.mark.parametrize("bad", [[6, 3], [-1, 3], [BIG, 0]], ids=str)
+def test_attention_nonpad_kv_seqlen_out_of_range_raises_like_ort(bad, no_compile, rng):
+    """ONNX Attention (opset 24): nonpad_kv_seqlen must lie in [0, kv length]."""
+    B, H, S, T, D = 2, 2, 3, 5, 4
+    q, k, v = attn_inputs(rng, B, H, H, S, T, D, D, False)
+    ins = {"q": q, "k": k, "v": v, "mask": None, "past_k": None, "past_v": None,
+           "nonpad": np.array([5, 3], np.int64)}
+    model = single_node_model("Attention", ins, attrs={"is_causal": 0}, opset=24)
+    check_raises_like_cpu(model, dict(feeds_of(ins), nonpad=np.array(bad, np.int64)),
+                          feeds_of(ins), match=r"\[0, 5\]", provider_options={"no_compile": no_compile},
+                          **TOL)
+
+
+@pytest.mark.parametrize("mask_rank", [2, 3])
+def test_mha_key_padding_mask_negative_values_mask_the_key(mask_rank, rng):
+    """ORT keeps a key where key_padding_mask > 0: -1 masks it (the EP kept every nonzero)."""
+    B, H, D, S, L = 2, 2, 8, 4, 6
+    shape = (B, L) if mask_rank == 2 else (B, S, L)
+    mask = rng.integers(-2, 3, size=shape).astype(np.int32)
+    mask[..., 0] = 1
+    mask[..., 1] = -1
+    ins = {"q": random_array(rng, (B, S, H * D)), "k": random_array(rng, (B, L, H * D)),
+           "v": random_array(rng, (B, L, H * D)), "bias": None, "mask": mask}
+    mha_run(ins, {"num_heads": H, "mask_filter_value": -1000.0})

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from opcheck import check_on_ep, refusal, single_node_model
-from ortmlx.testing import random_array
+from ort_raises import check_raises_like_cpu
+from ortmlx.testing import EpRun, assert_ran_on_ep, random_array
 
 BINARY = ["Add", "Sub", "Mul", "Div"]
 SHAPES = [((2, 3, 4), (2, 3, 4)), ((2, 3, 4), (4,)), ((2, 1, 4), (3, 1)), ((5,), ()),
@@ -226,6 +227,41 @@ def test_mod_float_fmod(dtype, rng):
     s = np.array([-7.5, 7.5, -0.0, 0.0, np.inf, 3.0, 3.0, np.nan, 5.0, -1e-30], dtype=dtype)
     t = np.array([2.0, -2.0, 2.0, -2.0, 2.0, np.inf, 0.0, 1.0, np.nan, 3.0], dtype=dtype)
     check_on_ep(single_node_model("Mod", {"a": s, "b": t}, attrs={"fmod": 1}), {"a": s, "b": t})
+
+
+@pytest.mark.parametrize("no_compile", [0, 1], ids=["compiled", "eager"])
+@pytest.mark.parametrize("fmod", [0, 1])
+@pytest.mark.parametrize("dtype", MOD_INT_TYPES)
+def test_mod_integer_by_zero_raises_like_ort(fmod, dtype, no_compile, rng):
+    """ORT CPU raises "Integer modulo by zero" (both fmod values); the EP returned the dividend."""
+    a = random_array(rng, (3, 4), dtype)
+    bad = _nonzero(rng, (4,), dtype)
+    bad[2] = 0
+    model = single_node_model("Mod", {"a": a, "b": bad}, attrs={"fmod": fmod})
+    check_raises_like_cpu(model, {"a": a, "b": bad}, {"a": a, "b": _nonzero(rng, (4,), dtype)},
+                          match="Integer modulo by zero",
+                          provider_options={"no_compile": no_compile})
+
+
+@pytest.mark.parametrize("fmod", [0, 1])
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64])
+def test_mod_int_min_by_minus_one_is_zero(fmod, dtype):
+    """INT_MIN % -1 overflows the hardware division (SIGFPE); the remainder is 0. ORT CPU returns
+    0 for fmod=1 and itself dies of SIGFPE for fmod=0, so that one is compared with numpy."""
+    info = np.iinfo(dtype)
+    a = np.array([info.min, info.min, 7, -7, info.max], dtype)
+    b = np.array([-1, 1, -1, -1, -1], dtype)
+    model = single_node_model("Mod", {"a": a, "b": b}, attrs={"fmod": fmod})
+    if fmod == 1:
+        check_on_ep(model, {"a": a, "b": b})
+        return
+    run = EpRun(model, strict=True)
+    try:
+        got = run.run({"a": a, "b": b})[0]
+        assert_ran_on_ep(run, ["node"])
+    finally:
+        run.close()
+    np.testing.assert_array_equal(got, np.zeros(5, dtype))
 
 
 def test_mod_float_without_fmod_is_refused(rng):

@@ -8,6 +8,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 from opcheck import NP_TO_ONNX, check_on_ep, refusal, single_node_model
+from ort_raises import check_raises_like_cpu, dynamic_dims
 from ortmlx.testing import make_model, random_array
 
 I64 = np.int64
@@ -241,32 +242,77 @@ def test_trilu_types_constant_k(dtype, rng):
 
 # ---------------------------------------------------------------- out-of-range indices
 
-def test_out_of_range_indices_are_clamped_never_out_of_bounds(rng):
-    """ORT CPU rejects an index outside [-dim, dim); the EP cannot raise from inside an MLX
-    evaluation and MLX's gather/scatter kernels do not bounds-check, so the EP clamps indices
-    into range: memory-safe (a huge index used to read, and for a scatter write, outside the
-    tensor), never a wrong shape, and documented (docs/RELIABILITY.md). Regression (issue 8)."""
-    from ortmlx.testing import EpRun
+BIG = 1 << 40
 
+
+def out_of_range_cases(rng):
+    """(model, bad feeds, good feeds, message regex) per op: ORT CPU rejects each bad input."""
     x = random_array(rng, (5, 4))
-    idx = np.array([0, 4, 1 << 40, -(1 << 40), -1], dtype=I64)
-    run = EpRun(single_node_model("Gather", {"x": x, "i": idx}, attrs={"axis": 0}))
-    try:
-        got = run.run({"x": x, "i": idx})[0]
-        assert run.report().executed_count() == 1
-    finally:
-        run.close()
-    np.testing.assert_array_equal(got, x[np.clip(np.where(idx < 0, idx + 5, idx), 0, 4)])
+    cases = []
+    for bad in ([0, 5], [-6, 1], [BIG, 0], [-BIG, 2]):
+        i = np.array(bad, I64)
+        cases.append(("Gather", single_node_model("Gather", {"x": x, "i": i}, attrs={"axis": 0}),
+                      {"x": x, "i": i}, {"x": x, "i": indices(rng, (2,), 5)},
+                      r"inclusive range \[-5,4\] of data axis 0"))
+    i = np.array([[0, 4], [1, -5]], I64)
+    cases.append(("GatherElements",
+                  single_node_model("GatherElements", {"x": x, "i": i}, attrs={"axis": 1}),
+                  {"x": x, "i": i}, {"x": x, "i": indices(rng, (2, 2), 4)}, r"\[-4,3\]"))
+    i = np.array([[1, 4], [BIG, 0]], I64)
+    cases.append(("GatherND", single_node_model("GatherND", {"x": x, "i": i}), {"x": x, "i": i},
+                  {"x": x, "i": unique_rows(rng, 2, (5, 4))}, r"\[-5,4\], \[-4,3\]"))
+    u = random_array(rng, (2, 4))
+    i = np.array([[-BIG], [1]], I64)
+    cases.append(("ScatterND", single_node_model("ScatterND", {"x": x, "i": i, "u": u}),
+                  {"x": x, "i": i, "u": u}, {"x": x, "i": unique_rows(rng, 2, (5,)), "u": u},
+                  r"\[-5,4\]"))
+    u = random_array(rng, (1, 2))
+    i = np.array([[0, 4]], I64)
+    good = np.array([[3, -1]], I64)
+    cases.append(("ScatterElements",
+                  single_node_model("ScatterElements", {"x": x, "i": i, "u": u},
+                                    attrs={"axis": 1, "reduction": "add"}, opset=18),
+                  {"x": x, "i": i, "u": u}, {"x": x, "i": good, "u": u}, r"\[-4,3\]"))
+    return cases
 
-    data = random_array(rng, (4, 3))
-    where = np.array([[1 << 40], [-(1 << 40)]], dtype=I64)
-    upd = random_array(rng, (2, 3))
-    run = EpRun(single_node_model("ScatterND", {"d": data, "i": where, "u": upd}))
-    try:
-        got = run.run({"d": data, "i": where, "u": upd})[0]
-        assert run.report().executed_count() == 1
-    finally:
-        run.close()
-    want = data.copy()
-    want[3], want[0] = upd[0], upd[1]
-    np.testing.assert_array_equal(got, want)
+
+@pytest.mark.parametrize("no_compile", [0, 1], ids=["compiled", "eager"])
+def test_out_of_range_indices_raise_like_ort(no_compile, rng):
+    """ORT CPU rejects an index outside [-dim, dim): so does the EP, naming the node, through a
+    runtime check read after the evaluation; the kernels themselves only ever see clamped indices
+    (MLX's gather/scatter do not bounds-check). The session then runs a good input. Replaces the
+    clamp of issue 8, which returned edge elements instead of raising."""
+    for op, model, bad, good, match in out_of_range_cases(rng):
+        check_raises_like_cpu(model, bad, good, match=match,
+                              provider_options={"no_compile": no_compile})
+
+
+@pytest.mark.parametrize("op", ["Gather", "GatherElements", "GatherND", "ScatterElements",
+                                "ScatterND"])
+def test_indices_into_an_empty_axis_raise(op, rng):
+    """An empty axis has no valid index: clamping would read an empty buffer (it returned heap
+    contents); ORT raises, so does the EP. The session then runs a good input."""
+    x = np.zeros((0, 3), np.float32)
+    if op in ("Gather", "GatherND"):
+        shape = (2,) if op == "Gather" else (2, 1)
+        attrs = {"axis": 0} if op == "Gather" else {}
+        model = single_node_model(op, {"x": x, "i": np.zeros(shape, I64)}, attrs=attrs)
+        bad = {"x": x, "i": np.zeros(shape, I64)}
+        good = {"x": x, "i": np.ones(shape, I64)}
+    elif op == "GatherElements":
+        model = single_node_model(op, {"x": x, "i": np.zeros((1, 3), I64)}, attrs={"axis": 0})
+        bad = {"x": x, "i": np.zeros((1, 3), I64)}
+        good = {"x": x, "i": np.ones((1, 3), I64)}
+    elif op == "ScatterElements":
+        u = random_array(rng, (1, 3))
+        model = single_node_model(op, {"x": x, "i": np.zeros((1, 3), I64), "u": u},
+                                  attrs={"axis": 0})
+        bad = {"x": x, "i": np.zeros((1, 3), I64), "u": u}
+        good = {"x": x, "i": np.array([[1, 0, 3]], I64), "u": u}
+    else:
+        u = random_array(rng, (2, 3))
+        model = single_node_model(op, {"x": x, "i": np.zeros((2, 1), I64), "u": u})
+        bad = {"x": x, "i": np.zeros((2, 1), I64), "u": u}
+        good = {"x": x, "i": np.array([[1], [-1]], I64), "u": u}
+    good["x"] = random_array(rng, (4, 3))
+    check_raises_like_cpu(dynamic_dims(model), bad, good)

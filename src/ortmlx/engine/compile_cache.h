@@ -49,6 +49,10 @@ class CompiledFn {
   size_t traces() const { return traces_; }  // times MLX traced the body
   const std::vector<TranslationContext::PathMark>& marks() const { return marks_; }
   void set_marks(std::vector<TranslationContext::PathMark> marks) { marks_ = std::move(marks); }
+  // The runtime checks of the last trace: when there are any, the function's last output holds
+  // one bool per check (TranslationContext::require).
+  const std::vector<TranslationContext::Check>& checks() const { return checks_; }
+  void set_checks(std::vector<TranslationContext::Check> checks) { checks_ = std::move(checks); }
 
  private:
   Body body_;
@@ -57,6 +61,7 @@ class CompiledFn {
   size_t traces_ = 0;
   bool called_ = false;
   std::vector<TranslationContext::PathMark> marks_;
+  std::vector<TranslationContext::Check> checks_;
   mlx::core::detail::CompileCacheWeakPtr mlx_cache_;  // the MLX cache that holds our entry
 };
 

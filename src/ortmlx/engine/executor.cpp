@@ -92,13 +92,27 @@ void eval_outputs(std::vector<mx::array>& outputs) {
   }
 }
 
+// Elements times item size of a shape, saturating at kUncountable. MLX's own count
+// (array::size, array::nbytes) is a product that wraps: float32[2^30, 2^30, 4] would be 0 bytes
+// and [2^30, 2^30, 2^30] 0 elements, so the guard would let a run through that MLX cannot address.
+size_t shape_bytes(const mx::Shape& shape, size_t itemsize) {
+  for (const int d : shape)
+    if (d == 0) return 0;
+  size_t bytes = itemsize;
+  for (const int d : shape)
+    if (d < 0 || __builtin_mul_overflow(bytes, static_cast<size_t>(d), &bytes)) return kUncountable;
+  return bytes;
+}
+
 // Bytes an unevaluated array will take when evaluated. MLX evaluates these primitives as views of
 // their input's buffer on every backend: a broadcast of a small input to a huge shape allocates
 // nothing. Reshape-like ones are views when their input is row-contiguous; that is known only for
 // an input with data (otherwise the input is walked and counted itself, and the copy, if any, is
-// no larger).
+// no larger). Any array whose size overflows 64 bits, a view included, counts kUncountable: MLX's
+// kernels would index it with a wrapped count (a crash, or a wrong answer such as a sum of 0).
 size_t allocated_bytes(const mx::array& a) {
-  if (!a.has_primitive()) return a.nbytes();
+  const size_t bytes = shape_bytes(a.shape(), a.itemsize());
+  if (bytes == kUncountable || !a.has_primitive()) return bytes;
   const char* name = a.primitive().name();
   static constexpr const char* kViews[] = {"Broadcast", "BroadcastAxes", "Transpose",
                                            "Slice",     "ExpandDims",    "Squeeze",
@@ -114,7 +128,7 @@ size_t allocated_bytes(const mx::array& a) {
       return 0;
     break;
   }
-  return a.nbytes();
+  return bytes;
 }
 
 // MemAvailable of /proc/meminfo in bytes (0 when unknown). MemFree alone would miss the page
@@ -162,7 +176,7 @@ void FootprintWalk::add(const mx::array& root, const NodeDesc* node) {
     auto count = [&](const mx::array& x) {
       const size_t bytes = allocated_bytes(x);
       fp_.arrays += 1;
-      fp_.total += bytes;
+      if (__builtin_add_overflow(fp_.total, bytes, &fp_.total)) fp_.total = kUncountable;
       if (bytes > fp_.largest) {
         fp_.largest = bytes;
         fp_.shape = x.shape();
@@ -199,6 +213,7 @@ size_t available_memory(size_t need) {
 }
 
 std::string format_bytes(size_t bytes) {
+  if (bytes == kUncountable) return "more than 16 EiB (its size overflows 64 bits)";
   char buf[64];
   const double b = static_cast<double>(bytes);
   if (bytes >= (size_t{1} << 30))
@@ -256,7 +271,7 @@ Executor::Executor(std::shared_ptr<const Plan> plan, ExecConfig config)
 void Executor::check_memory(const GraphFootprint& fp) const {
   if (fp.largest == 0) return;
   const size_t avail = available_memory(fp.largest);
-  if (fp.largest <= avail) return;
+  if (fp.largest <= avail && fp.largest != kUncountable) return;
   std::string msg = "fused node " + plan_->name + ": ";
   if (fp.node) msg += fp.node->label() + " ";
   msg += "needs " + format_bytes(fp.largest) + " for one " + describe(fp.dtype, fp.shape) +
@@ -265,6 +280,23 @@ void Executor::check_memory(const GraphFootprint& fp) const {
     msg += " (the run's " + std::to_string(fp.arrays) + " new tensors take up to " +
            format_bytes(fp.total) + ")";
   throw OutOfMemoryError(msg);
+}
+
+void Executor::verify(const mx::array& flags,
+                      const std::vector<TranslationContext::Check>& checks) const {
+  if (flags.size() != checks.size())
+    throw NodeError("fused node " + plan_->name + ": " + std::to_string(flags.size()) +
+                    " runtime check results for " + std::to_string(checks.size()) + " checks");
+  // Small bools read once after the evaluation. On a GPU, array::data() would move MLX's device
+  // buffer to unified memory; a device-to-host copy of a few bytes is cheaper.
+  std::vector<uint8_t> ok(flags.size());
+  static_assert(sizeof(bool) == 1);
+  if (device::gpu_io_available() && flags.dtype() == mx::bool_)
+    device::to_device(flags, ok.data());
+  else
+    std::memcpy(ok.data(), flags.data<bool>(), flags.nbytes());
+  for (size_t i = 0; i < checks.size(); ++i)
+    if (!ok[i]) throw NodeError(checks[i].node + ": " + checks[i].message);
 }
 
 void Executor::evaluate(std::vector<mx::array>& outputs, const GraphFootprint& fp) const {
@@ -286,10 +318,11 @@ void Executor::evaluate(std::vector<mx::array>& outputs, const GraphFootprint& f
   }
 }
 
-std::vector<mx::array> Executor::trace(
-    const std::vector<mx::array>& inputs, std::vector<TranslationContext::PathMark>* marks,
-    TraceSink* sink, bool compiling,
-    std::vector<std::pair<const NodeDesc*, mx::array>>* produced) const {
+std::vector<mx::array> Executor::trace(const std::vector<mx::array>& inputs,
+                                       std::vector<TranslationContext::PathMark>* marks,
+                                       TraceSink* sink, bool compiling,
+                                       std::vector<std::pair<const NodeDesc*, mx::array>>* produced,
+                                       std::vector<TranslationContext::Check>* checks) const {
   const Plan& plan = *plan_;
   if (inputs.size() != plan.input_names.size())
     throw NodeError("fused node " + plan.name + " expected " +
@@ -329,17 +362,22 @@ std::vector<mx::array> Executor::trace(
     outputs.push_back(mx::contiguous(out));
   }
   if (marks) *marks = ctx.path_marks();
+  if (checks) {
+    *checks = ctx.checks();
+    if (!checks->empty()) outputs.push_back(mx::stack(ctx.check_values()));
+  }
   return outputs;
 }
 
 RunResult Executor::run_eager(const std::vector<mx::array>& inputs, TraceSink* sink) {
   RunResult r;
   std::vector<std::pair<const NodeDesc*, mx::array>> produced;
+  std::vector<TranslationContext::Check> checks;
   auto t0 = Clock::now();
   {
     TraceSpan span(sink, "mlx.translate", "ep.phase");
     if (sink) span.args().add("fused_node", plan_->name).add("compiled", false);
-    r.outputs = trace(inputs, &r.marks, sink, /*compiling=*/false, &produced);
+    r.outputs = trace(inputs, &r.marks, sink, /*compiling=*/false, &produced, &checks);
   }
   r.stats.translate_s = seconds_since(t0);
   t0 = Clock::now();
@@ -364,6 +402,11 @@ RunResult Executor::run_eager(const std::vector<mx::array>& inputs, TraceSink* s
     }
   }
   r.stats.eval_s = seconds_since(t0);
+  if (!checks.empty()) {
+    const mx::array flags = r.outputs.back();
+    r.outputs.pop_back();
+    verify(flags, checks);
+  }
   return r;
 }
 
@@ -378,8 +421,11 @@ bool Executor::run_compiled(const std::vector<mx::array>& inputs, TraceSink* sin
     fn = cache_.insert(key, std::make_unique<CompiledFn>(
                                 [this](const std::vector<mx::array>& in, CompiledFn& self) {
                                   std::vector<TranslationContext::PathMark> marks;
-                                  auto outs = trace(in, &marks, current_sink_, /*compiling=*/true);
+                                  std::vector<TranslationContext::Check> checks;
+                                  auto outs = trace(in, &marks, current_sink_, /*compiling=*/true,
+                                                    nullptr, &checks);
                                   self.set_marks(std::move(marks));
+                                  self.set_checks(std::move(checks));
                                   return outs;
                                 },
                                 config_.fuse));
@@ -451,6 +497,12 @@ bool Executor::run_compiled(const std::vector<mx::array>& inputs, TraceSink* sin
   st.eval_s = seconds_since(t0);
   st.compiled = true;
   st.cache_entries = cache_.size();
+  if (!fn->checks().empty()) {
+    const mx::array flags = r.outputs.back();
+    r.outputs.pop_back();
+    // A failed check is the input's fault: thrown past the eager fallback, the function stays.
+    verify(flags, fn->checks());
+  }
   return true;
 }
 

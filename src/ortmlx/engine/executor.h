@@ -9,6 +9,10 @@
 // problem).
 // Eager path (ONNXRUNTIME_EP_MLX_NO_COMPILE / NO_GENERAL_COMPILE, or after a fallback): every run
 // translates each node through a TranslationContext, then evaluates.
+// Runtime checks (TranslationContext::require): each check is one bool computed in the graph; the
+// executor evaluates them with the outputs (one stacked array, an extra output of the compiled
+// function) and throws NodeError naming the node when one is false. A failed check is the input's
+// fault: the compiled function stays cached and compilation stays on.
 // Memory guard: before either path evaluates, the lazy graph is walked for the largest array it
 // will allocate; one that MLX cannot get is an OutOfMemoryError, raised before anything is
 // allocated (MLX's CPU backend would crash on it). Memory is never a compile problem: a compiled
@@ -50,7 +54,11 @@ class OutOfMemoryError : public NodeError {
   using NodeError::NodeError;
 };
 
-// What evaluating a lazy graph will allocate, measured without evaluating it.
+// A byte count that overflows 64 bits (saturated): never allocatable.
+inline constexpr size_t kUncountable = SIZE_MAX;
+
+// What evaluating a lazy graph will allocate, measured without evaluating it. Counts saturate at
+// kUncountable.
 struct GraphFootprint {
   size_t largest = 0;      // bytes of the largest single array the evaluation allocates
   size_t total = 0;        // bytes of all of them: an upper bound of the peak, not the peak
@@ -82,7 +90,7 @@ class FootprintWalk {
 // since reading /proc/meminfo costs as much as a small run.
 size_t available_memory(size_t need);
 
-// "64.0 GiB", "3.5 MiB", "12 bytes".
+// "64.0 GiB", "3.5 MiB", "12 bytes"; kUncountable says it overflows.
 std::string format_bytes(size_t bytes);
 
 enum class CacheOutcome { kNone, kHit, kMiss, kRetrace };
@@ -134,10 +142,13 @@ class Executor {
   // Traces the plan into (unevaluated) output arrays. `compiling` tells translators that the
   // inputs are mlx::compile placeholders.
   // `produced`, when set, receives each node's output arrays with their node (memory guard).
+  // `checks`, when set, receives the runtime checks; when there are any, one more array follows
+  // the outputs: a bool per check, in order.
   std::vector<mlx::core::array> trace(
       const std::vector<mlx::core::array>& inputs, std::vector<TranslationContext::PathMark>* marks,
       TraceSink* sink = nullptr, bool compiling = false,
-      std::vector<std::pair<const NodeDesc*, mlx::core::array>>* produced = nullptr) const;
+      std::vector<std::pair<const NodeDesc*, mlx::core::array>>* produced = nullptr,
+      std::vector<TranslationContext::Check>* checks = nullptr) const;
 
   // Whether the next run may use the compiled path.
   bool compile_enabled() const { return config_.compile && !compile_disabled_; }
@@ -153,6 +164,9 @@ class Executor {
                     std::string& failure, bool& out_of_memory);
   // Throws OutOfMemoryError when the largest array of `fp` cannot be allocated.
   void check_memory(const GraphFootprint& fp) const;
+  // Reads the evaluated bools of the runtime checks; throws NodeError for the first false one.
+  void verify(const mlx::core::array& flags,
+              const std::vector<TranslationContext::Check>& checks) const;
   // Evaluates `outputs` (eval_outputs), turning MLX's allocation failures into OutOfMemoryError.
   void evaluate(std::vector<mlx::core::array>& outputs, const GraphFootprint& fp) const;
 

@@ -52,6 +52,12 @@ void TranslationContext::mark_composed(const NodeDesc& node, std::string reason)
   marks_.push_back({node.name, std::move(reason), false});
 }
 
+void TranslationContext::require(const NodeDesc& node, const mx::array& ok, std::string message) {
+  // Reduced inside the graph: the host reads one bool per check, whatever the shape of `ok`.
+  check_values_.push_back(mx::all(ok, stream_));
+  checks_.push_back({node.label(), std::move(message)});
+}
+
 mx::array TranslationContext::reshape(const mx::array& a, const mx::Shape& shape) const {
   return mx::reshape(a, shape, stream_);
 }

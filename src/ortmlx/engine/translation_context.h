@@ -58,6 +58,21 @@ class TranslationContext {
   };
   const std::vector<PathMark>& path_marks() const { return marks_; }
 
+  // Records a runtime check: every element of `ok` (any shape and dtype; nonzero = true) must
+  // hold on the live inputs, or the run fails with `message` after node's label. The check is
+  // evaluated with the outputs, in the same evaluation (compiled or eager), and read on the host
+  // afterwards: translators keep their ops memory-safe on bad input (e.g. clamped indices) and
+  // raise through this. The message may depend on shapes and attributes, not on input values
+  // (a compiled function replays it for every run of its shape key).
+  void require(const NodeDesc& node, const mlx::core::array& ok, std::string message);
+  struct Check {
+    std::string node;  // the node's label
+    std::string message;
+  };
+  const std::vector<Check>& checks() const { return checks_; }
+  // One boolean scalar per check, in checks() order.
+  const std::vector<mlx::core::array>& check_values() const { return check_values_; }
+
   // Small helpers translators share.
   mlx::core::array reshape(const mlx::core::array& a, const mlx::core::Shape& shape) const;
   mlx::core::array transpose(const mlx::core::array& a, const std::vector<int>& axes) const;
@@ -69,6 +84,8 @@ class TranslationContext {
   mlx::core::StreamOrDevice stream_;
   std::map<std::string, mlx::core::array> values_;
   std::vector<PathMark> marks_;
+  std::vector<Check> checks_;
+  std::vector<mlx::core::array> check_values_;
   bool compiling_ = false;
 };
 

@@ -86,8 +86,8 @@ AttnResult attend(const mx::array& q, const mx::array& k, const mx::array& v, fl
   scores = mx::multiply(scores, mx::array(scale), s);
   mx::array capped = scores;
   if (softcap > 0.f)
-    capped = mx::multiply(mx::tanh(mx::divide(scores, mx::array(softcap), s), s),
-                          mx::array(softcap), s);
+    capped =
+        mx::multiply(mx::tanh(mx::divide(scores, mx::array(softcap), s), s), mx::array(softcap), s);
   mx::array biased = bias ? mx::add(capped, *bias, s) : capped;
   mx::array probs = mx::softmax(biased, {-1}, /*precise=*/true, s);
   if (bias && guard_masked_rows) {
@@ -115,9 +115,9 @@ ClaimResult require_float_io(const ClaimContext& c, std::initializer_list<size_t
   ElemType first = ElemType::kUndefined;
   for (size_t i : ins) {
     if (!c.has_input(i)) continue;
-    auto r = require_input_type(c, i, [](ElemType t) {
-      return t == ElemType::kFloat || t == ElemType::kFloat16;
-    }, "float32/float16 only");
+    auto r = require_input_type(
+        c, i, [](ElemType t) { return t == ElemType::kFloat || t == ElemType::kFloat16; },
+        "float32/float16 only");
     if (!r.ok) return r;
     if (first == ElemType::kUndefined) first = c.input_type(i);
     ORTMLX_REQUIRE(c.input_type(i) == first, "mixed float input types");
@@ -181,6 +181,9 @@ void translate_attention(TranslationContext& ctx, const NodeDesc& n) {
   if (present(n, 4)) {
     const mx::array pk = ctx.input(n, 4), pv = ctx.input(n, 5);
     if (pk.ndim() != 4 || pv.ndim() != 4) throw std::runtime_error("past_key/value must be 4-D");
+    if (pk.shape(2) != pv.shape(2))
+      throw std::runtime_error(
+          "inconsistent past_sequence_length (between past_key and past_value)");
     past_len = pk.shape(2);
     k = mx::concatenate({pk, k}, 2, s);
     v = mx::concatenate({pv, v}, 2, s);
@@ -196,9 +199,21 @@ void translate_attention(TranslationContext& ctx, const NodeDesc& n) {
     if (m.ndim() == 0) m = mx::reshape(m, {1}, s);
     // Opset 24: a shorter last dim is padded with -inf (False).
     if (m.shape(-1) < T && m.shape(-1) != 1)
-      m = mx::pad(m, {static_cast<int>(m.ndim()) - 1}, {0}, {T - m.shape(-1)},
-                  mx::array(kNegInf), "constant", s);
+      m = mx::pad(m, {static_cast<int>(m.ndim()) - 1}, {0}, {T - m.shape(-1)}, mx::array(kNegInf),
+                  "constant", s);
     add_bias(m);
+  }
+  if (present(n, 6)) {
+    const mx::array lens = ctx.input(n, 6);
+    if (lens.ndim() != 1 || lens.shape(0) != q.shape(0))
+      throw std::runtime_error("nonpad_kv_seqlen must have shape (batch_size)");
+    // Values only compared against positions, never used as indices: a check is enough.
+    const mx::array l64 = mx::astype(lens, mx::int64, s);
+    ctx.require(n,
+                mx::logical_and(mx::greater_equal(l64, mx::array(int64_t{0}), s),
+                                mx::less_equal(l64, mx::array(int64_t{T}), s), s),
+                "nonpad_kv_seqlen is out of range [0, " + std::to_string(T) +
+                    "] (the total key/value sequence length)");
   }
   if (n.attr_int("is_causal", 0) != 0) {
     if (present(n, 6))
@@ -209,27 +224,30 @@ void translate_attention(TranslationContext& ctx, const NodeDesc& n) {
   if (present(n, 6)) {
     const mx::array len = mx::astype(ctx.input(n, 6), mx::int32, s);
     const mx::array j = mx::arange(T, mx::int32, s);
-    const mx::array ok = mx::less(mx::reshape(j, {1, 1, 1, T}, s),
-                                  mx::reshape(len, {len.shape(0), 1, 1, 1}, s), s);
+    const mx::array ok =
+        mx::less(mx::reshape(j, {1, 1, 1, T}, s), mx::reshape(len, {len.shape(0), 1, 1, 1}, s), s);
     add_bias(mx::where(ok, mx::array(0.0f), mx::array(kNegInf), s));
   }
   const float scale = n.has_attr("scale") ? n.attr_float("scale", 1.f)
                                           : 1.0f / std::sqrt(static_cast<float>(q.shape(3)));
-  AttnResult a = attend(f32(q, s), f32(k, s), f32(v, s), scale, n.attr_float("softcap", 0.f),
-                        bias, /*guard_masked_rows=*/true, s);
+  AttnResult a = attend(f32(q, s), f32(k, s), f32(v, s), scale, n.attr_float("softcap", 0.f), bias,
+                        /*guard_masked_rows=*/true, s);
   ctx.bind_output(n, 0, to_type(three_d ? merge_heads(a.y, s) : a.y, dt, s));
   const int64_t mode = n.attr_int("qk_matmul_output_mode", 0);
-  const mx::array& qk = mode == 0 ? a.scores : mode == 1 ? a.capped : mode == 2 ? a.biased : a.probs;
+  const mx::array& qk = mode == 0   ? a.scores
+                        : mode == 1 ? a.capped
+                        : mode == 2 ? a.biased
+                                    : a.probs;
   ctx.bind_output(n, 3, to_type(qk, dt, s));
 }
-
 
 // ---------------------------------------------------------------- com.microsoft MultiHeadAttention
 
 // Forms: Q [B,S,H*D] with K/V [B,L,H*D] (+ optional projection bias [3 hidden], past/present
-// caches), or K/V already split into heads [B,H,L,D] (cross attention, no bias, no past). Masks are additive as in ORT's CPU kernel: a masked key
-// (padding or beyond the causal frontier) gets mask_filter_value (default -10000) added to its
-// scaled score; attention_bias [B|1, H|1, S, T] is added on top.
+// caches), or K/V already split into heads [B,H,L,D] (cross attention, no bias, no past). Masks are
+// additive as in ORT's CPU kernel: a masked key (padding or beyond the causal frontier) gets
+// mask_filter_value (default -10000) added to its scaled score; attention_bias [B|1, H|1, S, T] is
+// added on top.
 ClaimResult claim_mha(const ClaimContext& c) {
   ORTMLX_REQUIRE(c.num_inputs() >= 1 && c.num_inputs() <= 10, "unexpected inputs");
   ORTMLX_REQUIRE(c.num_outputs() >= 1 && c.num_outputs() <= 4, "expects 1 to 4 outputs");
@@ -248,18 +266,21 @@ ClaimResult claim_mha(const ClaimContext& c) {
     // Packed QKV [B,S,H,3,D] is refused: ORT's CPU kernel does not implement it either, so the EP
     // has no reference to match.
     ORTMLX_REQUIRE(rq == 3, "query must be 3-D (packed QKV is not implemented)");
-    ORTMLX_REQUIRE(c.has_input(1) && c.has_input(2), "key and value are required (packed KV is "
-                                                     "not implemented)");
-    ORTMLX_REQUIRE((rk == 3 && rv == 3) || (rk == 4 && rv == 4), "key/value must be both 3-D or "
-                                                                 "both 4-D (BNSH)");
+    ORTMLX_REQUIRE(c.has_input(1) && c.has_input(2),
+                   "key and value are required (packed KV is "
+                   "not implemented)");
+    ORTMLX_REQUIRE((rk == 3 && rv == 3) || (rk == 4 && rv == 4),
+                   "key/value must be both 3-D or "
+                   "both 4-D (BNSH)");
     ORTMLX_REQUIRE(rk == 3 || (!c.has_input(3) && !c.has_input(6)),
                    "4-D key/value with bias or past is not implemented");
   }
   if (c.has_input(4)) {
     ORTMLX_REQUIRE(c.input_type(4) == ElemType::kInt32, "key_padding_mask must be int32");
     const int64_t rm = c.input_rank(4);
-    ORTMLX_REQUIRE(rm == 2 || rm == 3, "only 2-D (batch, total_sequence_length) and 3-D key "
-                                       "padding masks are implemented");
+    ORTMLX_REQUIRE(rm == 2 || rm == 3,
+                   "only 2-D (batch, total_sequence_length) and 3-D key "
+                   "padding masks are implemented");
   }
   if (c.has_input(5)) ORTMLX_REQUIRE(c.input_rank(5) == 4, "attention_bias must be 4-D");
   if (c.node().attr_int("unidirectional", 0) != 0) {
@@ -302,6 +323,10 @@ void translate_mha(TranslationContext& ctx, const NodeDesc& n) {
   if (present(n, 6)) {
     const mx::array pk = ctx.input(n, 6), pv = ctx.input(n, 7);
     if (pk.ndim() != 4 || pv.ndim() != 4) throw std::runtime_error("past_key/value must be 4-D");
+    if (pk.shape(2) != pv.shape(2))
+      throw std::runtime_error("past_key and past_value have different sequence lengths (" +
+                               std::to_string(pk.shape(2)) + " and " + std::to_string(pv.shape(2)) +
+                               ")");
     k = mx::concatenate({pk, k}, 2, s);
     v = mx::concatenate({pv, v}, 2, s);
   }
@@ -311,9 +336,7 @@ void translate_mha(TranslationContext& ctx, const NodeDesc& n) {
   // Allowed keys: causal frontier (bottom-right aligned, j <= i + T - S, as ORT's CPU kernel) and
   // padding mask; masked keys get mask_filter_value once.
   std::optional<mx::array> allowed;
-  auto allow = [&](const mx::array& a) {
-    allowed = allowed ? mx::logical_and(*allowed, a, s) : a;
-  };
+  auto allow = [&](const mx::array& a) { allowed = allowed ? mx::logical_and(*allowed, a, s) : a; };
   if (n.attr_int("unidirectional", 0) != 0) {
     const mx::array i = mx::reshape(mx::arange(S, mx::int32, s), {S, 1}, s);
     const mx::array j = mx::reshape(mx::arange(T, mx::int32, s), {1, T}, s);
@@ -324,11 +347,11 @@ void translate_mha(TranslationContext& ctx, const NodeDesc& n) {
     if (m.ndim() == 2) {
       if (m.shape(0) != B || m.shape(1) != T)
         throw std::runtime_error("key_padding_mask must have shape (batch, total_sequence_length)");
-      allow(mx::reshape(mx::not_equal(m, mx::array(0), s), {B, 1, 1, T}, s));
+      allow(mx::reshape(mx::greater(m, mx::array(0), s), {B, 1, 1, T}, s));
     } else {
       if (m.shape(0) != B || m.shape(1) != S || m.shape(2) != T)
         throw std::runtime_error("3-D key_padding_mask must be (batch, sequence, total_sequence)");
-      allow(mx::reshape(mx::not_equal(m, mx::array(0), s), {B, 1, S, T}, s));
+      allow(mx::reshape(mx::greater(m, mx::array(0), s), {B, 1, S, T}, s));
     }
   }
   std::optional<mx::array> bias;
@@ -346,7 +369,8 @@ void translate_mha(TranslationContext& ctx, const NodeDesc& n) {
   ctx.bind_output(n, 0, to_type(merge_heads(a.y, s), dt, s));
 }
 
-// ---------------------------------------------------------------- com.microsoft GroupQueryAttention
+// ---------------------------------------------------------------- com.microsoft
+// GroupQueryAttention
 
 // ORT CPU semantics (checked against ORT 1.30): per batch b, total_b = seqlens_k[b] + 1; the first
 // prompt (sequence_length == total_sequence_length) has no past, otherwise past_b = total_b - S.
@@ -361,18 +385,18 @@ ClaimResult claim_gqa(const ClaimContext& c) {
                                         " (rotary caches, position_ids, attention_bias, head_sink, "
                                         "KV scales, QK norm weights) is not implemented");
   ORTMLX_REQUIRE(c.num_outputs() >= 1 && c.num_outputs() <= 3, "output_qk is not implemented");
-  auto r = refuse_unknown_attrs(c, {"num_heads", "kv_num_heads", "scale", "softcap",
-                                    "local_window_size", "do_rotary", "rotary_interleaved",
-                                    "causal", "smooth_softmax", "qk_output", "k_quant_type",
-                                    "v_quant_type", "kv_cache_bit_width", "sliding_window_cache",
-                                    "qk_norm_epsilon"});
+  auto r = refuse_unknown_attrs(
+      c, {"num_heads", "kv_num_heads", "scale", "softcap", "local_window_size", "do_rotary",
+          "rotary_interleaved", "causal", "smooth_softmax", "qk_output", "k_quant_type",
+          "v_quant_type", "kv_cache_bit_width", "sliding_window_cache", "qk_norm_epsilon"});
   if (!r.ok) return r;
   const auto& nd = c.node();
   const int64_t hq = nd.attr_int("num_heads", 0), hk = nd.attr_int("kv_num_heads", 0);
   ORTMLX_REQUIRE(hq > 0 && hk > 0 && hq % hk == 0, "num_heads must be a multiple of kv_num_heads");
   ORTMLX_REQUIRE(nd.attr_float("softcap", 0.f) == 0.f, "softcap is not implemented");
-  ORTMLX_REQUIRE(nd.attr_int("local_window_size", -1) == -1, "local (sliding window) attention "
-                                                             "is not implemented");
+  ORTMLX_REQUIRE(nd.attr_int("local_window_size", -1) == -1,
+                 "local (sliding window) attention "
+                 "is not implemented");
   ORTMLX_REQUIRE(nd.attr_int("do_rotary", 0) == 0, "in-op rotary is not implemented");
   ORTMLX_REQUIRE(nd.attr_int("causal", 1) == 1, "non-causal GQA is not implemented");
   ORTMLX_REQUIRE(nd.attr_int("smooth_softmax", -1) <= 0, "smooth_softmax is not implemented");
@@ -380,8 +404,9 @@ ClaimResult claim_gqa(const ClaimContext& c) {
   ORTMLX_REQUIRE(nd.attr_string("k_quant_type", "NONE") == "NONE" &&
                      nd.attr_string("v_quant_type", "NONE") == "NONE",
                  "quantized KV caches are not implemented");
-  ORTMLX_REQUIRE(nd.attr_int("sliding_window_cache", 0) == 0, "sliding_window_cache is not "
-                                                              "implemented");
+  ORTMLX_REQUIRE(nd.attr_int("sliding_window_cache", 0) == 0,
+                 "sliding_window_cache is not "
+                 "implemented");
   r = require_float_io(c, {0, 1, 2, 3, 4}, {0, 1, 2});
   if (!r.ok) return r;
   ORTMLX_REQUIRE(c.has_input(3) == c.has_input(4), "past_key and past_value must come together");
@@ -431,11 +456,28 @@ void translate_gqa(TranslationContext& ctx, const NodeDesc& n) {
   v = split_heads(v, Hk, s, "value");
   const int D = q.shape(3);
   const int total = host_scalar_int(ctx, n, 6);
+  if (total <= 0)
+    throw std::runtime_error("total_sequence_length must be positive, got " +
+                             std::to_string(total));
   const int P = present(n, 3) ? ctx.input(n, 3).shape(2) : 0;
+  if (present(n, 3) && ctx.input(n, 4).shape(2) != P)
+    throw std::runtime_error("past_key and past_value have different sequence lengths (" +
+                             std::to_string(P) + " and " +
+                             std::to_string(ctx.input(n, 4).shape(2)) + ")");
+  if (S > 1 && S != total && B != 1)
+    throw std::runtime_error(
+        "batch_size must be 1 when sequence_length > 1 and past context is given");
   const int Tp = std::max(P, total);
   const mx::array seqlens = mx::astype(ctx.input(n, 5), mx::int32, s);
   if (seqlens.ndim() != 1 || seqlens.shape(0) != B)
     throw std::runtime_error("seqlens_k must have shape (batch_size)");
+  // ORT's bound: a sequence ends inside the present cache. The values only shift positions that
+  // are compared or clipped before any gather, so the check alone keeps the run memory-safe.
+  ctx.require(
+      n,
+      mx::logical_and(mx::greater_equal(seqlens, mx::array(0), s),
+                      mx::less(seqlens, mx::array(Tp), s), s),
+      "seqlens_k is out of range [0, " + std::to_string(Tp) + ") (the present cache length)");
   const mx::array total_b = mx::reshape(mx::add(seqlens, mx::array(1), s), {B, 1, 1, 1}, s);
   const bool first_prompt = S == total;
   const mx::array past_b =
@@ -443,14 +485,15 @@ void translate_gqa(TranslationContext& ctx, const NodeDesc& n) {
   // present[b, :, j]: past for j < past_b, new[j - past_b] for past_b <= j < past_b + S, else 0.
   const mx::array j = mx::reshape(mx::arange(Tp, mx::int32, s), {1, 1, Tp, 1}, s);
   const mx::array rel = mx::subtract(j, past_b, s);  // [B, 1, Tp, 1]
-  const mx::array in_new = mx::logical_and(mx::greater_equal(rel, mx::array(0), s),
-                                           mx::less(rel, mx::array(S), s), s);
-  const mx::array idx = mx::broadcast_to(mx::clip(rel, mx::array(0), mx::array(S - 1), s),
-                                         {B, Hk, Tp, 1}, s);
+  const mx::array in_new =
+      mx::logical_and(mx::greater_equal(rel, mx::array(0), s), mx::less(rel, mx::array(S), s), s);
+  const mx::array idx =
+      mx::broadcast_to(mx::clip(rel, mx::array(0), mx::array(S - 1), s), {B, Hk, Tp, 1}, s);
   auto build = [&](const mx::array& cur, size_t past_i) {
     const int Dh = cur.shape(3);
     const mx::array idx_d = mx::broadcast_to(idx, {B, Hk, Tp, Dh}, s);
-    mx::array out = S > 0 ? mx::take_along_axis(cur, idx_d, 2, s) : mx::zeros({B, Hk, Tp, Dh}, cur.dtype(), s);
+    mx::array out =
+        S > 0 ? mx::take_along_axis(cur, idx_d, 2, s) : mx::zeros({B, Hk, Tp, Dh}, cur.dtype(), s);
     mx::array old = mx::zeros({B, Hk, Tp, Dh}, cur.dtype(), s);
     if (present(n, past_i)) {
       mx::array pst = ctx.input(n, past_i);
@@ -467,8 +510,8 @@ void translate_gqa(TranslationContext& ctx, const NodeDesc& n) {
   // Query i (absolute position past_b + i) attends keys j <= past_b + i with j < total_b.
   const mx::array qi = mx::reshape(mx::arange(S, mx::int32, s), {1, 1, S, 1}, s);
   const mx::array kj = mx::reshape(mx::arange(Tp, mx::int32, s), {1, 1, 1, Tp}, s);
-  const mx::array ok = mx::logical_and(mx::less_equal(kj, mx::add(qi, past_b, s), s),
-                                       mx::less(kj, total_b, s), s);
+  const mx::array ok =
+      mx::logical_and(mx::less_equal(kj, mx::add(qi, past_b, s), s), mx::less(kj, total_b, s), s);
   const mx::array bias = mx::where(ok, mx::array(0.0f), mx::array(kNegInf), s);
   const float scale = n.has_attr("scale") && n.attr_float("scale", 0.f) != 0.f
                           ? n.attr_float("scale", 1.f)
@@ -486,11 +529,12 @@ void translate_gqa(TranslationContext& ctx, const NodeDesc& n) {
 // offset + [0, S) for the 1-element form.
 ClaimResult claim_rotary(const ClaimContext& c) {
   ORTMLX_REQUIRE(c.num_inputs() == 4 && c.num_outputs() == 1, "expects 4 inputs, 1 output");
-  auto r = refuse_unknown_attrs(c, {"num_heads", "rotary_embedding_dim", "interleaved",
-                                    "is_packed_batching", "scale"});
+  auto r = refuse_unknown_attrs(
+      c, {"num_heads", "rotary_embedding_dim", "interleaved", "is_packed_batching", "scale"});
   if (!r.ok) return r;
-  ORTMLX_REQUIRE(c.node().attr_int("is_packed_batching", 0) == 0, "packed batching is not "
-                                                                  "implemented");
+  ORTMLX_REQUIRE(c.node().attr_int("is_packed_batching", 0) == 0,
+                 "packed batching is not "
+                 "implemented");
   ORTMLX_REQUIRE(c.node().attr_float("scale", 1.f) == 1.f, "scale != 1 is not implemented");
   r = require_float_io(c, {0, 2, 3}, {0});
   if (!r.ok) return r;
@@ -517,7 +561,8 @@ void translate_rotary(TranslationContext& ctx, const NodeDesc& n) {
   const int S = three_d ? x.shape(1) : x.shape(2);
   if (three_d) {
     const int Dh = H > 0 ? x.shape(2) / H : 2 * half;
-    if (Dh <= 0 || x.shape(2) % Dh != 0) throw std::runtime_error("hidden size / head size mismatch");
+    if (Dh <= 0 || x.shape(2) % Dh != 0)
+      throw std::runtime_error("hidden size / head size mismatch");
     H = x.shape(2) / Dh;
     xh = mx::reshape(x, {B, S, H, Dh}, s);
   }
@@ -532,6 +577,27 @@ void translate_rotary(TranslationContext& ctx, const NodeDesc& n) {
   }
   if (p.ndim() != 2 || p.shape(0) != B || p.shape(1) != S)
     throw std::runtime_error("position_ids must be (batch, sequence) or (1)");
+  // Positions index the cos/sin cache rows: out of range raises (ORT's rule), and the gather
+  // only ever sees clamped rows (MLX's take does not bounds-check).
+  const int rows = cosc.shape(0);
+  if (rows == 0 && p.size() != 0)
+    throw std::runtime_error("position_ids index an empty cos/sin cache");
+  const std::string range = "[0, " + std::to_string(rows) + ")";
+  if (pos.ndim() == 1 && pos.shape(0) == 1) {
+    const mx::array base = mx::astype(pos, mx::int64, s);
+    ctx.require(n,
+                mx::logical_and(mx::greater_equal(base, mx::array(int64_t{0}), s),
+                                mx::less_equal(base, mx::array(int64_t{rows} - S), s), s),
+                "position_ids base value with sequence_length " + std::to_string(S) +
+                    " exceeds cos/sin cache range " + range);
+  } else {
+    ctx.require(n,
+                mx::logical_and(mx::greater_equal(p, mx::array(int64_t{0}), s),
+                                mx::less(p, mx::array(int64_t{rows}), s), s),
+                "position_ids value is out of range " + range);
+  }
+  p = mx::clip(mx::astype(p, mx::int64, s), mx::array(int64_t{0}),
+               mx::array(int64_t{std::max(rows - 1, 0)}), s);
   // cos/sin [B, S, half] placed on the sequence axis of xh.
   mx::array c = mx::take(cosc, p, 0, s), sn = mx::take(sinc, p, 0, s);
   const mx::Shape cs = three_d ? mx::Shape{B, S, 1, half} : mx::Shape{B, 1, S, half};

@@ -269,12 +269,27 @@ ClaimResult claim_mod(const ClaimContext& c) {
   return ClaimResult::yes();
 }
 
+// An integer divisor the remainder kernel can take: 0 (ORT raises "Integer modulo by zero": a
+// runtime check here) and, for signed types, -1 (INT_MIN % -1 traps on x86 although the remainder
+// is 0, which is ORT's answer for fmod=1) both become 1, whose remainder is 0 as well.
+mx::array safe_integer_divisor(TranslationContext& ctx, const NodeDesc& n, const mx::array& b) {
+  const auto s = ctx.stream();
+  const mx::array zero = mx::zeros({}, b.dtype(), s);
+  const mx::array is_zero = mx::equal(b, zero, s);
+  ctx.require(n, mx::logical_not(is_zero, s), "Integer modulo by zero");
+  mx::array replace = is_zero;
+  if (mx::issubdtype(b.dtype(), mx::signedinteger))
+    replace = mx::logical_or(replace, mx::equal(b, mx::array(-1, b.dtype()), s), s);
+  return mx::where(replace, mx::ones({}, b.dtype(), s), b, s);
+}
+
 void translate_mod(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   const mx::array a = ctx.input(n, 0);
-  const mx::array b = ctx.input(n, 1);
-  const bool c_fmod = n.attr_int("fmod", 0) == 1;
   const mx::Dtype dt = a.dtype();
+  const bool integer = mx::issubdtype(dt, mx::integer);
+  const mx::array b = integer ? safe_integer_divisor(ctx, n, ctx.input(n, 1)) : ctx.input(n, 1);
+  const bool c_fmod = n.attr_int("fmod", 0) == 1;
   if (!c_fmod || (!mx::issubdtype(dt, mx::signedinteger) && !mx::issubdtype(dt, mx::floating))) {
     ctx.bind_output(n, 0, mx::remainder(a, b, s));
     return;

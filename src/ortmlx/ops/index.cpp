@@ -1,8 +1,10 @@
 // Indexing family: Gather, GatherElements, GatherND, ScatterND, ScatterElements, OneHot, Trilu.
 // Indices are runtime arrays (any values work in a compiled function; only OneHot's depth and
-// Trilu's k are read on the host). Negative indices count from the end of their axis. Indices out
-// of range are an error in ORT; MLX does not bounds-check, so the EP clamps them into range
-// (wrap_indices): memory-safe, never a wrong shape, but not ORT's error (docs/RELIABILITY.md).
+// Trilu's k are read on the host). Negative indices count from the end of their axis. An index
+// out of range is an error, as in ORT: a runtime check (TranslationContext::require) raises it
+// after the evaluation. MLX's gather and scatter kernels do not bounds-check, so the indices the
+// kernels see are clamped into range as well: the evaluation that precedes the error never reads
+// or writes outside a tensor.
 #include <algorithm>
 #include <limits>
 
@@ -35,26 +37,52 @@ ClaimResult claim_data_indices(const ClaimContext& c, size_t idx) {
   return ClaimResult::yes();
 }
 
-// Indices as int64 with negative values moved into range: idx + dim where idx < 0; then clamped
-// to [0, dim - 1]. MLX's gather and scatter kernels do not bounds-check: an index out of range
-// would read, or for a scatter write, outside the tensor's memory. ORT reports such an index as
-// an error; the EP cannot raise from inside an evaluation, so it clamps (memory-safe, but the
-// value is the edge element's: docs/RELIABILITY.md lists this gap).
+// Indices as int64 with negative values moved into range: idx + dim where idx < 0.
 // `dims` broadcasts against idx (a scalar, or one dim per trailing index component).
 mx::array wrap_negative(const mx::array& idx, const mx::array& dims, mx::StreamOrDevice s) {
   const mx::array i = mx::astype(idx, mx::int64, s);
   return mx::where(mx::less(i, mx::array(0, mx::int64), s), mx::add(i, dims, s), i, s);
 }
 
-mx::array wrap_indices(const mx::array& idx, const mx::array& dims, mx::StreamOrDevice s) {
-  const mx::array i = wrap_negative(idx, dims, s);
-  const mx::array zero(0, mx::int64);
-  const mx::array last = mx::maximum(mx::subtract(dims, mx::array(1, mx::int64), s), zero, s);
-  return mx::minimum(mx::maximum(i, zero, s), last, s);
+// "[-4,3]"; "[]" for an empty axis, where no index is valid.
+std::string inclusive_range(int64_t dim) {
+  return dim == 0 ? "[] (the axis is empty)"
+                  : "[" + std::to_string(-dim) + "," + std::to_string(dim - 1) + "]";
 }
 
-mx::array wrap_indices(const mx::array& idx, int64_t dim, mx::StreamOrDevice s) {
-  return wrap_indices(idx, mx::array(dim, mx::int64), s);
+// Indices checked against their dims and made safe for MLX's kernels. Every index must lie in
+// [-dim, dim) (ORT's rule), else the run raises `message` naming the node. The indices returned
+// are wrapped and clamped to [0, dim - 1] whatever the input, so the kernels that run before the
+// error is raised stay inside the tensor. Callers make sure no index meets an empty axis (an
+// empty buffer has no element to clamp to): see require_nonempty_axes.
+mx::array checked_indices(TranslationContext& ctx, const NodeDesc& n, const mx::array& idx,
+                          const mx::array& dims, const std::string& message) {
+  const auto s = ctx.stream();
+  const mx::array i = mx::astype(idx, mx::int64, s);
+  ctx.require(
+      n, mx::logical_and(mx::greater_equal(i, mx::negative(dims, s), s), mx::less(i, dims, s), s),
+      message);
+  const mx::array wrapped =
+      mx::where(mx::less(i, mx::array(0, mx::int64), s), mx::add(i, dims, s), i, s);
+  const mx::array zero(0, mx::int64);
+  const mx::array last = mx::maximum(mx::subtract(dims, mx::array(1, mx::int64), s), zero, s);
+  return mx::minimum(mx::maximum(wrapped, zero, s), last, s);
+}
+
+mx::array checked_indices(TranslationContext& ctx, const NodeDesc& n, const mx::array& idx,
+                          int64_t dim, int axis) {
+  return checked_indices(ctx, n, idx, mx::array(dim, mx::int64),
+                         "indices element out of data bounds: every index must be within the "
+                         "inclusive range " +
+                             inclusive_range(dim) + " of data axis " + std::to_string(axis));
+}
+
+// An index into an empty axis is out of range whatever its value, and there is no element a
+// kernel could read instead: known from shapes alone, so raised while the graph is built.
+void require_nonempty_axis(const mx::array& idx, int64_t dim, int axis) {
+  if (dim == 0 && idx.size() != 0)
+    throw std::runtime_error("indices element out of data bounds: data axis " +
+                             std::to_string(axis) + " is empty, so no index is valid");
 }
 
 // ---------------------------------------------------------------- Gather
@@ -74,7 +102,9 @@ ClaimResult claim_gather(const ClaimContext& c) {
 void translate_gather(TranslationContext& ctx, const NodeDesc& n) {
   const mx::array x = ctx.input(n, 0);
   const int axis = normalize_axis(n.attr_int("axis", 0), static_cast<int>(x.ndim()));
-  const mx::array idx = wrap_indices(ctx.input(n, 1), x.shape(axis), ctx.stream());
+  const mx::array raw = ctx.input(n, 1);
+  require_nonempty_axis(raw, x.shape(axis), axis);
+  const mx::array idx = checked_indices(ctx, n, raw, x.shape(axis), axis);
   ctx.bind_output(n, 0, mx::take(x, idx, axis, ctx.stream()));
 }
 
@@ -113,23 +143,36 @@ mx::array crop_to(const mx::array& x, const mx::array& idx, int axis, mx::Stream
 void translate_gather_elements(TranslationContext& ctx, const NodeDesc& n) {
   const mx::array x = ctx.input(n, 0);
   const int axis = normalize_axis(n.attr_int("axis", 0), static_cast<int>(x.ndim()));
-  const mx::array idx = wrap_indices(ctx.input(n, 1), x.shape(axis), ctx.stream());
-  ctx.bind_output(n, 0,
-                  mx::take_along_axis(crop_to(x, idx, axis, ctx.stream()), idx, axis, ctx.stream()));
+  const mx::array raw = ctx.input(n, 1);
+  require_nonempty_axis(raw, x.shape(axis), axis);
+  const mx::array idx = checked_indices(ctx, n, raw, x.shape(axis), axis);
+  ctx.bind_output(
+      n, 0, mx::take_along_axis(crop_to(x, idx, axis, ctx.stream()), idx, axis, ctx.stream()));
 }
 
 // ---------------------------------------------------------------- GatherND / ScatterND
 
 // Row-major linear offsets of the index tuples in idx[..., k] over `dims` (k dims), after
-// wrapping negatives per component. Result has idx's shape without the last axis.
-mx::array linear_offsets(const mx::array& idx, const std::vector<int64_t>& dims,
-                         mx::StreamOrDevice s) {
+// wrapping negatives per component; each component is checked against its dim. Result has idx's
+// shape without the last axis.
+mx::array linear_offsets(TranslationContext& ctx, const NodeDesc& n, const mx::array& idx,
+                         const std::vector<int64_t>& dims) {
+  const auto s = ctx.stream();
   const int k = static_cast<int>(dims.size());
   mx::Shape lead(idx.shape().begin(), idx.shape().end() - 1);
   if (k == 0) return mx::zeros(lead, mx::int64, s);
+  std::string bounds;
+  for (int j = 0; j < k; ++j) {
+    if (dims[j] == 0 && idx.size() != 0)
+      throw std::runtime_error("invalid index: component " + std::to_string(j) +
+                               " of every index tuple addresses an empty data dim");
+    bounds += (j ? ", " : "") + inclusive_range(dims[j]);
+  }
   std::vector<int64_t> strides(dims.size(), 1);
   for (int j = k - 2; j >= 0; --j) strides[j] = strides[j + 1] * dims[j + 1];
-  const mx::array wrapped = wrap_indices(idx, host_int64_array(dims, {k}), s);
+  const mx::array wrapped = checked_indices(
+      ctx, n, idx, host_int64_array(dims, {k}),
+      "invalid index: index tuple components must be within the inclusive ranges " + bounds);
   return mx::sum(mx::multiply(wrapped, host_int64_array(strides, {k}), s), -1, false, s);
 }
 
@@ -162,7 +205,7 @@ void translate_gather_nd(TranslationContext& ctx, const NodeDesc& n) {
   std::vector<int64_t> dims(x.shape().begin() + b, x.shape().begin() + b + k);
   const int64_t p = shape_product(x.shape(), b, b + k), rest = shape_product(x.shape(), b + k, r);
   const int64_t m = shape_product(idx.shape(), b, q - 1);
-  mx::array lin = mx::reshape(linear_offsets(idx, dims, s), checked_shape({batch, m, 1}), s);
+  mx::array lin = mx::reshape(linear_offsets(ctx, n, idx, dims), checked_shape({batch, m, 1}), s);
   lin = mx::broadcast_to(lin, checked_shape({batch, m, rest}), s);
   const mx::array x3 = mx::reshape(x, checked_shape({batch, p, rest}), s);
   mx::Shape out(idx.shape().begin(), idx.shape().end() - 1);
@@ -176,8 +219,8 @@ ClaimResult claim_reduction(const ClaimContext& c) {
   ORTMLX_REQUIRE(red == "none" || red == "add" || red == "mul" || red == "max" || red == "min",
                  "reduction '" + red + "' is not implemented");
   if (red != "none") {
-    ORTMLX_REQUIRE(type_in(c.input_type(0), {ElemType::kFloat, ElemType::kFloat16,
-                                             ElemType::kInt32, ElemType::kInt64}),
+    ORTMLX_REQUIRE(type_in(c.input_type(0), {ElemType::kFloat, ElemType::kFloat16, ElemType::kInt32,
+                                             ElemType::kInt64}),
                    "reduction " + red + " implemented for float32, float16, int32, int64");
     // A reducing scatter cannot move 64-bit values as word pairs (scatter_rows).
     ORTMLX_REQUIRE(c.input_type(0) != ElemType::kInt64 || !gpu_backend(),
@@ -198,8 +241,8 @@ mx::array scatter_rows(const NodeDesc& n, const mx::array& data2, const mx::arra
   if (red == "max") return mx::scatter_max(data2, {lin}, upd, axes, s);
   if (red == "min") return mx::scatter_min(data2, {lin}, upd, axes, s);
   if (data2.itemsize() == 8) {
-    const mx::array words = mx::scatter(mx::view(data2, mx::uint32, s), {lin},
-                                        mx::view(upd, mx::uint32, s), axes, s);
+    const mx::array words =
+        mx::scatter(mx::view(data2, mx::uint32, s), {lin}, mx::view(upd, mx::uint32, s), axes, s);
     return mx::view(words, data2.dtype(), s);
   }
   return mx::scatter(data2, {lin}, upd, axes, s);
@@ -229,11 +272,16 @@ void translate_scatter_nd(TranslationContext& ctx, const NodeDesc& n) {
   std::vector<int64_t> dims(x.shape().begin(), x.shape().begin() + k);
   const int64_t p = shape_product(x.shape(), 0, k), rest = shape_product(x.shape(), k, r);
   const int64_t m = shape_product(idx.shape(), 0, q - 1);
-  if (m == 0 || x.size() == 0) {
+  if (m == 0) {
     ctx.bind_output(n, 0, x);
     return;
   }
-  const mx::array lin = mx::reshape(linear_offsets(idx, dims, s), checked_shape({m}), s);
+  // Checked even when the data is empty: ORT rejects the indices whatever the rows hold.
+  const mx::array lin = mx::reshape(linear_offsets(ctx, n, idx, dims), checked_shape({m}), s);
+  if (x.size() == 0) {
+    ctx.bind_output(n, 0, x);
+    return;
+  }
   const mx::array x2 = mx::reshape(x, checked_shape({p, rest}), s);
   const mx::array u3 = mx::reshape(upd, checked_shape({m, 1, rest}), s);
   ctx.bind_output(n, 0, mx::reshape(scatter_rows(n, x2, lin, u3, s), x.shape(), s));
@@ -266,14 +314,17 @@ void translate_scatter_elements(TranslationContext& ctx, const NodeDesc& n) {
   for (int d = 0; d < rank; ++d)
     if (d != axis && idx.shape(d) > x.shape(d))
       throw std::runtime_error("indices dim " + std::to_string(d) + " exceeds the data dim");
+  // Indices on an empty axis are rejected; otherwise empty data means no indices either.
+  require_nonempty_axis(idx, x.shape(axis), axis);
   if (idx.size() == 0 || x.size() == 0) {
     ctx.bind_output(n, 0, x);
     return;
   }
+  const mx::array along = checked_indices(ctx, n, idx, x.shape(axis), axis);
   mx::array lin = mx::zeros(idx.shape(), mx::int64, s);
   int64_t stride = 1;
   for (int d = rank - 1; d >= 0; --d) {
-    mx::array coord = wrap_indices(idx, x.shape(d), s);
+    mx::array coord = along;
     if (d != axis) {
       mx::Shape shp(static_cast<size_t>(rank), 1);
       shp[static_cast<size_t>(d)] = idx.shape(d);
@@ -284,9 +335,8 @@ void translate_scatter_elements(TranslationContext& ctx, const NodeDesc& n) {
   }
   const int64_t m = idx.size();
   const mx::array flat = mx::reshape(x, checked_shape({static_cast<int64_t>(x.size()), 1}), s);
-  const mx::array out =
-      scatter_rows(n, flat, mx::reshape(lin, checked_shape({m}), s),
-                   mx::reshape(upd, checked_shape({m, 1, 1}), s), s);
+  const mx::array out = scatter_rows(n, flat, mx::reshape(lin, checked_shape({m}), s),
+                                     mx::reshape(upd, checked_shape({m, 1, 1}), s), s);
   ctx.bind_output(n, 0, mx::reshape(out, x.shape(), s));
 }
 
@@ -306,8 +356,8 @@ ClaimResult claim_one_hot(const ClaimContext& c) {
   r = require_input_type(
       c, 2,
       [](ElemType t) {
-        return type_in(t, {ElemType::kFloat, ElemType::kFloat16, ElemType::kInt32,
-                           ElemType::kInt64});
+        return type_in(t,
+                       {ElemType::kFloat, ElemType::kFloat16, ElemType::kInt32, ElemType::kInt64});
       },
       "values float32, float16, int32, int64");
   if (!r.ok) return r;
@@ -335,9 +385,9 @@ void translate_one_hot(TranslationContext& ctx, const NodeDesc& n) {
   const mx::array positions =
       mx::reshape(mx::arange(0.0, static_cast<double>(depth), 1.0, mx::int64, s), along, s);
   const mx::array flat = mx::reshape(values, {2}, s);
-  ctx.bind_output(n, 0,
-                  mx::where(mx::equal(wrapped, positions, s), mx::take(flat, 1, s),
-                            mx::take(flat, 0, s), s));
+  ctx.bind_output(
+      n, 0,
+      mx::where(mx::equal(wrapped, positions, s), mx::take(flat, 1, s), mx::take(flat, 0, s), s));
 }
 
 // ---------------------------------------------------------------- Trilu
