@@ -10,8 +10,12 @@ import re
 # Found on main by the generators of every registry entry (seed 20261202); the example case
 # reproduces with ORTMLX_FUZZ_CASE=<id>. Broad (whole op and status) until triaged.
 KNOWN: list[tuple[str, str, str, str, str]] = [
+    # Documented leniency (docs/RELIABILITY.md), not a bug: ONNX defines the case, ORT CPU has no
+    # kernel for it, and the EP's answer is exact.
+    ("lenient", ":ScatterND|:ScatterElements", r"float16 .*'reduction': '(max|min)'",
+     "ORT CPU has no float16 max/min scatter reduction; the EP computes it exactly",
+     "none (documented leniency)"),
     ("crash", ":DepthToSpace", "", "the EP process dies (e.g. o4_66)", "h-ints"),
-    ("crash", "com.microsoft:RotaryEmbedding", "", "the EP process dies (e.g. o7_106)", "h-harden"),
     ("ep_error", ":AveragePool", "", "the EP raises where ORT CPU runs (e.g. o27_131)", "untriaged"),
     ("ep_error", ":ConstantOfShape", "", "the EP raises where ORT CPU runs (e.g. o35_199)", "h-ints"),
     ("ep_error", ":LogSoftmax", "", "the EP raises where ORT CPU runs (e.g. o11_111)", "untriaged"),
@@ -21,22 +25,16 @@ KNOWN: list[tuple[str, str, str, str, str]] = [
     ("ep_error", ":Resize", "", "the EP raises where ORT CPU runs (e.g. o28_31)", "h-ints"),
     ("lenient", ":Attention", "", "the EP returns values where ORT CPU raises (e.g. o29_81)", "untriaged"),
     ("lenient", ":DequantizeLinear", "", "the EP returns values where ORT CPU raises (e.g. o42_113)", "h-ints"),
-    ("lenient", ":Gather", "", "the EP returns values where ORT CPU raises (e.g. o17_83)", "h-harden"),
-    ("lenient", ":GatherElements", "", "the EP returns values where ORT CPU raises (e.g. o1_151)", "h-harden"),
-    ("lenient", ":GatherND", "", "the EP returns values where ORT CPU raises (e.g. o4_179)", "h-harden"),
     ("lenient", ":GlobalAveragePool", "", "the EP returns values where ORT CPU raises (e.g. o3_157)", "untriaged"),
     ("lenient", ":GlobalLpPool", "", "the EP returns values where ORT CPU raises (e.g. o1_163)", "untriaged"),
     ("lenient", ":GlobalMaxPool", "", "the EP returns values where ORT CPU raises (e.g. o8_22)", "untriaged"),
     ("lenient", ":GroupNormalization", "", "the EP returns values where ORT CPU raises (e.g. o24_41)", "h-ints"),
-    ("lenient", ":Mod", "", "the EP returns values where ORT CPU raises (e.g. o23_110)", "h-harden"),
     ("lenient", ":RMSNormalization", "", "the EP returns values where ORT CPU raises (e.g. o41_87)", "untriaged"),
     ("lenient", ":Range", "", "the EP returns values where ORT CPU raises (e.g. o4_171)", "h-ints"),
     ("lenient", ":Resize", "", "the EP returns values where ORT CPU raises (e.g. o2_165)", "h-ints"),
     ("lenient", ":ReverseSequence", "", "the EP returns values where ORT CPU raises (e.g. o3_93)", "untriaged"),
-    ("lenient", ":ScatterND", "", "the EP returns values where ORT CPU raises (e.g. o8_95)", "h-harden"),
     ("lenient", ":Split", "", "the EP returns values where ORT CPU raises (e.g. o35_149)", "h-ints"),
     ("lenient", "com.microsoft:GroupQueryAttention", "", "the EP returns values where ORT CPU raises (e.g. o0_53)", "h-harden (seqlens) / triage: generator past-KV form"),
-    ("lenient", "com.microsoft:RotaryEmbedding", "", "the EP returns values where ORT CPU raises (e.g. o44_85)", "h-harden"),
     ("mismatch", ":ArgMax", "", "values or shapes differ from ORT CPU (e.g. o50_28)", "h-ints"),
     ("mismatch", ":ArgMin", "", "values or shapes differ from ORT CPU (e.g. o1_142)", "h-ints"),
     ("mismatch", ":AveragePool", "", "values or shapes differ from ORT CPU (e.g. o56_48)", "untriaged"),
