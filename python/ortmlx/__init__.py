@@ -73,7 +73,10 @@ def library_path() -> str:
     """
     env = os.environ.get("ORTMLX_LIBRARY")
     if env:
-        return str(Path(env).resolve())
+        path = Path(env).resolve()
+        if not path.is_file():
+            raise FileNotFoundError(f"ORTMLX_LIBRARY names {path}, which is not a file")
+        return str(path)
     here = Path(__file__).resolve().parent
     for name in ("libortmlx.so", "libortmlx.dylib"):
         for candidate in (here / "lib" / name, here.parent.parent / "build" / name):
