@@ -115,3 +115,52 @@ def test_append_rejects_options_given_twice_and_bad_names():
         ortmlx.append_to_session_options(so, 3)
     with pytest.raises(ValueError, match="no_such_option"):
         ortmlx.append_to_session_options(so, ortmlx.EP_NAME, {"no_such_option": "1"})
+
+
+def _create_ep_factories_with(get_api, version: bytes):
+    """Calls the library's CreateEpFactories with an OrtApiBase whose GetApi and version string
+    the test chooses. Returns (error message or None, *num_factories)."""
+    import ctypes
+    from pathlib import Path
+
+    ort_lib = ctypes.CDLL(str(next(Path(ort.__file__).parent.glob("capi/libonnxruntime.so*"))))
+    ort_lib.OrtGetApiBase.restype = ctypes.c_void_p
+    get_api_t = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_uint32)
+    version_t = ctypes.CFUNCTYPE(ctypes.c_void_p)  # a pointer into `text`, kept alive below
+    real = ctypes.cast(ort_lib.OrtGetApiBase(), ctypes.POINTER(ctypes.c_void_p * 2)).contents
+    real_get_api = get_api_t(real[0])
+
+    class ApiBase(ctypes.Structure):
+        _fields_ = [("GetApi", get_api_t), ("GetVersionString", version_t)]
+
+    text = ctypes.create_string_buffer(version)
+    keep = (get_api_t(lambda v: get_api(real_get_api, v)), version_t(lambda: ctypes.addressof(text)))
+    base = ApiBase(*keep)
+    lib = ctypes.CDLL(ortmlx.library_path())
+    lib.CreateEpFactories.restype = ctypes.c_void_p
+    lib.CreateEpFactories.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p,
+                                      ctypes.c_void_p, ctypes.c_size_t,
+                                      ctypes.POINTER(ctypes.c_size_t)]
+    factories = (ctypes.c_void_p * 1)()
+    num = ctypes.c_size_t(7)
+    status = lib.CreateEpFactories(b"probe", ctypes.addressof(base), None, factories, 1,
+                                   ctypes.byref(num))
+    if not status:
+        return None, num.value
+    # OrtApi's third member is GetErrorMessage in every version.
+    api = ctypes.cast(real_get_api(1), ctypes.POINTER(ctypes.c_void_p * 3)).contents
+    get_message = ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_void_p)(api[2])
+    return get_message(status).decode(), num.value  # the status is left (a few bytes)
+
+
+def test_library_refuses_an_older_onnxruntime():
+    msg, num = _create_ep_factories_with(lambda real, v: real(v), b"1.29.1")
+    assert num == 0
+    assert msg is not None and ">= 1.30" in msg and "1.29.1" in msg
+
+
+def test_library_refuses_an_onnxruntime_without_its_api_version():
+    # An ORT older than the headers' API version answers GetApi(ORT_API_VERSION) with null.
+    msg, num = _create_ep_factories_with(lambda real, v: real(v) if v < 20 else None, b"1.19.0")
+    assert num == 0
+    assert msg is not None and "C API version" in msg and "1.19.0" in msg
