@@ -65,3 +65,18 @@ format:
 
 clean:
 	rm -rf $(BUILD)/CMakeFiles $(BUILD)/libortmlx.so
+
+# Wheels that carry the library (setup.py): ortmlx-cpu from build/, ortmlx-cu13 from build-cuda/
+# (the existing trees: nothing is compiled twice), into dist/. pip fetches setuptools and wheel
+# for the isolated build.
+DIST := $(ROOT)/dist
+.PHONY: wheel wheel-cuda
+wheel: build
+	@rm -f $(DIST)/ortmlx_cpu-*.whl
+	@ORTMLX_FLAVOUR=cpu ORTMLX_BUILD_DIR=$(BUILD) ORTMLX_JOBS=$(JOBS) $(PY) -m pip wheel -q --no-deps -w $(DIST) $(ROOT)
+	@ls $(DIST)/ortmlx_cpu-*.whl
+
+wheel-cuda: build-cuda
+	@rm -f $(DIST)/ortmlx_cu13-*.whl
+	@ORTMLX_FLAVOUR=cuda ORTMLX_BUILD_DIR=$(BUILD_CUDA) ORTMLX_JOBS=$(JOBS) $(VENV_CUDA)/bin/python -m pip wheel -q --no-deps -w $(DIST) $(ROOT)
+	@ls $(DIST)/ortmlx_cu13-*.whl

@@ -1,4 +1,4 @@
-"""python -m ortmlx {demo,info,options}"""
+"""python -m ortmlx {demo,info,options,doctor,run}"""
 
 from __future__ import annotations
 
@@ -13,7 +13,12 @@ def main(argv=None) -> int:
     demo = sub.add_parser("demo", help="run the embedded demo model on MLX and on ORT CPU")
     demo.add_argument("--seed", type=int, default=0)
     sub.add_parser("options", help="provider options and environment variables of the EP")
+    from ortmlx import cli
+
+    cli.add_subcommands(sub)
     args = parser.parse_args(argv)
+    if args.cmd in ("doctor", "run"):
+        return cli.dispatch(args)
     if args.cmd == "info":
         import ortmlx
 
