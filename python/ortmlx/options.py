@@ -52,6 +52,9 @@ OPTIONS: tuple[Option, ...] = (
            "AttentionVJP beyond the dense limit: kernel (fused CPU kernel; an error on GPU "
            "backends), blocked (MLX ops by query blocks, any backend) or auto (default: kernel on "
            "MLX CPU, blocked on GPU backends)", "blocked"),
+    Option("attention_vjp_mlx_ops", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_MLX_OPS", "flag",
+           "tests: AttentionVJP picks and runs its paths as on GPU backends (MLX ops: dense, "
+           "blocked, native) also on MLX's CPU backend", "1"),
     Option("cpu_claim", "ONNXRUNTIME_EP_MLX_CPU_CLAIM", "auto|all",
            "what the EP claims on MLX's CPU backend: auto (default: only what runs at least as "
            "fast there as on ORT's CPU EP, today the AttentionVJP training kernels) or all (every "

@@ -32,6 +32,7 @@ from ortmlx.testing import EpRun, assert_ran_on_ep, mlx_backend, run_cpu
 LIMIT_ENV = "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_DENSE_LIMIT_BYTES"
 NATIVE_ENV = "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_NATIVE"
 TILED_ENV = "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_TILED"
+MLX_OPS_ENV = "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_MLX_OPS"
 HUGE_LIMIT = str(1 << 40)  # forces dense for any test shape
 DENSE_LABEL = "onnax GEMM attention VJP"
 TILED_LABEL = "onnax tiled attention VJP"
@@ -728,36 +729,35 @@ def _same_non_finite(got, want, what, mag):
                                err_msg=what)
 
 
-def _loud_non_finite(got, want, what, mag):
-    """The MLX-op paths' promise: where both are finite they agree, and a gradient the reference
-    makes non-finite is non-finite somewhere (never a silently finite answer). NaN positions may
-    differ: those paths skip keys no row of a block can see, and a row whose scores hold NaN or
-    +Inf gives NaN where the reference calls the row dead and gives zeros."""
-    assert got.shape == want.shape, (what, got.shape, want.shape)
-    both = np.isfinite(got) & np.isfinite(want)
-    np.testing.assert_allclose(got[both], want[both], rtol=1e-4, atol=1e-4 * max(mag, 1e-3),
-                               err_msg=what)
-    if not np.isfinite(want).all():
-        assert not np.isfinite(got).all(), f"{what}: finite where the reference is not"
-
-
+@pytest.mark.parametrize("mlx_ops", [False, True], ids=["default", "mlx_ops"])
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf], ids=["nan", "inf", "-inf"])
 @pytest.mark.parametrize("which", ["Q", "K", "V", "Y", "dY", "Mask"])
 @pytest.mark.parametrize("variant", NONFINITE_VARIANTS, ids=lambda v: f"{v[0]}_r{v[1]}_"
                          f"{'rec' if v[2] else 'plain'}_c{v[3]}_m{v[4]}")
-def test_non_finite_inputs_follow_the_reference(variant, which, value, rng, monkeypatch,
-                                                claim_landed):
+def test_non_finite_inputs_follow_the_reference(variant, which, value, mlx_ops, rng,
+                                                monkeypatch, claim_landed):
     """Regression (issue 8): NaN/Inf in Q, V, Y or dY gave finite gradients on the CPU paths
     where the float64 reference (and ORT CPU running the body) give NaN: the fused kernel skipped
     keys a row cannot see (causal, beyond a narrow mask) and zeroed them, while the reference's
     products run over every pair (0 * NaN = NaN); a row with a NaN or +Inf score is dead in the
     reference. The kernel now runs over all keys when an input is non-finite, and the native
     path takes the kernel's answer for such inputs. The value sits at the last key (hidden by
-    causal/narrow masks from some rows) or the first query row."""
+    causal/narrow masks from some rows) or the first query row.
+
+    The MLX-op paths (dense, blocked and native on GPU backends; blocked on any) follow the same
+    positions exactly (on an H200 they did not: NaN for dead rows and for whole tensors where
+    the reference has zeros). mlx_ops: the attention_vjp_mlx_ops option makes MLX's CPU backend
+    run them, so every path label here is also covered as a GPU backend runs it."""
     path, rank, recompute, causal, kind, mshape = variant
     if (which == "Y" and recompute) or (which == "Mask" and kind != 2):
         pytest.skip("no such input")
+    if mlx_ops and mlx_backend() == "gpu":
+        pytest.skip("GPU backends run the MLX-op paths already")
     set_path(monkeypatch, path)
+    if mlx_ops:
+        monkeypatch.setenv(MLX_OPS_ENV, "1")
+    else:
+        monkeypatch.delenv(MLX_OPS_ENV, raising=False)
     model = attention_vjp_model(2, 4, 6, 4, 2, 32 if recompute else 16, rank=rank,
                                 causal=causal, mask_kind=kind, mask_shape=mshape,
                                 recompute=recompute)
@@ -776,13 +776,9 @@ def test_non_finite_inputs_follow_the_reference(variant, which, value, rng, monk
         grads = attention_vjp_reference_for(model, feeds, outputs=(0, 1, 2))
     mag = max([float(np.abs(g[np.isfinite(g)]).max()) for g in grads if np.isfinite(g).any()]
               or [0.0])
-    # The fused CPU kernel (and the native path on the CPU backend, which defers to it for such
-    # inputs) follows the reference's NaN/Inf positions; the MLX-op paths (blocked, and dense or
-    # native on a GPU) promise less: see _loud_non_finite and docs/ATTENTION_VJP.md.
-    exact = mlx_backend() != "gpu" and path != "blocked"
-    check = _same_non_finite if exact else _loud_non_finite
+    # Every path follows the reference's NaN/Inf positions (docs/ATTENTION_VJP.md).
     for o, g, w in zip(parse_attention_vjp_name(contract_op(model)).outputs, got, want):
-        check(g, w, f"d{'QKV'[o]}", mag)
+        _same_non_finite(g, w, f"d{'QKV'[o]}", mag)
 
 
 def test_reference_masks_keys_beyond_a_narrow_additive_mask(rng):

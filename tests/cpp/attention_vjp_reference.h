@@ -264,12 +264,14 @@ struct Outcome {
 inline Outcome run_translator(
     const Problem& p, const Data& x, std::optional<uint64_t> limit,
     std::optional<bool> native = std::nullopt,
-    EpOptions::AttentionVjpTiled tiled = EpOptions::AttentionVjpTiled::kAuto) {
+    EpOptions::AttentionVjpTiled tiled = EpOptions::AttentionVjpTiled::kAuto,
+    bool mlx_ops = false) {
   Plan plan;
   plan.name = "fused";
   plan.options.attention_vjp_dense_limit_bytes = limit;
   plan.options.attention_vjp_native = native;
   plan.options.attention_vjp_tiled = tiled;
+  plan.options.attention_vjp_mlx_ops = mlx_ops;
   TranslationContext ctx(plan);
   NodeDesc node;
   node.name = "attention_vjp";

@@ -36,6 +36,9 @@ const std::vector<OptionSpec>& option_specs() {
        "AttentionVJP beyond the dense limit: kernel (fused CPU kernel; an error on GPU backends), "
        "blocked (MLX ops by query blocks, any backend) or auto (default: kernel on MLX CPU, "
        "blocked on GPU backends)"},
+      {"attention_vjp_mlx_ops", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_MLX_OPS", "flag",
+       "tests: AttentionVJP picks and runs its paths as on GPU backends (MLX ops: dense, blocked, "
+       "native) also on MLX's CPU backend"},
       {"cpu_claim", "ONNXRUNTIME_EP_MLX_CPU_CLAIM", "auto|all",
        "what the EP claims on MLX's CPU backend: auto (default: only what runs at least as fast "
        "there as on ORT's CPU EP, today the AttentionVJP training kernels) or all (every node it "
@@ -164,6 +167,8 @@ EpOptions EpOptions::resolve(
       if (!v->empty() || from_session) o.tf32 = flag();
     } else if (key == "cpu_claim") {
       o.cpu_claim = parse_cpu_claim(spec, *v, from_session);
+    } else if (key == "attention_vjp_mlx_ops") {
+      o.attention_vjp_mlx_ops = flag();
     } else if (key == "attention_vjp_tiled") {
       o.attention_vjp_tiled = parse_tiled(spec, *v, from_session);
     } else if (key == "attention_vjp_dense_limit_bytes") {

@@ -45,6 +45,9 @@ struct EpOptions {
   // (a clear error on GPU backends); kBlocked = blocked MLX ops on any backend (tests, A/B).
   enum class AttentionVjpTiled { kAuto, kKernel, kBlocked };
   AttentionVjpTiled attention_vjp_tiled = AttentionVjpTiled::kAuto;
+  // Tests: AttentionVJP picks and runs its paths as on a GPU backend (MLX ops: dense, blocked,
+  // native) also on MLX's CPU backend, where the fused CPU kernel runs by default.
+  bool attention_vjp_mlx_ops = false;
   // What the EP claims on MLX's CPU backend: kAuto = only the op entries measured at least as
   // fast there as on ORT's CPU EP (OpEntry::cpu_default: the fused training kernels); the rest
   // is left to ORT's CPU EP, so adding the EP never slows a model down on a CPU-only machine.

@@ -112,7 +112,10 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
 
   const auto explicit_limit = ctx.options().attention_vjp_dense_limit_bytes;
   const bool dense = use_dense(c, {b, c.hq, sq, c.d}, {b, c.hk, sk, c.d}, explicit_limit);
-  const bool on_cpu = mx::to_stream(s).device.type == mx::Device::cpu;
+  // The fused CPU kernel runs only on MLX's CPU backend; the attention_vjp_mlx_ops test option
+  // makes the CPU backend take the GPU backends' MLX-op paths instead.
+  const bool on_cpu =
+      mx::to_stream(s).device.type == mx::Device::cpu && !ctx.options().attention_vjp_mlx_ops;
 
   std::vector<mx::array> results;  // in the order of c.outputs, original layout
   auto bind_bhsd = [&](const std::array<mx::array, 3>& grads) {
@@ -145,8 +148,8 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
     if (!on_cpu)
       throw std::runtime_error(
           "AttentionVJP beyond the dense limit: attention_vjp_tiled=kernel asks for the fused CPU "
-          "kernel, which runs only on MLX's CPU backend, and this session runs on a GPU backend; "
-          "use attention_vjp_tiled=auto or blocked");
+          "kernel, which runs only on MLX's CPU backend, and this session runs on a GPU backend "
+          "(or sets attention_vjp_mlx_ops); use attention_vjp_tiled=auto or blocked");
     results = cpu_kernel(c, in, s);
     ctx.mark_fast(node, kTiledLabel);
   };
@@ -162,7 +165,7 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
   const bool within_default =
       use_dense(plain, {b, c.hq, sq, c.d}, {b, c.hk, sk, c.d}, std::nullopt);
   if (native) {
-    bind_bhsd(native_sdpa(c, bhsd_inputs(), s));
+    bind_bhsd(native_sdpa(c, bhsd_inputs(), s, /*mlx_ops=*/!on_cpu));
     ctx.mark_fast(node, kNativeLabel);
   } else if (dense && (!native_requested || within_default)) {
     // On the CPU backend MLX's own matmul is slow (reference BLAS): the fused kernel is faster

@@ -9,7 +9,20 @@
 //     dK += dS^T Q (scaled once at the end)   dV += P^T dY
 // Only the keys a block can see take part: causal (top-left) rows below r1 never see keys >= r1,
 // and keys at or beyond a narrow mask's width are masked for every row, so the block's key range
-// stops there and its dK/dV parts are zero-padded to Sk.
+// stops there and its dK/dV parts are padded to Sk.
+//
+// Non-finite inputs. The reference's products run over every key, so a key a block leaves out
+// still adds 0 * x terms: zero, or NaN where x is not finite. Those terms are reproduced exactly
+// by O(S x D) flags (x * 0 is 0 or NaN; a sum of flags is NaN iff one is), never by computing the
+// left-out keys. For a block's row i and a left-out key j (P_ij = 0):
+//   dS_ij = 0 * (dY_i.V_j - delta_i) is NaN iff delta_i or V_j is not finite (dY_i.V_j is not
+//     finite iff dY_i or V_j is not, and a non-finite dY_i makes delta_i non-finite too);
+//   Recompute Y_i gains 0 * V_j (per head dim), before delta_i is formed;
+//   dQ_i gains dS_ij K_j: NaN where dS_ij is, or per head dim where K_j is not finite;
+//   dK_j gains dS_ij Q_i: NaN where dS_ij is, or per head dim where Q_i is not finite;
+//   dV_j gains 0 * dY_i: NaN per head dim where dY_i is not finite.
+// The key-side flags over j >= kn are suffix sums (one reverse cumsum over the keys); the row-side
+// flags are sums over the block's rows. Adding a zero flag leaves a finite result bit-exact.
 //
 // Evaluation order. MLX orders a lazy graph by its data edges only. Without extra edges the
 // blocks are independent (each block's dS feeds both its dQ rows and the dK sum), so the
@@ -116,13 +129,6 @@ std::array<mx::array, 3> blocked_mlx(const Config& c, const Bhsd& t, mx::StreamO
   auto keys_of = [&](const mx::array& a, int n) {
     return n == sk ? a : mx::slice(a, {0, 0, 0, 0}, {b, hk, n, d}, s);
   };
-  // (Bm, Hm, R|1, X) bias-shaped -> 5-D against (B, HK, G, R, X), splitting a non-broadcast head
-  // axis into (kv head, group).
-  auto to5 = [&](const mx::array& a) {
-    const mx::Shape sh = a.shape();
-    return sh[1] == 1 ? mx::reshape(a, {sh[0], 1, 1, sh[2], sh[3]}, s)
-                      : mx::reshape(a, {sh[0], hk, g, sh[2], sh[3]}, s);
-  };
   // The mask in 4-D: its row axis is 1 (shared by every block) or Sq (sliced per block).
   std::optional<mx::array> mask4;
   int key_limit = sk;
@@ -132,6 +138,22 @@ std::array<mx::array, 3> blocked_mlx(const Config& c, const Bhsd& t, mx::StreamO
     mask4 = mx::reshape(t.mask, shape, s);
     if (shape[3] != 1) key_limit = std::max(1, std::min(sk, shape[3]));  // narrow: keys masked
   }
+
+  // Flags of the keys left out of some block (see the top): per key, V_j not finite (B,HK,Sk,1);
+  // suffix sums over keys j >= n of, per head dim, 0 * K_j plus V_j's flag (dQ), and of 0 * V_j
+  // (the Recompute Y). Built only when a block leaves keys out.
+  const bool skips = c.causal || key_limit < sk;
+  const mx::array zero(0.f);
+  std::optional<mx::array> v_flag, dq_suffix, y_suffix;
+  if (skips) {
+    const mx::array v0 = mx::multiply(v, zero, s);
+    v_flag = mx::sum(v0, -1, true, s);
+    dq_suffix = mx::cumsum(mx::add(mx::multiply(t.k, zero, s), *v_flag, s), 2, true, true, s);
+    if (!t.y) y_suffix = mx::cumsum(v0, 2, true, true, s);
+  }
+  auto suffix_at = [&](const mx::array& a, int n) {  // (B, HK, 1, D): the sum over keys >= n
+    return mx::slice(a, {0, 0, n, 0}, {b, hk, n + 1, d}, s);
+  };
 
   std::vector<mx::array> dq_blocks;
   std::optional<mx::array> dk, dv;  // accumulated over blocks; dK without the scale
@@ -164,57 +186,55 @@ std::array<mx::array, 3> blocked_mlx(const Config& c, const Bhsd& t, mx::StreamO
                accumulators * acc_bytes * (kn < sk ? 2 : 1);
 
     const mx::array q4 = mx::reshape(in[0], {b, hk, g * r, d}, s);
-    mx::array dy4 = mx::reshape(in[1], {b, hk, g * r, d}, s);
+    const mx::array dy4 = mx::reshape(in[1], {b, hk, g * r, d}, s);
     const mx::array kb = keys_of(ks, kn);
     const mx::array vb = keys_of(v, kn);
 
     // Few passes over the (B, HQ, R, kn) tiles: each one is a live buffer (and MLX allocates a
     // task's output before it runs), so the per-block footprint is a small multiple of a tile.
-    mx::array s5 =
+    const mx::array s5 =
         mx::reshape(mx::matmul(q4, mx::swapaxes(kb, -1, -2, s), s), {b, hk, g, r, kn}, s);
     const std::optional<mx::array> causal_rows =
         c.causal ? std::optional<mx::array>(in[causal_at]) : std::nullopt;
     const mx::array mask_rows = mask4 ? in[mask_at] : t.mask;
-    if (auto bias = additive_bias(c, mask_rows, r, kn, s, causal_rows)) {
-      if (c.mask != 0) {
-        // A row with every key masked gives zeros, never NaN (the contract): an ordinary softmax
-        // over a zero bias there, and a zero incoming gradient (dY * 0, so that a NaN/Inf in dY
-        // still poisons the gradients as in the reference), with which the row contributes
-        // exactly nothing (dP = 0, delta = 0, P^T dY = 0). Causal alone never empties a row.
-        const mx::array dead = mx::all(mx::isneginf(*bias, s), -1, true, s);
-        bias = mx::where(dead, mx::array(0.f), *bias, s);
-        const mx::array dy5 = mx::reshape(dy4, {b, hk, g, r, d}, s);
-        dy4 = mx::reshape(
-            mx::where(to5(dead), mx::multiply(dy5, mx::array(0.f), s), dy5, s),
-            {b, hk, g * r, d}, s);
-      }
-      s5 = mx::add(s5, to5(*bias), s);
-    }
-    const mx::array p = mx::reshape(mx::softmax(s5, -1, true, s), {b, hk, g * r, kn}, s);
+    const mx::array p =
+        mx::reshape(exact_probs(c, s5, score_mask(c, mask_rows, r, kn, s, causal_rows), s),
+                    {b, hk, g * r, kn}, s);
 
-    const mx::array y4 = t.y ? mx::reshape(in[y_at], {b, hk, g * r, d}, s) : mx::matmul(p, vb, s);
+    const bool clipped = kn < sk;
+    mx::array y4 = t.y ? mx::reshape(in[y_at], {b, hk, g * r, d}, s) : mx::matmul(p, vb, s);
+    if (!t.y && clipped) y4 = mx::add(y4, suffix_at(*y_suffix, kn), s);
     const mx::array dp = mx::matmul(dy4, mx::swapaxes(vb, -1, -2, s), s);
     const mx::array delta = mx::sum(mx::multiply(dy4, y4, s), -1, true, s);
     const mx::array ds = mx::multiply(p, mx::subtract(dp, delta, s), s);
+    const mx::array row_flag = mx::multiply(delta, zero, s);  // (B, HK, G*R, 1)
 
-    // Zero rows for the keys beyond this block's range.
-    auto to_sk = [&](const mx::array& part) {
-      return kn == sk ? part
-                      : mx::pad(part, {{0, 0}, {0, 0}, {0, sk - kn}, {0, 0}}, mx::array(0.f),
-                                "constant", s);
+    // The parts of the keys beyond this block's range: their flags (see the top).
+    auto to_sk = [&](const mx::array& part, const mx::array& rest) {
+      return clipped ? mx::concatenate({part, mx::broadcast_to(rest, {b, hk, sk - kn, d}, s)}, 2, s)
+                     : part;
     };
     std::vector<mx::array> done;
     if (want_q) {
-      dq_blocks.push_back(mx::reshape(mx::matmul(ds, kb, s), {b, c.hq, r, d}, s));
+      mx::array dq = mx::matmul(ds, kb, s);
+      if (clipped) dq = mx::add(dq, mx::add(row_flag, suffix_at(*dq_suffix, kn), s), s);
+      dq_blocks.push_back(mx::reshape(dq, {b, c.hq, r, d}, s));
       done.push_back(dq_blocks.back());
     }
     if (want_k) {
-      const mx::array part = to_sk(mx::matmul(mx::swapaxes(ds, -1, -2, s), q4, s));
+      mx::array rest = zero;
+      if (clipped) {
+        const mx::array from_rows = mx::add(mx::sum(row_flag, 2, true, s),
+                                            mx::sum(mx::multiply(q4, zero, s), 2, true, s), s);
+        rest = mx::add(from_rows, mx::slice(*v_flag, {0, 0, kn, 0}, {b, hk, sk, 1}, s), s);
+      }
+      const mx::array part = to_sk(mx::matmul(mx::swapaxes(ds, -1, -2, s), q4, s), rest);
       dk = dk ? mx::add(*dk, part, s) : part;
       done.push_back(*dk);
     }
     if (want_v) {
-      const mx::array part = to_sk(mx::matmul(mx::swapaxes(p, -1, -2, s), dy4, s));
+      const mx::array rest = clipped ? mx::sum(mx::multiply(dy4, zero, s), 2, true, s) : zero;
+      const mx::array part = to_sk(mx::matmul(mx::swapaxes(p, -1, -2, s), dy4, s), rest);
       dv = dv ? mx::add(*dv, part, s) : part;
       done.push_back(*dv);
     }
@@ -223,22 +243,6 @@ std::array<mx::array, 3> blocked_mlx(const Config& c, const Bhsd& t, mx::StreamO
   if (want_q) out[0] = dq_blocks.size() == 1 ? dq_blocks[0] : mx::concatenate(dq_blocks, 2, s);
   if (want_k) out[1] = mx::multiply(*dk, mx::array(c.scale), s);
   if (want_v) out[2] = *dv;
-  // Keys left out of some blocks' products would hide a NaN/Inf there, where the reference (and
-  // the function body on ORT) gets NaN through 0 * NaN: a silently finite gradient. Adding
-  // sum(x * 0) over the skipped operand keeps finite results bit-exact (x * 0 is +-0) and makes
-  // the gradients the reference poisons non-finite: K reaches dQ (per head dim), V reaches dQ
-  // (whole head) and dK (per key) through dP = dY V^T. O(S x D), against O(S^2 x D) above.
-  if (c.causal || key_limit < sk) {
-    const mx::array zero(0.f);
-    if (want_q) {
-      const mx::array from_k = mx::sum(mx::multiply(ks, zero, s), 2, true, s);     // B,HK,1,D
-      const mx::array from_v = mx::sum(mx::multiply(v, zero, s), {2, 3}, true, s);  // B,HK,1,1
-      const mx::array poison = mx::reshape(mx::add(from_k, from_v, s), {b, hk, 1, 1, d}, s);
-      out[0] = mx::reshape(
-          mx::add(mx::reshape(out[0], {b, hk, g, sq, d}, s), poison, s), t.q.shape(), s);
-    }
-    if (want_k) out[1] = mx::add(out[1], mx::sum(mx::multiply(v, zero, s), 3, true, s), s);
-  }
   return out;
 }
 

@@ -1,5 +1,10 @@
 // The dense AttentionVJP pullback with MLX ops (scores materialised; runs on every MLX backend),
-// and the explicit additive bias shared with the native path.
+// the key visibility shared with the blocked and native paths, and the exact softmax.
+//
+// Non-finite inputs follow the float64 reference (docs/ATTENTION_VJP.md, "Non-finite inputs"):
+// hidden keys are selected away (adding -inf to a NaN or +Inf score would give NaN, a visible
+// NaN), a row whose visible scores hold NaN or +Inf is a dead row (P = 0), and every product
+// runs over every key, so 0 * NaN reaches the gradients as in the reference.
 #include <limits>
 
 #include <mlx/ops.h>
@@ -12,34 +17,66 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 }
 
-std::optional<mx::array> additive_bias(const Config& c, const mx::array& mask, int sq, int sk,
-                                       mx::StreamOrDevice s,
-                                       const std::optional<mx::array>& query_rows) {
-  std::optional<mx::array> bias;
+ScoreMask score_mask(const Config& c, const mx::array& mask, int sq, int sk, mx::StreamOrDevice s,
+                     const std::optional<mx::array>& query_rows) {
+  ScoreMask out;
   if (c.mask != 0) {
     mx::Shape shape = mask.shape();
     while (shape.size() < 4) shape.insert(shape.begin(), 1);
     mx::array m = mx::reshape(mask, shape, s);
-    m = c.mask == 1 ? mx::where(m, mx::array(0.f), mx::array(kNegInf), s)
-                    : mx::astype(m, mx::float32, s);
     const int width = shape[3];
-    if (width != 1 && width > sk) {
+    if (width != 1 && width > sk)
       m = mx::slice(m, {0, 0, 0, 0}, {shape[0], shape[1], shape[2], sk}, s);
-    } else if (width != 1 && width < sk) {
-      // Keys at or beyond the mask's width are masked.
-      m = mx::pad(m, {{0, 0}, {0, 0}, {0, 0}, {0, sk - width}}, mx::array(kNegInf), "constant", s);
+    if (c.mask == 1) {
+      // Keys at or beyond a narrow mask's width are hidden.
+      if (width != 1 && width < sk)
+        m = mx::pad(m, {{0, 0}, {0, 0}, {0, 0}, {0, sk - width}}, mx::array(false), "constant", s);
+      out.keep = m;
+    } else {
+      if (width != 1 && width < sk) {
+        // Hidden beyond the width (a select); the padded values are never seen.
+        m = mx::pad(m, {{0, 0}, {0, 0}, {0, 0}, {0, sk - width}}, mx::array(0.f), "constant", s);
+        out.keep = mx::reshape(mx::less(mx::arange(sk, mx::int32, s), mx::array(width), s),
+                               {1, 1, 1, sk}, s);
+      }
+      out.add = m;
     }
-    bias = m;
   }
   if (c.causal) {
     // Top-left alignment: key j is visible to query i iff j <= i (also when Sq != Sk).
     mx::array rows =
         mx::reshape(query_rows ? *query_rows : mx::arange(sq, mx::int32, s), {1, 1, sq, 1}, s);
     mx::array cols = mx::reshape(mx::arange(sk, mx::int32, s), {1, 1, 1, sk}, s);
-    mx::array hidden = mx::greater(cols, rows, s);
-    bias = mx::where(hidden, mx::array(kNegInf), bias ? *bias : mx::array(0.f), s);
+    mx::array seen = mx::less_equal(cols, rows, s);
+    out.keep = out.keep ? mx::logical_and(*out.keep, seen, s) : seen;
   }
-  return bias;
+  return out;
+}
+
+std::optional<mx::array> additive_bias(const Config& c, const mx::array& mask, int sq, int sk,
+                                       mx::StreamOrDevice s,
+                                       const std::optional<mx::array>& query_rows) {
+  const ScoreMask m = score_mask(c, mask, sq, sk, s, query_rows);
+  if (!m.keep) return m.add;
+  return mx::where(*m.keep, m.add ? *m.add : mx::array(0.f), mx::array(kNegInf), s);
+}
+
+mx::array exact_probs(const Config& c, mx::array s5, const ScoreMask& m, mx::StreamOrDevice s) {
+  // (Bm, Hm, R|1, Sk) -> 5-D against (B, HK, G, R, Sk), splitting a non-broadcast head axis.
+  auto to5 = [&](const mx::array& a) {
+    const mx::Shape sh = a.shape();
+    return sh[1] == 1 ? mx::reshape(a, {sh[0], 1, 1, sh[2], sh[3]}, s)
+                      : mx::reshape(a, {sh[0], c.hk, c.group(), sh[2], sh[3]}, s);
+  };
+  // The additive mask is added (a -inf value hides a finite or -inf score; on +Inf or NaN it
+  // gives NaN, a visible NaN, as in the reference); causal, boolean and width masks select.
+  if (m.add) s5 = mx::add(s5, to5(*m.add), s);
+  if (m.keep) s5 = mx::where(to5(*m.keep), s5, mx::array(kNegInf), s);
+  // A live row (a visible finite score, no visible NaN or +Inf) has a finite log-sum-exp; a
+  // dead row gets NaN, +Inf or -Inf there, whatever max does with NaN (exp(NaN - m) is NaN, and
+  // +Inf - +Inf is NaN): P = 0 there. exp(S - lse) is the softmax in one pass over the tile.
+  const mx::array lse = mx::logsumexp(s5, -1, true, s);
+  return mx::where(mx::isfinite(lse, s), mx::exp(mx::subtract(s5, lse, s), s), mx::array(0.f), s);
 }
 
 std::array<mx::array, 3> dense_mlx(const Config& c, const Bhsd& t, mx::StreamOrDevice s) {
@@ -54,21 +91,10 @@ std::array<mx::array, 3> dense_mlx(const Config& c, const Bhsd& t, mx::StreamOrD
 
   mx::array scores = mx::multiply(mx::matmul(q4, kt, s), mx::array(c.scale), s);
   mx::array s5 = mx::reshape(scores, {b, hk, g, sq, sk}, s);
-  if (auto bias = additive_bias(c, t.mask, sq, sk, s)) {
-    // (Bm, Hm, Sq|1, Sk) -> 5-D, splitting the head axis when it is not broadcast.
-    const mx::Shape bs = bias->shape();
-    mx::array b5 = bs[1] == 1 ? mx::reshape(*bias, {bs[0], 1, 1, bs[2], bs[3]}, s)
-                              : mx::reshape(*bias, {bs[0], hk, g, bs[2], bs[3]}, s);
-    s5 = mx::add(s5, b5, s);
-  }
-  // Softmax with fully masked rows (max = -inf) giving zeros instead of NaN.
-  mx::array mx_ = mx::max(s5, -1, true, s);
-  mx::array dead = mx::isneginf(mx_, s);
-  mx::array e = mx::exp(mx::subtract(s5, mx::where(dead, mx::array(0.f), mx_, s), s), s);
-  mx::array sum = mx::sum(e, -1, true, s);
-  mx::array p5 = mx::where(dead, mx::array(0.f), mx::divide(e, sum, s), s);
+  mx::array p5 = exact_probs(c, s5, score_mask(c, t.mask, sq, sk, s), s);
   mx::array p = mx::reshape(p5, {b, hk, g * sq, sk}, s);
 
+  // Every product runs over every key and row (hidden ones hold P = 0), as in the reference.
   mx::array y4 = t.y ? mx::reshape(*t.y, {b, hk, g * sq, d}, s) : mx::matmul(p, t.v, s);
   mx::array dv = mx::matmul(mx::swapaxes(p, -1, -2, s), dy4, s);
   mx::array dp = mx::matmul(dy4, vt, s);

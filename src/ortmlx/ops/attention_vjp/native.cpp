@@ -1,6 +1,17 @@
-// The native AttentionVJP path (Recompute form without an explicit dense limit): recompute the
-// forward with MLX's fused SDPA and differentiate it with mx::vjp.
+// The native AttentionVJP path (Recompute form without an explicit dense limit).
 //
+// GPU backends (and the attention_vjp_mlx_ops test option): dense_mlx. Differentiating MLX's SDPA
+// cannot follow the reference for non-finite inputs (it adds -inf to NaN scores, turns a row with
+// a NaN score into NaN instead of zeros, and forms delta as sum(P * dP)), and being exact needs
+// the score tile (a row is dead or not depending on the signs of Q.K for each key), which the
+// SDPA vjp does not expose; computing it in addition would be a second dense pass. It is not
+// needed: for float32 under mx::vjp, MLX runs SDPA as its unfused fallback (matmul, softmax,
+// matmul: the CUDA fused kernels are float16/bfloat16 or inference-only), whose vjp materialises
+// the same (B, HQ, Sq, Sk) tiles and runs the same six GEMMs as dense_mlx. dense_mlx forms delta
+// from rowsum(dY * Y) (O(S x D)) where the softmax vjp takes sum(P * dP) over the tile.
+//
+// MLX's CPU backend, by default: recompute the forward with MLX's fused SDPA and differentiate
+// it with mx::vjp, as follows.
 // Conventions bridged here:
 //  - MLX's "causal" mode is bottom-right aligned; ours is top-left. We never use the mode: causal
 //    and the mask are folded into one explicit additive bias (additive_bias).
@@ -23,7 +34,9 @@
 
 namespace ortmlx::attention_vjp {
 
-std::array<mx::array, 3> native_sdpa(const Config& c, const Bhsd& t, mx::StreamOrDevice s) {
+std::array<mx::array, 3> native_sdpa(const Config& c, const Bhsd& t, mx::StreamOrDevice s,
+                                     bool mlx_ops) {
+  if (mlx_ops) return dense_mlx(c, t, s);
   const int sq = t.q.shape(2), sk = t.k.shape(2);
   std::optional<mx::array> bias = additive_bias(c, t.mask, sq, sk, s);
   mx::array dy = t.dy;
@@ -46,7 +59,6 @@ std::array<mx::array, 3> native_sdpa(const Config& c, const Bhsd& t, mx::StreamO
   };
   const std::vector<mx::array> grads = mx::vjp(forward, {t.q, t.k, t.v}, {dy}).second;
   std::array<mx::array, 3> out = {grads[0], grads[1], grads[2]};
-  if (mx::to_stream(s).device.type != mx::Device::cpu) return out;
 
   // Non-finite inputs: the CPU kernel's answer (inputs in (B, H, S, D), so as a rank-4 contract).
   Config c4 = c;

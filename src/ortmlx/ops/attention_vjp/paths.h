@@ -31,14 +31,28 @@ struct Bhsd {
   mx::array dy, mask;
 };
 
-// Additive float bias broadcastable to (B, HQ, Sq, Sk): causal (top-left) and the mask, with the
-// mask's last axis matched to Sk (narrower: missing keys masked; wider: sliced). -inf = masked.
-// nullopt when nothing is masked (causal 0, mask kind 0). `query_rows` (int32, Sq entries) are
-// the query indices of the bias rows for causal (default 0..Sq-1; the blocked path passes its
-// block's rows, with the mask already sliced to them).
+// Which keys each query row sees, for scores (B, HQ, Sq, Sk), as the reference decides it.
+// `keep` (bool, broadcastable): false where a key is hidden by a select (causal top-left, a false
+// boolean mask entry, keys at or beyond a narrow mask's width); `add`: the additive mask's values
+// (last axis matched to Sk), added to the scores. Either is absent when it does not apply.
+// `query_rows` (int32, Sq entries) are the query indices of the rows for causal (default
+// 0..Sq-1; the blocked path passes its block's rows, with the mask already sliced to them).
+struct ScoreMask {
+  std::optional<mx::array> keep, add;
+};
+ScoreMask score_mask(const Config& c, const mx::array& mask, int sq, int sk, mx::StreamOrDevice s,
+                     const std::optional<mx::array>& query_rows = std::nullopt);
+
+// The same as one additive float bias (-inf = hidden), for MLX's SDPA; nullopt when nothing is
+// masked (causal 0, mask kind 0).
 std::optional<mx::array> additive_bias(const Config& c, const mx::array& mask, int sq, int sk,
                                        mx::StreamOrDevice s,
                                        const std::optional<mx::array>& query_rows = std::nullopt);
+
+// P from scaled scores grouped by kv head, (B, HK, G, R, Sk), with the reference's semantics:
+// hidden keys selected away, a row with no visible finite score, or a visible NaN or +Inf score,
+// is all zeros (never NaN).
+mx::array exact_probs(const Config& c, mx::array s5, const ScoreMask& m, mx::StreamOrDevice s);
 
 // Dense pullback with MLX ops. Returns {dQ, dK, dV} in (B, H, S, D); unrequested ones are lazy
 // and never evaluated. With the Recompute form Y is recomputed from the dense probabilities.
@@ -58,10 +72,14 @@ std::array<mx::array, 3> blocked_mlx(const Config& c, const Bhsd& t, mx::StreamO
 // problem may use), at least 1, at most Sq, evened out over the blocks.
 int blocked_rows(const Config& c, int b, int sq, int sk, uint64_t budget = kDefaultDenseLimitBytes);
 
-// Recompute form: differentiates mx::fast::scaled_dot_product_attention with mx::vjp, with an
-// explicit additive bias (our causal is top-left, MLX's bottom-right) and fully masked rows
-// neutralised so they give zeros, never NaN. Returns {dQ, dK, dV} in (B, H, S, D).
-std::array<mx::array, 3> native_sdpa(const Config& c, const Bhsd& t, mx::StreamOrDevice s);
+// Recompute form. On MLX's CPU backend (`mlx_ops` false): differentiates
+// mx::fast::scaled_dot_product_attention with mx::vjp, with an explicit additive bias (our causal
+// is top-left, MLX's bottom-right) and fully masked rows neutralised so they give zeros, never
+// NaN; non-finite inputs take the fused CPU kernel's answer. With `mlx_ops` (GPU backends, or the
+// attention_vjp_mlx_ops test option): dense_mlx, which follows the reference exactly and runs the
+// same GEMMs as MLX's float32 SDPA vjp (see native.cpp). Returns {dQ, dK, dV} in (B, H, S, D).
+std::array<mx::array, 3> native_sdpa(const Config& c, const Bhsd& t, mx::StreamOrDevice s,
+                                     bool mlx_ops);
 
 // The fused CPU kernel, on the inputs in their ORIGINAL layout (rank 3 rows are read with a row
 // stride, no transposes). inputs: Q, K, V, [Y], dY, Mask (row-contiguous apart from the mask,
