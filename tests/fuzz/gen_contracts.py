@@ -282,8 +282,7 @@ class ContractCases:
         body_key = (base.name(), interface)
         if self.names.setdefault(name, body_key) != body_key:
             return None  # this name already has another body in the batch
-        nonfinite = (not mutated_name and interface is None and r.random() < 0.2
-                     and self.path != "blocked")
+        nonfinite = not mutated_name and interface is None and r.random() < 0.2
         ins = base.input_names()
         feeds = self.feeds(base, cid, nonfinite)
         # Declared dims where they differ from the feed's shape ("unknown": no shape; None
