@@ -64,7 +64,8 @@ run_one() {
     external) pytest_part external 400 tests/external ;;
     corpus) pytest_part corpus 300 tests/corpus ;;
     docs) pytest_part docs 120 tests/test_docs.py ;;
-    fuzz) ORTMLX_FUZZ_CASES=${ORTMLX_FUZZ_CASES:-3000} pytest_part fuzz 300 tests/fuzz ;;
+    fuzz) ORTMLX_FUZZ_CASES=${ORTMLX_FUZZ_CASES:-3000} ORTMLX_FUZZ_WORKERS=${ORTMLX_FUZZ_WORKERS:-4} \
+            ORTMLX_FUZZ_MEM_CAP_GB=0 pytest_part fuzz 400 tests/fuzz ;;
     demo) run_part demo 300 $py -m ortmlx demo ;;
     precision) run_part precision 300 $py scripts/gpu_precision.py ;;
     *) echo "unknown part $part" ;;
