@@ -53,6 +53,9 @@ void TranslationContext::mark_composed(const NodeDesc& node, std::string reason)
 }
 
 void TranslationContext::require(const NodeDesc& node, const mx::array& ok, std::string message) {
+  // An empty check holds vacuously, and is left out: MLX's CUDA backend traps (SIGFPE) reducing
+  // a 0-element array. Shapes are concrete here (plans are shape-keyed).
+  if (ok.size() == 0) return;
   // Reduced inside the graph: the host reads one bool per check, whatever the shape of `ok`.
   check_values_.push_back(mx::all(ok, stream_));
   checks_.push_back({node.label(), std::move(message)});
