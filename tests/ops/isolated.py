@@ -144,3 +144,26 @@ def check_hostile(model, feeds: dict, good_feeds: dict | None = None, *, op_type
     if good_feeds is not None:
         assert r["good_ok"], r["good_error"]
     return r
+
+
+def loose_model(op_type, inputs, attrs=None, initializers=None, n_outputs=1, opset=21,
+                domain=""):
+    """A one-node model (node 'node') WITHOUT shape inference or checks, which would reject some
+    hostile attributes before ORT's kernels see them. inputs: [(name, np dtype, shape)] graph
+    inputs; initializers: {name: np.ndarray}, appended to the node's inputs in order."""
+    import onnx
+    from onnx import helper
+
+    from opcheck import NP_TO_ONNX
+    from ortmlx.testing import make_model
+
+    initializers = initializers or {}
+    vis = [helper.make_tensor_value_info(n, NP_TO_ONNX[np.dtype(t)], s) for n, t, s in inputs]
+    names = [n for n, _, _ in inputs] + list(initializers)
+    outs = [f"y{i}" for i in range(n_outputs)]
+    node = helper.make_node(op_type, names, outs, name="node", domain=domain, **(attrs or {}))
+    inits = [onnx.numpy_helper.from_array(v, k) for k, v in initializers.items()]
+    graph = helper.make_graph([node], "g", vis, [onnx.ValueInfoProto(name=o) for o in outs],
+                              inits)
+    extra = {domain: 1} if domain else None
+    return make_model(graph, opset=opset, extra_opsets=extra, check=False)

@@ -42,3 +42,31 @@ def test_reverse_sequence(batch_axis, time_axis, dtype, extra, rng):
     attrs = {"batch_axis": batch_axis, "time_axis": time_axis}
     model = single_node_model("ReverseSequence", {"x": x, "lens": lens}, attrs=attrs)
     check_on_ep(model, {"x": x, "lens": lens})
+
+
+@pytest.mark.parametrize("size", [1001, 2**31 - 1])
+def test_lrn_size_beyond_channels_matches_cpu(size, rng):
+    from isolated import check_hostile, loose_model
+
+    # Window offsets beyond the channel count only reach zeros: clamped, not unrolled (size was
+    # narrowed to int and unrolled one slice per offset).
+    model = loose_model("LRN", [("x", np.float32, [1, 5, 3, 3])],
+                        {"size": size, "alpha": 0.5, "beta": 0.75, "bias": 1.0})
+    feeds = {"x": random_array(rng, (1, 5, 3, 3))}
+    if size < 2**20:
+        r = check_hostile(model, feeds, op_type="LRN")
+    else:  # ORT's CPU EP fails to allocate its window here; the EP's answer is still the sum
+        r = check_hostile(model, feeds, op_type="LRN", cpu=False)
+        assert r["error"] is None, r["error"]
+    assert "node" in r["executed"]
+
+
+@pytest.mark.parametrize("size", [2**32 + 1, 2**63 - 1])
+def test_lrn_refuses_size_beyond_int32(size, rng):
+    from isolated import check_hostile, loose_model
+
+    # 2^32 + 1 was narrowed to 1: a different model. ORT's CPU EP raises for these.
+    model = loose_model("LRN", [("x", np.float32, [1, 5, 3, 3])],
+                        {"size": size, "alpha": 0.5, "beta": 0.75, "bias": 1.0})
+    check_hostile(model, {"x": random_array(rng, (1, 5, 3, 3))}, op_type="LRN",
+                  refused="outside [")
