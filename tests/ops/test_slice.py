@@ -226,3 +226,20 @@ def test_expand_types(dtype, opset, rng):
     x = random_array(rng, (3, 1), dtype)
     model, feeds = model_with("Expand", x, {"shape": np.array([2, 3, 2], I64)}, opset=opset)
     check_on_ep(model, feeds)
+
+
+# ---------------------------------------------------------------- hostile int64 values
+
+@pytest.mark.parametrize("op", ["Tile", "Expand"])
+@pytest.mark.parametrize("values", [[2**30, 2**30, 4], [2**31, 1, 1], [2**32 + 1, 1, 1],
+                                    [2**30, 2**30, 2**30], [0, 2**31, 2**31]])
+def test_tile_expand_huge_outputs_clean_error(op, values):
+    from isolated import check_hostile, loose_model
+
+    # Output dims whose product overflows, or a dim beyond MLX's int32 dims: an error naming
+    # the node instead of a crash; the session then runs a good input.
+    model = loose_model(op, [("x", np.float32, [1, 1, 1]), ("r", np.int64, [3])])
+    x = np.array([[[1.5]]], np.float32)
+    good = {"x": x, "r": np.array([2, 3, 1], np.int64)}
+    check_hostile(model, {"x": x, "r": np.array(values, np.int64)}, good, op_type=op, error="",
+                  cpu=False)

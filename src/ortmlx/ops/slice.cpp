@@ -317,10 +317,13 @@ void translate_tile(TranslationContext& ctx, const NodeDesc& n) {
     throw std::runtime_error("repeats has " + std::to_string(reps.size()) +
                              " values for rank " + std::to_string(x.ndim()));
   std::vector<int> r;
-  for (int64_t v : reps) {
-    if (v < 0) throw std::runtime_error("repeats must be non-negative");
-    r.push_back(static_cast<int>(checked_shape({v})[0]));
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < reps.size(); ++i) {
+    if (reps[i] < 0) throw std::runtime_error("repeats must be non-negative");
+    r.push_back(checked_int(reps[i], "repeats"));
+    out.push_back(checked_mul(x.shape(static_cast<int>(i)), reps[i], "output dim"));
   }
+  checked_shape(out, x.dtype());
   if (x.ndim() == 0) {
     ctx.bind_output(n, 0, x);
     return;
@@ -355,7 +358,7 @@ void translate_expand(TranslationContext& ctx, const NodeDesc& n) {
                                std::to_string(b));
     out[i] = a == 1 ? b : a;
   }
-  ctx.bind_output(n, 0, mx::broadcast_to(x, checked_shape(out), ctx.stream()));
+  ctx.bind_output(n, 0, mx::broadcast_to(x, checked_shape(out, x.dtype()), ctx.stream()));
 }
 
 }  // namespace
