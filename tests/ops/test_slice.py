@@ -243,3 +243,39 @@ def test_tile_expand_huge_outputs_clean_error(op, values):
     good = {"x": x, "r": np.array([2, 3, 1], np.int64)}
     check_hostile(model, {"x": x, "r": np.array(values, np.int64)}, good, op_type=op, error="",
                   cpu=False)
+
+
+@pytest.mark.parametrize("sizes", [
+    [2**63 - 1, 2**63 - 1, 6],            # sums to 4 modulo 2^64
+    [2**62, 2**62, 2**62, 2**62 + 4],     # likewise
+    [-1, 5],
+    [0, 4],
+])
+def test_split_sizes_summing_modulo_2_64_raise_like_cpu(sizes, rng):
+    from isolated import check_hostile, loose_model
+
+    split = np.array(sizes, np.int64)
+    model = loose_model("Split", [("x", np.float32, [3, 4]), ("s", np.int64, [len(sizes)])],
+                        {"axis": 1}, n_outputs=len(sizes))
+    x = random_array(rng, (3, 4))
+    good = {"x": x, "s": np.array([1, 3] + [0] * (len(sizes) - 2), np.int64)}
+    check_hostile(model, {"x": x, "s": split}, good, op_type="Split",
+                  error=None if min(sizes) == 0 else "split size")
+
+
+@pytest.mark.parametrize("pads", [
+    [-(2**63), 0, 0, 0], [0, 0, -(2**63), 0], [-(2**63) + 5, 0, 0, 0], [2**63 - 1, 0, 0, 0],
+    [0, 2**32, 0, 0], [0, 2**31 - 3, 0, 0], [0, -3, 0, -2], [-1, 0, 0, 1],
+])
+def test_pad_extreme_pads_like_cpu(pads, rng):
+    from isolated import check_hostile, loose_model
+
+    # INT64_MIN was negated (overflow) and cropped the axis to nothing where ORT raises; a pad
+    # that makes a dim beyond int32 is an error naming the node (ORT fails to allocate it).
+    model = loose_model("Pad", [("x", np.float32, [3, 4]), ("p", np.int64, [4])],
+                        {"mode": "constant"})
+    x = random_array(rng, (3, 4))
+    good = {"x": x, "p": np.array([1, 0, 0, 1], np.int64)}
+    huge = max(pads) >= 2**31 - 3
+    check_hostile(model, {"x": x, "p": np.array(pads, np.int64)}, good, op_type="Pad",
+                  error="" if huge else None, cpu=not huge)

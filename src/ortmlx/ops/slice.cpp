@@ -178,9 +178,15 @@ void translate_split(TranslationContext& ctx, const NodeDesc& n) {
   if (static_cast<int64_t>(sizes.size()) != parts)
     throw std::runtime_error("split has " + std::to_string(sizes.size()) + " sizes for " +
                              std::to_string(parts) + " outputs");
+  // Summed with a check against the remaining size: sizes that add up to the dim only modulo
+  // 2^64 (two of 2^63 - 1 and a 6 for a dim of 4) are an error, as in ORT.
   int64_t total = 0;
   for (int64_t s : sizes) {
     if (s < 0) throw std::runtime_error("split sizes must be non-negative");
+    if (s > dim - total)
+      throw std::runtime_error("split size " + std::to_string(s) +
+                               " exceeds the remaining size of the axis (" +
+                               std::to_string(dim - total) + ")");
     total += s;
   }
   if (total != dim)
@@ -258,6 +264,9 @@ void translate_pad(TranslationContext& ctx, const NodeDesc& n) {
       throw std::runtime_error("negative pads are implemented for mode constant only");
     if (lo < 0 || hi < 0) {
       const int64_t dim = x.shape(axes[i]);
+      // Compared before negating: -INT64_MIN overflows.
+      if (lo < -dim || hi < -dim)
+        throw std::runtime_error("negative pads remove more than the dim");
       const int64_t b = lo < 0 ? -lo : 0, e = dim - (hi < 0 ? -hi : 0);
       if (e < b) throw std::runtime_error("negative pads remove more than the dim");
       x = slice_axis(x, axes[i], b, e - b, 1, ctx.stream());
@@ -274,6 +283,10 @@ void translate_pad(TranslationContext& ctx, const NodeDesc& n) {
     low.push_back(static_cast<int>(lo));
     high.push_back(static_cast<int>(hi));
   }
+  std::vector<int64_t> out_dims(x.shape().begin(), x.shape().end());
+  for (size_t i = 0; i < pad_axes.size(); ++i)
+    out_dims[static_cast<size_t>(pad_axes[i])] += int64_t{low[i]} + high[i];
+  checked_shape(out_dims, x.dtype());  // MLX would sum them in int32
   if (pad_axes.empty()) {
     ctx.bind_output(n, 0, x);
     return;
