@@ -118,3 +118,14 @@ def test_group_norm_refuses_num_groups_beyond_int32(num_groups, rng):
                         {"scale": random_array(rng, (4,)), "bias": random_array(rng, (4,))})
     check_hostile(model, {"x": random_array(rng, (2, 4, 3))}, op_type="GroupNormalization",
                   refused="outside [")
+
+
+def test_group_norm_empty_input_raises_like_cpu(rng):
+    from isolated import check_hostile, loose_model
+
+    model = loose_model("GroupNormalization", [("x", np.float32, [3, 1, "h", 2])],
+                        {"num_groups": 1}, {"scale": random_array(rng, (1,)),
+                                            "bias": random_array(rng, (1,))})
+    check_hostile(model, {"x": np.zeros((3, 1, 0, 2), np.float32)},
+                  {"x": random_array(rng, (3, 1, 4, 2))}, op_type="GroupNormalization",
+                  error="empty")

@@ -70,3 +70,17 @@ def test_lrn_refuses_size_beyond_int32(size, rng):
                         {"size": size, "alpha": 0.5, "beta": 0.75, "bias": 1.0})
     check_hostile(model, {"x": random_array(rng, (1, 5, 3, 3))}, op_type="LRN",
                   refused="outside [")
+
+
+@pytest.mark.parametrize("lens", [[2, 1, 0], [-1, 1, 1], [2**32 + 1, 1, 1], [-(2**63), 0, 1]])
+def test_reverse_sequence_lengths_out_of_range_raise_like_cpu(lens, rng):
+    from isolated import check_hostile, loose_model
+
+    # Lengths outside [0, steps] raise in ORT (2^32 + 1 was narrowed to 1 and reversed nothing);
+    # the check runs inside the graph, and a good run follows in the same session.
+    model = loose_model("ReverseSequence", [("x", np.float32, [1, 3]), ("lens", np.int64, [3])],
+                        {"batch_axis": 1, "time_axis": 0})
+    x = random_array(rng, (1, 3))
+    check_hostile(model, {"x": x, "lens": np.array(lens, np.int64)},
+                  {"x": x, "lens": np.array([1, 0, 1], np.int64)}, op_type="ReverseSequence",
+                  error="sequence_lens")

@@ -144,3 +144,15 @@ def test_per_axis_scale_length_like_cpu(op, x_shape, n_scale, n_zp, rng):
     mismatch = n_scale != 1 and (n_scale != x_shape[1] or (n_zp and n_zp != n_scale))
     r = check_hostile(model, feeds, op_type=op, error="per-axis" if mismatch else None)
     assert mismatch or "node" in r["executed"]
+
+
+def test_zero_point_shape_must_match_scale_like_cpu(rng):
+    from isolated import check_hostile, loose_model
+
+    # A one-element scale with a per-axis zero point: ORT raises (the shapes differ).
+    model = loose_model("DequantizeLinear", [("x", np.int8, [3, 2, "n", 2]),
+                                             ("sc", np.float32, [1]), ("zp", np.int8, [2])],
+                        {"axis": -3})
+    feeds = {"x": np.ones((3, 2, 0, 2), np.int8), "sc": np.array([0.5], np.float32),
+             "zp": np.array([1, -2], np.int8)}
+    check_hostile(model, feeds, op_type="DequantizeLinear", error="zero point shape")

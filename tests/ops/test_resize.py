@@ -187,3 +187,23 @@ def test_resize_scales_to_a_dim_beyond_int32_raise_then_run(rng):
     bad = {"x": np.array([[[[3, 7]]]], np.uint8)}
     good = {"x": np.zeros((1, 1, 1, 0), np.uint8)}
     check_hostile(model, bad, good, op_type="Resize", error="exceeds MLX's int32 dims", cpu=False)
+
+
+def test_resize_empty_input_or_output_like_cpu(rng):
+    from isolated import check_hostile, loose_model
+
+    # An empty input with a non-empty output raises in ORT; a scale rounding a dim to 0 gives
+    # an empty output.
+    sizes = np.array([1, 1, 6], np.int64)
+    model = loose_model("Resize", [("x", np.float32, [1, 1, "w"])],
+                        {"mode": "linear", "coordinate_transformation_mode": "asymmetric"},
+                        {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
+                         "sizes": sizes})
+    check_hostile(model, {"x": np.zeros((1, 1, 0), np.float32)},
+                  {"x": random_array(rng, (1, 1, 3))}, op_type="Resize", error="zero")
+    scales = np.array([1, 1, 0.4, 1], np.float32)
+    model = loose_model("Resize", [("x", np.float32, [5, 2, 2, 1])],
+                        {"mode": "cubic", "coordinate_transformation_mode": "align_corners"},
+                        {"roi": np.zeros(0, np.float32), "scales": scales})
+    r = check_hostile(model, {"x": random_array(rng, (5, 2, 2, 1))}, op_type="Resize")
+    assert r["outputs"][0].shape == (5, 2, 0, 1)

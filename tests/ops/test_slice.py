@@ -279,3 +279,29 @@ def test_pad_extreme_pads_like_cpu(pads, rng):
     huge = max(pads) >= 2**31 - 3
     check_hostile(model, {"x": x, "p": np.array(pads, np.int64)}, good, op_type="Pad",
                   error="" if huge else None, cpu=not huge)
+
+
+@pytest.mark.parametrize("shape, pads", [
+    ((2, 3, 1, 1), [0, -2, 2, 2, 0, 1, -2, -2]),  # crops past the input, made up by padding
+    ((3, 4), [2, -5, -4, 6]),
+    ((3, 4), [-3, 0, 3, 0]),
+    ((3, 4), [-2, 0, -2, 0]),                     # removes more than the dim: ORT raises
+])
+def test_pad_negative_pads_past_the_input_like_cpu(shape, pads, rng):
+    from isolated import check_hostile, loose_model
+
+    model = loose_model("Pad", [("x", np.int32, list(shape)), ("p", np.int64, [len(pads)])],
+                        {"mode": "constant"}, {"v": np.array(7, np.int32)})
+    x = rng.integers(-50, 50, shape).astype(np.int32)
+    good = {"x": x, "p": np.array([1] + [0] * (len(pads) - 1), np.int64)}
+    check_hostile(model, {"x": x, "p": np.array(pads, np.int64)}, good, op_type="Pad")
+
+
+def test_split_num_outputs_beyond_the_dim_raises_like_cpu(rng):
+    from isolated import check_hostile, loose_model
+
+    model = loose_model("Split", [("x", np.uint8, [1, "n"])], {"axis": 1, "num_outputs": 3},
+                        n_outputs=3)
+    good = {"x": rng.integers(0, 255, (1, 7)).astype(np.uint8)}
+    check_hostile(model, {"x": rng.integers(0, 255, (1, 2)).astype(np.uint8)}, good,
+                  op_type="Split", error="num_outputs")

@@ -155,10 +155,13 @@ TranslateFn translate_group_norm(bool per_group) {
       scale = mx::repeat(scale, ch / groups, 0, s);
       bias = mx::repeat(bias, ch / groups, 0, s);
     }
+    // ORT runs GroupNormalization as its function body, whose Reshape to (N, G, -1) fails on
+    // an empty input: raise the same way.
+    if (x.size() == 0) throw std::runtime_error("empty input (ORT cannot group it either)");
     mx::Shape grouped{x.shape(0), groups, -1};
-    mx::array xg = x.size() == 0 ? x : mx::reshape(x, grouped, s);
-    mx::array y = x.size() == 0 ? x : mx::reshape(normalize(xg, {2}, n.attr_float("epsilon", 1e-5f), s),
-                                                 x.shape(), s);
+    mx::array xg = mx::reshape(x, grouped, s);
+    mx::array y =
+        mx::reshape(normalize(xg, {2}, n.attr_float("epsilon", 1e-5f), s), x.shape(), s);
     y = mx::add(mx::multiply(y, per_channel(scale, rank, s), s), per_channel(bias, rank, s), s);
     ctx.bind_output(n, 0, y);
   };

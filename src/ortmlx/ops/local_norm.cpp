@@ -132,10 +132,13 @@ void translate_reverse_sequence(TranslationContext& ctx, const NodeDesc& n) {
   if (lens.ndim() != 1 || lens.shape(0) != batch)
     throw std::runtime_error("sequence_lens must be 1-D with one length per batch row");
   // Lengths clipped to [0, steps] so the indices stay in range (MLX does not bounds-check).
-  // Clipped in int64 first: narrowing 2^32 + 1 would wrap to 1.
-  lens = mx::astype(mx::clip(lens, mx::array(int64_t{0}, mx::int64),
-                             mx::array(int64_t{steps}, mx::int64), s),
-                    mx::int32, s);
+  // ORT raises for a length outside [0, steps]; the kernels still see clipped lengths (MLX
+  // does not bounds-check), clipped in int64 first: narrowing 2^32 + 1 would wrap to 1.
+  const mx::array lo(int64_t{0}, mx::int64), hi(int64_t{steps}, mx::int64);
+  ctx.require(n,
+              mx::logical_and(mx::greater_equal(lens, lo, s), mx::less_equal(lens, hi, s), s),
+              "sequence_lens values must be in [0, " + std::to_string(steps) + "]");
+  lens = mx::astype(mx::clip(lens, lo, hi, s), mx::int32, s);
   mx::array t = mx::arange(steps, mx::int32, s);
   // (batch, steps) or (steps, batch) grid of source indices along the time axis.
   mx::array L = bax == 0 ? mx::reshape(lens, {batch, 1}, s) : mx::reshape(lens, {1, batch}, s);

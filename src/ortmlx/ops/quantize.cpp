@@ -90,6 +90,15 @@ mx::array along_axis(const mx::array& p, const NodeDesc& n, const mx::array& x,
   return mx::reshape(p, shape, s);
 }
 
+// The zero point, which must have the scale's shape (ORT raises otherwise, even where one of
+// them would broadcast).
+mx::array zero_point(const TranslationContext& ctx, const NodeDesc& n) {
+  const mx::array zp = ctx.input(n, 2);
+  if (zp.shape() != ctx.input(n, 1).shape())
+    throw std::runtime_error("zero point shape differs from the scale shape");
+  return zp;
+}
+
 // y = float(int32(x) - int32(zero_point)) * scale, as ORT's CPU kernel computes it.
 void translate_dequantize(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
@@ -97,7 +106,7 @@ void translate_dequantize(TranslationContext& ctx, const NodeDesc& n) {
   const mx::array scale = along_axis(ctx.input(n, 1), n, x, s);
   mx::array xi = mx::astype(x, mx::int32, s);
   if ((n.inputs.size() > 2 && !n.inputs[2].empty())) {
-    const mx::array zp = along_axis(ctx.input(n, 2), n, x, s);
+    const mx::array zp = along_axis(zero_point(ctx, n), n, x, s);
     xi = mx::subtract(xi, mx::astype(zp, mx::int32, s), s);
   }
   ctx.bind_output(n, 0, mx::multiply(mx::astype(xi, mx::float32, s), scale, s));
@@ -111,7 +120,7 @@ void translate_quantize(TranslationContext& ctx, const NodeDesc& n) {
   mx::Dtype qt = mx::uint8;
   mx::array y = mx::round(mx::divide(x, scale, s), 0, s);
   if ((n.inputs.size() > 2 && !n.inputs[2].empty())) {
-    const mx::array zp0 = ctx.input(n, 2);
+    const mx::array zp0 = zero_point(ctx, n);
     qt = zp0.dtype();
     y = mx::add(y, mx::astype(along_axis(zp0, n, x, s), mx::float32, s), s);
   }

@@ -281,13 +281,16 @@ void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
       throw std::runtime_error("mode '" + mode + "' only resizes the innermost axes");
   // The host index vectors below are sized by these dims, and MLX dims are int32.
   const mx::Shape out_shape = checked_shape(out);
-  if (x.size() == 0) {
+  // As ORT: an empty output is fine (a scale rounding a dim down to 0), an empty input with a
+  // non-empty output is an error (there is nothing to interpolate from).
+  if (std::find(out.begin(), out.end(), 0) != out.end()) {
     ctx.bind_output(n, 0, mx::zeros(out_shape, x.dtype(), s));
     return;
   }
+  if (x.size() == 0)
+    throw std::runtime_error("input dim is zero but the output dim is not");
   mx::array y = x;
   for (int i = 0; i < rank; ++i) {
-    if (out[i] <= 0) throw std::runtime_error("output size is not positive");
     // An axis that keeps its size is left as is, as ORT does (measured: with scale 7/6 on a
     // size-5 axis the output is the input, not a shifted nearest/linear sampling).
     if (out[i] == x.shape(i)) continue;

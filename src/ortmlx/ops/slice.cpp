@@ -166,6 +166,9 @@ void translate_split(TranslationContext& ctx, const NodeDesc& n) {
     sizes = *s;
   } else if (n.has_attr("num_outputs")) {
     // Opset 18: ceil(dim / n) each, the last one smaller (ORT refuses a zero-sized tail).
+    if (parts > dim)
+      throw std::runtime_error("num_outputs " + std::to_string(parts) +
+                               " exceeds the size of the split dim (" + std::to_string(dim) + ")");
     const int64_t each = (dim + parts - 1) / parts;
     for (int64_t i = 0; i < parts; ++i)
       sizes.push_back(std::max<int64_t>(0, std::min(each, dim - i * each)));
@@ -245,7 +248,7 @@ mx::array reflect_axis(const mx::array& x, int axis, int64_t lo, int64_t hi,
 void translate_pad(TranslationContext& ctx, const NodeDesc& n) {
   mx::array x = ctx.input(n, 0);
   const int64_t rank = static_cast<int64_t>(x.ndim());
-  const auto pads = host_ints(ctx, n, 1, "pads");
+  auto pads = host_ints(ctx, n, 1, "pads");
   std::vector<int> axes;
   if (n.inputs.size() > 3 && !n.inputs[3].empty()) {
     axes = normalize_axes_or_throw(host_ints(ctx, n, 3, "axes"), rank);
@@ -257,19 +260,27 @@ void translate_pad(TranslationContext& ctx, const NodeDesc& n) {
     throw std::runtime_error("pads has " + std::to_string(pads.size()) + " values for " +
                              std::to_string(k) + " axes");
   const std::string mode = n.attr_string("mode", "constant");
-  // Negative pads crop (constant mode only, as claimed); then the positive pads are added.
+  // Negative pads crop (constant mode only, as claimed); then the positive pads are added. The
+  // output dim is dim + lo + hi (ORT raises when it is negative); a crop past the input's end
+  // that the other side's padding makes up for leaves only padding on that axis.
   for (size_t i = 0; i < k; ++i) {
     const int64_t lo = pads[i], hi = pads[i + k];
     if ((lo < 0 || hi < 0) && mode != "constant")
       throw std::runtime_error("negative pads are implemented for mode constant only");
     if (lo < 0 || hi < 0) {
       const int64_t dim = x.shape(axes[i]);
+      const int64_t out = checked_add(checked_add(dim, lo, "padded dim"), hi, "padded dim");
+      if (out < 0) throw std::runtime_error("negative pads remove more than the dim");
       // Compared before negating: -INT64_MIN overflows.
-      if (lo < -dim || hi < -dim)
-        throw std::runtime_error("negative pads remove more than the dim");
-      const int64_t b = lo < 0 ? -lo : 0, e = dim - (hi < 0 ? -hi : 0);
-      if (e < b) throw std::runtime_error("negative pads remove more than the dim");
-      x = slice_axis(x, axes[i], b, e - b, 1, ctx.stream());
+      const int64_t crop_lo = lo < 0 ? (lo < -dim ? dim : -lo) : 0;
+      const int64_t crop_hi = hi < 0 ? (hi < -dim ? dim : -hi) : 0;
+      if (crop_lo + crop_hi >= dim) {  // nothing of the input is left
+        x = slice_axis(x, axes[i], 0, 0, 1, ctx.stream());
+        pads[i] = lo > 0 ? out : 0;
+        pads[i + k] = lo > 0 ? 0 : out;
+      } else {
+        x = slice_axis(x, axes[i], crop_lo, dim - crop_lo - crop_hi, 1, ctx.stream());
+      }
     }
   }
   std::vector<int> pad_axes;
