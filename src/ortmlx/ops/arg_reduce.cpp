@@ -86,15 +86,14 @@ mx::array arg_extreme(const mx::array& x, int axis, bool keepdims, bool is_max, 
   if (!mx::issubdtype(x.dtype(), mx::floating))
     return extreme_index(x, axis, keepdims, is_max, last, s);
   const mx::array nan = mx::isnan(x, s);
-  const float fill = is_max ? -std::numeric_limits<float>::infinity()
-                            : std::numeric_limits<float>::infinity();
+  const float fill =
+      is_max ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
   const mx::array xn = mx::where(nan, mx::array(fill, x.dtype()), x, s);
   const mx::array extreme =
       is_max ? mx::max(xn, axis, /*keepdims=*/true, s) : mx::min(xn, axis, /*keepdims=*/true, s);
   // Positions holding the extreme of the non-NaN values (none when all are NaN).
-  const mx::array hit =
-      mx::astype(mx::logical_and(mx::equal(xn, extreme, s), mx::logical_not(nan, s), s),
-                 mx::uint8, s);
+  const mx::array hit = mx::astype(
+      mx::logical_and(mx::equal(xn, extreme, s), mx::logical_not(nan, s), s), mx::uint8, s);
   const mx::array idx = extreme_index(hit, axis, keepdims, /*is_max=*/true, last, s);
   const mx::array nan_u8 = mx::astype(nan, mx::uint8, s);
   if (x.ndim() == 1 && !last)  // the first NaN wins

@@ -160,8 +160,7 @@ TranslateFn translate_group_norm(bool per_group) {
     if (x.size() == 0) throw std::runtime_error("empty input (ORT cannot group it either)");
     mx::Shape grouped{x.shape(0), groups, -1};
     mx::array xg = mx::reshape(x, grouped, s);
-    mx::array y =
-        mx::reshape(normalize(xg, {2}, n.attr_float("epsilon", 1e-5f), s), x.shape(), s);
+    mx::array y = mx::reshape(normalize(xg, {2}, n.attr_float("epsilon", 1e-5f), s), x.shape(), s);
     y = mx::add(mx::multiply(y, per_channel(scale, rank, s), s), per_channel(bias, rank, s), s);
     ctx.bind_output(n, 0, y);
   };

@@ -49,16 +49,16 @@ int checked_int(int64_t v, const char* what) {
 int64_t checked_mul(int64_t a, int64_t b, const char* what) {
   int64_t r = 0;
   if (__builtin_mul_overflow(a, b, &r))
-    throw std::runtime_error(std::string(what) + " overflows int64 (" + std::to_string(a) +
-                             " * " + std::to_string(b) + ")");
+    throw std::runtime_error(std::string(what) + " overflows int64 (" + std::to_string(a) + " * " +
+                             std::to_string(b) + ")");
   return r;
 }
 
 int64_t checked_add(int64_t a, int64_t b, const char* what) {
   int64_t r = 0;
   if (__builtin_add_overflow(a, b, &r))
-    throw std::runtime_error(std::string(what) + " overflows int64 (" + std::to_string(a) +
-                             " + " + std::to_string(b) + ")");
+    throw std::runtime_error(std::string(what) + " overflows int64 (" + std::to_string(a) + " + " +
+                             std::to_string(b) + ")");
   return r;
 }
 

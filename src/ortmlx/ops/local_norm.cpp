@@ -135,8 +135,7 @@ void translate_reverse_sequence(TranslationContext& ctx, const NodeDesc& n) {
   // ORT raises for a length outside [0, steps]; the kernels still see clipped lengths (MLX
   // does not bounds-check), clipped in int64 first: narrowing 2^32 + 1 would wrap to 1.
   const mx::array lo(int64_t{0}, mx::int64), hi(int64_t{steps}, mx::int64);
-  ctx.require(n,
-              mx::logical_and(mx::greater_equal(lens, lo, s), mx::less_equal(lens, hi, s), s),
+  ctx.require(n, mx::logical_and(mx::greater_equal(lens, lo, s), mx::less_equal(lens, hi, s), s),
               "sequence_lens values must be in [0, " + std::to_string(steps) + "]");
   lens = mx::astype(mx::clip(lens, lo, hi, s), mx::int32, s);
   mx::array t = mx::arange(steps, mx::int32, s);

@@ -287,8 +287,7 @@ void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
     ctx.bind_output(n, 0, mx::zeros(out_shape, x.dtype(), s));
     return;
   }
-  if (x.size() == 0)
-    throw std::runtime_error("input dim is zero but the output dim is not");
+  if (x.size() == 0) throw std::runtime_error("input dim is zero but the output dim is not");
   mx::array y = x;
   for (int i = 0; i < rank; ++i) {
     // An axis that keeps its size is left as is, as ORT does (measured: with scale 7/6 on a
