@@ -142,7 +142,10 @@ def test_per_axis_scale_length_like_cpu(op, x_shape, n_scale, n_zp, rng):
     if n_zp:
         feeds["zp"] = rng.integers(0, 255, n_zp).astype(np.uint8)
     mismatch = n_scale != 1 and (n_scale != x_shape[1] or (n_zp and n_zp != n_scale))
-    r = check_hostile(model, feeds, op_type=op, error="per-axis" if mismatch else None)
+    error = None
+    if mismatch:
+        error = "zero point shape" if n_zp and n_zp != n_scale else "per-axis"
+    r = check_hostile(model, feeds, op_type=op, error=error)
     assert mismatch or "node" in r["executed"]
 
 
