@@ -173,3 +173,28 @@ def test_topk_chain_with_argmax_fused(rng):
                                helper.make_tensor_value_info("i", onnx.TensorProto.INT64, [4, 5])],
                               [onnx.numpy_helper.from_array(kk, "k")])
     check_on_ep(make_model(graph, opset=13), {"x": x}, node_names=("topk", "argmin"))
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("last", [0, 1])
+@pytest.mark.parametrize("shape, axis, keepdims", [
+    ((19,), 0, 0), ((23,), 0, 1), ((1, 17), 1, 0), ((13, 1), 0, 1), ((3, 11, 2), 1, 0),
+])
+def test_arg_nan_rule_matches_cpu(op, last, shape, axis, keepdims, rng):
+    # ORT's NaN rule (measured): rank 1 without select_last_index -> the first NaN; otherwise
+    # NaN never wins a comparison and only a NaN first element stays. Few distinct values, so
+    # ties, NaN first, NaN last and all-NaN lines all occur.
+    x = rng.integers(-3, 4, shape).astype(np.float32)
+    x[rng.random(shape) < 0.3] = np.nan
+    x[(0,) * len(shape)] = np.nan
+    for special in ([1, np.nan, 3], [1, 3, np.nan], [np.nan, 1, 3]):
+        if len(shape) == 1:
+            check_on_ep(single_node_model(op, {"x": np.array(special, np.float32)},
+                                          {"axis": 0, "keepdims": keepdims,
+                                           "select_last_index": last}),
+                        {"x": np.array(special, np.float32)})
+    model = single_node_model(op, {"x": x}, {"axis": axis, "keepdims": keepdims,
+                                             "select_last_index": last})
+    check_on_ep(model, {"x": x})
+    x[(0,) * len(shape)] = 2.0
+    check_on_ep(model, {"x": x})

@@ -106,3 +106,26 @@ def test_lp_norm(p, axis, rng):
 def test_lp_norm_refusals(rng):
     x = rng.uniform(size=(3, 4))  # float64: ORT CPU runs it
     assert "float32" in refusal(single_node_model("LpNormalization", {"x": x}), "LpNormalization")
+
+
+@pytest.mark.parametrize("num_groups", [2**32, 2**32 + 2, 2**31])
+def test_group_norm_refuses_num_groups_beyond_int32(num_groups, rng):
+    from isolated import check_hostile, loose_model
+
+    # 2^32 wrapped to 0 in int: a division by zero; 2^32 + 2 to 2, a different model.
+    model = loose_model("GroupNormalization", [("x", np.float32, [2, 4, 3])],
+                        {"num_groups": num_groups, "epsilon": 1e-5},
+                        {"scale": random_array(rng, (4,)), "bias": random_array(rng, (4,))})
+    check_hostile(model, {"x": random_array(rng, (2, 4, 3))}, op_type="GroupNormalization",
+                  refused="outside [")
+
+
+def test_group_norm_empty_input_raises_like_cpu(rng):
+    from isolated import check_hostile, loose_model
+
+    model = loose_model("GroupNormalization", [("x", np.float32, [3, 1, "h", 2])],
+                        {"num_groups": 1}, {"scale": random_array(rng, (1,)),
+                                            "bias": random_array(rng, (1,))})
+    check_hostile(model, {"x": np.zeros((3, 1, 0, 2), np.float32)},
+                  {"x": random_array(rng, (3, 1, 4, 2))}, op_type="GroupNormalization",
+                  error="empty")

@@ -131,3 +131,42 @@ def test_resnet_like_block_runs_whole_on_ep(rng):
     # ORT's optimizer folds the BatchNormalization into conv1's weights before partitioning.
     names = [n.name for n in nodes if n.name != "bn"]
     check_on_ep(model, {"x": x}, node_names=names, rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------- hostile int64 attributes
+
+def _conv_model(op, attrs, w_shape, rng):
+    """X as a graph input, W as an initializer; no shape inference (it would reject some of the
+    hostile attributes before ORT's kernels see them)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from ortmlx.testing import make_model
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 5])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    w = onnx.numpy_helper.from_array(random_array(rng, w_shape), "w")
+    node = helper.make_node(op, ["x", "w"], ["y"], name="node", **attrs)
+    return make_model(helper.make_graph([node], "g", [x], [y], [w]), check=False)
+
+
+@pytest.mark.parametrize("op, attrs", [
+    ("Conv", {"strides": [2**32, 1]}),          # wrapped to 0: a division by zero
+    ("Conv", {"strides": [2**32 + 1, 1]}),      # wrapped to 1: a different model
+    ("Conv", {"group": 2**32}),
+    ("Conv", {"group": 2**32 + 1}),
+    ("Conv", {"dilations": [2**32 + 1, 1]}),
+    ("Conv", {"pads": [0, 0, 2**32, 0]}),
+    ("ConvTranspose", {"strides": [2**32 + 1, 1]}),
+    ("ConvTranspose", {"group": 2**32}),
+    ("ConvTranspose", {"group": 2**32 + 2}),
+    ("ConvTranspose", {"output_shape": [2**32 + 3, 3]}),
+])
+def test_conv_int64_attrs_beyond_int32_are_refused(op, attrs, rng):
+    from isolated import check_hostile
+
+    w_shape = (4, 2, 3, 3) if op == "Conv" else (2, 2, 3, 3)
+    model = _conv_model(op, attrs, w_shape, rng)
+    x = {"x": random_array(rng, (1, 2, 5, 5))}
+    # ORT's CPU EP is the reference: it raises for most, and takes strides 2^32 as they are.
+    check_hostile(model, x, op_type=op, refused="outside [")

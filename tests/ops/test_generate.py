@@ -185,3 +185,46 @@ def test_eyelike_types(src, dtype, rng):
     x = random_array(rng, (3, 5), src)
     attrs = {"k": -1} if dtype is None else {"k": -1, "dtype": dtype}
     check_on_ep(single_node_model("EyeLike", {"x": x}, attrs=attrs), {"x": x})
+
+
+# ---------------------------------------------------------------- hostile int64 values
+
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+I32_MIN, I32_MAX = -(2**31), 2**31 - 1
+
+
+@pytest.mark.parametrize("dtype, start, limit, delta", [
+    # limit - start overflowed the type: the EP produced nothing where ORT gives 4 values.
+    (np.int64, I64_MIN, I64_MAX, 2**62),
+    (np.int64, I64_MAX, I64_MIN, -(2**62)),
+    (np.int64, I64_MIN, I64_MAX, I64_MAX),
+    (np.int64, -5, I64_MAX, 2**61),
+    (np.int64, 0, 5, I64_MIN),
+    # ORT converts limit and start to double before subtracting: this range is empty there.
+    (np.int64, I64_MAX - 1, I64_MAX, 2**62),
+    (np.int32, I32_MIN, I32_MAX, 2**30),
+    (np.int32, I32_MAX, I32_MIN, -(2**30)),
+    (np.int32, I32_MIN, I32_MAX, I32_MAX),
+    (np.float32, -1.0, 2.0**24, 2.0**24),  # float limit - start would round the count down
+])
+def test_range_extreme_bounds_match_cpu(dtype, start, limit, delta):
+    from isolated import check_hostile, loose_model
+
+    model = loose_model("Range", [(n, dtype, []) for n in ("s", "l", "d")])
+    feeds = {"s": np.array(start, dtype), "l": np.array(limit, dtype), "d": np.array(delta, dtype)}
+    good = {"s": np.array(1, dtype), "l": np.array(9, dtype), "d": np.array(3, dtype)}
+    r = check_hostile(model, feeds, good, op_type="Range")
+    assert "node" in r["executed"]
+
+
+@pytest.mark.parametrize("dims", [[2**30, 2**30, 4], [2**31, 1, 1], [2**32 + 1, 1, 1],
+                                  [2**30, 2**30, 2**30], [0, 2**31, 2**31]])
+def test_constant_of_shape_huge_dims_clean_error(dims):
+    from isolated import check_hostile, loose_model
+
+    # The element count overflows (or a dim exceeds MLX's int32 dims): an error naming the node,
+    # not a crash, and the session then runs a good shape.
+    model = loose_model("ConstantOfShape", [("shape", np.int64, [3])])
+    good = {"shape": np.array([2, 3, 1], np.int64)}
+    check_hostile(model, {"shape": np.array(dims, np.int64)}, good, op_type="ConstantOfShape",
+                  error="", cpu=False)

@@ -42,3 +42,45 @@ def test_reverse_sequence(batch_axis, time_axis, dtype, extra, rng):
     attrs = {"batch_axis": batch_axis, "time_axis": time_axis}
     model = single_node_model("ReverseSequence", {"x": x, "lens": lens}, attrs=attrs)
     check_on_ep(model, {"x": x, "lens": lens})
+
+
+@pytest.mark.parametrize("size", [1001, 2**31 - 1])
+def test_lrn_size_beyond_channels_matches_cpu(size, rng):
+    from isolated import check_hostile, loose_model
+
+    # Window offsets beyond the channel count only reach zeros: clamped, not unrolled (size was
+    # narrowed to int and unrolled one slice per offset).
+    model = loose_model("LRN", [("x", np.float32, [1, 5, 3, 3])],
+                        {"size": size, "alpha": 0.5, "beta": 0.75, "bias": 1.0})
+    feeds = {"x": random_array(rng, (1, 5, 3, 3))}
+    if size < 2**20:
+        r = check_hostile(model, feeds, op_type="LRN")
+    else:  # ORT's CPU EP fails to allocate its window here; the EP's answer is still the sum
+        r = check_hostile(model, feeds, op_type="LRN", cpu=False)
+        assert r["error"] is None, r["error"]
+    assert "node" in r["executed"]
+
+
+@pytest.mark.parametrize("size", [2**32 + 1, 2**63 - 1])
+def test_lrn_refuses_size_beyond_int32(size, rng):
+    from isolated import check_hostile, loose_model
+
+    # 2^32 + 1 was narrowed to 1: a different model. ORT's CPU EP raises for these.
+    model = loose_model("LRN", [("x", np.float32, [1, 5, 3, 3])],
+                        {"size": size, "alpha": 0.5, "beta": 0.75, "bias": 1.0})
+    check_hostile(model, {"x": random_array(rng, (1, 5, 3, 3))}, op_type="LRN",
+                  refused="outside [")
+
+
+@pytest.mark.parametrize("lens", [[2, 1, 0], [-1, 1, 1], [2**32 + 1, 1, 1], [-(2**63), 0, 1]])
+def test_reverse_sequence_lengths_out_of_range_raise_like_cpu(lens, rng):
+    from isolated import check_hostile, loose_model
+
+    # Lengths outside [0, steps] raise in ORT (2^32 + 1 was narrowed to 1 and reversed nothing);
+    # the check runs inside the graph, and a good run follows in the same session.
+    model = loose_model("ReverseSequence", [("x", np.float32, [1, 3]), ("lens", np.int64, [3])],
+                        {"batch_axis": 1, "time_axis": 0})
+    x = random_array(rng, (1, 3))
+    check_hostile(model, {"x": x, "lens": np.array(lens, np.int64)},
+                  {"x": x, "lens": np.array([1, 0, 1], np.int64)}, op_type="ReverseSequence",
+                  error="sequence_lens")

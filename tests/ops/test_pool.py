@@ -132,3 +132,18 @@ def test_global_lp_pool(p, shape, rng):
     x = random_array(rng, shape)
     check_on_ep(single_node_model("GlobalLpPool", {"x": x}, attrs={"p": p}), {"x": x},
                 rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize("attrs", [
+    {"kernel_shape": [2**32 + 1, 1]},
+    {"kernel_shape": [2, 2], "strides": [2**32 + 1, 1]},
+    {"kernel_shape": [2, 2], "dilations": [2**32, 1]},
+    {"kernel_shape": [2**32 + 2, 2], "pads": [2**32 + 1, 0, 0, 0]},
+])
+def test_pool_refuses_int64_attrs_beyond_int32(op, attrs, rng):
+    from isolated import check_hostile, loose_model
+
+    # Narrowed to int these wrapped (2^32 + 1 -> 1): a different model, or a crash.
+    model = loose_model(op, [("x", np.float32, [1, 2, 5, 5])], attrs)
+    check_hostile(model, {"x": random_array(rng, (1, 2, 5, 5))}, op_type=op, refused="outside [")

@@ -117,3 +117,19 @@ def test_matmul_nbits_g_idx_is_refused(rng):
     model = contrib_model("MatMulNBits", ins, {"K": K, "N": N, "bits": 4, "block_size": bs},
                           initializers={"b": b, "scales": scales, "g_idx": ins["g_idx"]})
     assert "g_idx" in (refusal(model, "com.microsoft.MatMulNBits") or "")
+
+
+@pytest.mark.parametrize("attr, value", [("block_size", 2**32), ("block_size", 2**33),
+                                         ("K", 2**32 + 16), ("N", 2**32 + 4)])
+def test_matmul_nbits_refuses_sizes_beyond_int32(attr, value, rng):
+    from isolated import check_hostile, loose_model
+
+    # block_size 2^32 wrapped to 0 in int: a division by zero; K/N wrapped to small values.
+    attrs = {"K": 16, "N": 4, "bits": 4, "block_size": 16, attr: value}
+    b = rng.integers(0, 256, (4, 1, 8), dtype=np.uint8)
+    model = loose_model("MatMulNBits", [("a", np.float32, [2, 16])], attrs,
+                        {"b": b, "scales": random_array(rng, (4,))}, domain="com.microsoft")
+    # ORT rejects these when it builds its own kernel (session creation): the EP must refuse
+    # them rather than claim and crash.
+    r = check_hostile(model, {"a": random_array(rng, (2, 16))}, op_type="MatMulNBits")
+    assert "node" not in r["executed"]

@@ -116,3 +116,46 @@ def test_quantize_near_ties_division(scale):
                               initializers={"s": np.array(scale, np.float32),
                                             "zp": np.array(0, np.int8)})
     check_on_ep(model, {"x": x})
+
+
+@pytest.mark.parametrize("op", ["DequantizeLinear", "QuantizeLinear"])
+@pytest.mark.parametrize("x_shape, n_scale, n_zp", [
+    ((2, 1, 3), 4, 4),      # a length-4 scale broadcast over a length-1 axis; ORT raises
+    ((2, 1, 3), 4, None),
+    ((2, 4, 3), 2, 2),
+    ((2, 4, 3), 4, 2),      # zero point shorter than the scale
+    ((2, 4, 3), 4, 4),
+    ((2, 4, 3), 1, 1),      # one-element vectors act per tensor
+])
+def test_per_axis_scale_length_like_cpu(op, x_shape, n_scale, n_zp, rng):
+    from isolated import check_hostile, loose_model
+    from ortmlx.testing import random_array
+
+    xt = np.uint8 if op == "DequantizeLinear" else np.float32
+    inputs = [("x", xt, list(x_shape)), ("sc", np.float32, [n_scale])]
+    if n_zp:
+        inputs.append(("zp", np.uint8, [n_zp]))
+    model = loose_model(op, inputs, {"axis": 1})
+    x = (rng.integers(0, 255, x_shape).astype(np.uint8) if xt == np.uint8
+         else random_array(rng, x_shape))
+    feeds = {"x": x, "sc": rng.uniform(0.1, 1.0, n_scale).astype(np.float32)}
+    if n_zp:
+        feeds["zp"] = rng.integers(0, 255, n_zp).astype(np.uint8)
+    mismatch = n_scale != 1 and (n_scale != x_shape[1] or (n_zp and n_zp != n_scale))
+    error = None
+    if mismatch:
+        error = "zero point shape" if n_zp and n_zp != n_scale else "per-axis"
+    r = check_hostile(model, feeds, op_type=op, error=error)
+    assert mismatch or "node" in r["executed"]
+
+
+def test_zero_point_shape_must_match_scale_like_cpu(rng):
+    from isolated import check_hostile, loose_model
+
+    # A one-element scale with a per-axis zero point: ORT raises (the shapes differ).
+    model = loose_model("DequantizeLinear", [("x", np.int8, [3, 2, "n", 2]),
+                                             ("sc", np.float32, [1]), ("zp", np.int8, [2])],
+                        {"axis": -3})
+    feeds = {"x": np.ones((3, 2, 0, 2), np.int8), "sc": np.array([0.5], np.float32),
+             "zp": np.array([1, -2], np.int8)}
+    check_hostile(model, feeds, op_type="DequantizeLinear", error="zero point shape")

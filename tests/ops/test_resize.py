@@ -148,3 +148,62 @@ def test_space_to_depth(shape, b, dtype, rng):
     x = random_array(rng, shape, dtype)
     model = single_node_model("SpaceToDepth", {"x": x}, attrs={"blocksize": b})
     check_on_ep(model, {"x": x}, rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------- hostile int64 values
+
+@pytest.mark.parametrize("op, blocksize", [
+    ("DepthToSpace", 65536),       # blocksize^2 wrapped to 0 in int: a division by zero
+    ("DepthToSpace", 2**32 + 1),   # wrapped to 1: a different model
+    ("SpaceToDepth", 2**32),
+    ("SpaceToDepth", 2**32 + 1),
+])
+def test_block_ops_refuse_blocksize_beyond_int32(op, blocksize, rng):
+    from isolated import check_hostile, loose_model
+
+    model = loose_model(op, [("x", np.float32, [1, 4, 2, 2])], {"blocksize": blocksize})
+    check_hostile(model, {"x": random_array(rng, (1, 4, 2, 2))}, op_type=op, refused="outside [")
+
+
+def test_resize_sizes_beyond_int32_refused():
+    from isolated import loose_model
+
+    # ORT's CPU EP returns the 2 GiB tensor; MLX dims are int32, so the node stays there.
+    sizes = np.array([1, 1, 1, 2**31 + 8], np.int64)
+    model = loose_model("Resize", [("x", np.uint8, [1, 1, 1, 2])], {"mode": "nearest"},
+                        {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
+                         "sizes": sizes})
+    assert "exceeds MLX's int32 dims" in (refusal(model, "Resize") or "")
+
+
+def test_resize_scales_to_a_dim_beyond_int32_raise_then_run(rng):
+    from isolated import check_hostile, loose_model
+
+    # The output dim comes from the live input shape: a clean error at run time (ORT's CPU EP
+    # would return a 2 GiB tensor; not computed here), then a good input runs.
+    scales = np.array([1, 1, 1, 2**30 + 4], np.float32)
+    model = loose_model("Resize", [("x", np.uint8, [1, 1, 1, "w"])], {"mode": "nearest"},
+                        {"roi": np.zeros(0, np.float32), "scales": scales})
+    bad = {"x": np.array([[[[3, 7]]]], np.uint8)}
+    good = {"x": np.zeros((1, 1, 1, 0), np.uint8)}
+    check_hostile(model, bad, good, op_type="Resize", error="exceeds MLX's int32 dims", cpu=False)
+
+
+def test_resize_empty_input_or_output_like_cpu(rng):
+    from isolated import check_hostile, loose_model
+
+    # An empty input with a non-empty output raises in ORT; a scale rounding a dim to 0 gives
+    # an empty output.
+    sizes = np.array([1, 1, 6], np.int64)
+    model = loose_model("Resize", [("x", np.float32, [1, 1, "w"])],
+                        {"mode": "linear", "coordinate_transformation_mode": "asymmetric"},
+                        {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
+                         "sizes": sizes})
+    check_hostile(model, {"x": np.zeros((1, 1, 0), np.float32)},
+                  {"x": random_array(rng, (1, 1, 3))}, op_type="Resize", error="zero")
+    scales = np.array([1, 1, 0.4, 1], np.float32)
+    model = loose_model("Resize", [("x", np.float32, [5, 2, 2, 1])],
+                        {"mode": "cubic", "coordinate_transformation_mode": "align_corners"},
+                        {"roi": np.zeros(0, np.float32), "scales": scales})
+    r = check_hostile(model, {"x": random_array(rng, (5, 2, 2, 1))}, op_type="Resize")
+    assert r["outputs"][0].shape == (5, 2, 0, 1)

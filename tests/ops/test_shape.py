@@ -281,3 +281,16 @@ def test_shape_chain_runs_fused(rng):
         [onnx.numpy_helper.from_array(shape, "shape"), onnx.numpy_helper.from_array(axes, "axes")])
     model = finish(graph)
     check_on_ep(model, {"x": x}, node_names=("reshape", "transpose", "unsqueeze", "squeeze", "flatten"))
+
+
+@pytest.mark.parametrize("spec", [[2**21, 2**21, 2**21, 2], [2**62, 4, 0]])
+def test_reshape_target_size_overflow_raises_like_cpu(spec, rng):
+    from isolated import check_hostile, loose_model
+
+    # The target's element count wraps to 0 in int64 (signed overflow, undefined): checked.
+    model = loose_model("Reshape", [("x", np.float32, [0, "n"]), ("s", np.int64, [len(spec)])],
+                        {"allowzero": 1})
+    good = {"x": np.zeros((0, 3), np.float32), "s": np.array([3, 0] + [1] * (len(spec) - 2),
+                                                               np.int64)}
+    check_hostile(model, {"x": np.zeros((0, 3), np.float32), "s": np.array(spec, np.int64)},
+                  good, op_type="Reshape", error="")

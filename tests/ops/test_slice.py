@@ -226,3 +226,82 @@ def test_expand_types(dtype, opset, rng):
     x = random_array(rng, (3, 1), dtype)
     model, feeds = model_with("Expand", x, {"shape": np.array([2, 3, 2], I64)}, opset=opset)
     check_on_ep(model, feeds)
+
+
+# ---------------------------------------------------------------- hostile int64 values
+
+@pytest.mark.parametrize("op", ["Tile", "Expand"])
+@pytest.mark.parametrize("values", [[2**30, 2**30, 4], [2**31, 1, 1], [2**32 + 1, 1, 1],
+                                    [2**30, 2**30, 2**30], [0, 2**31, 2**31]])
+def test_tile_expand_huge_outputs_clean_error(op, values):
+    from isolated import check_hostile, loose_model
+
+    # Output dims whose product overflows, or a dim beyond MLX's int32 dims: an error naming
+    # the node instead of a crash; the session then runs a good input.
+    model = loose_model(op, [("x", np.float32, [1, 1, 1]), ("r", np.int64, [3])])
+    x = np.array([[[1.5]]], np.float32)
+    good = {"x": x, "r": np.array([2, 3, 1], np.int64)}
+    check_hostile(model, {"x": x, "r": np.array(values, np.int64)}, good, op_type=op, error="",
+                  cpu=False)
+
+
+@pytest.mark.parametrize("sizes", [
+    [2**63 - 1, 2**63 - 1, 6],            # sums to 4 modulo 2^64
+    [2**62, 2**62, 2**62, 2**62 + 4],     # likewise
+    [-1, 5],
+    [0, 4],
+])
+def test_split_sizes_summing_modulo_2_64_raise_like_cpu(sizes, rng):
+    from isolated import check_hostile, loose_model
+
+    split = np.array(sizes, np.int64)
+    model = loose_model("Split", [("x", np.float32, [3, 4]), ("s", np.int64, [len(sizes)])],
+                        {"axis": 1}, n_outputs=len(sizes))
+    x = random_array(rng, (3, 4))
+    good = {"x": x, "s": np.array([1, 3] + [0] * (len(sizes) - 2), np.int64)}
+    check_hostile(model, {"x": x, "s": split}, good, op_type="Split",
+                  error=None if min(sizes) == 0 else "split size")
+
+
+@pytest.mark.parametrize("pads", [
+    [-(2**63), 0, 0, 0], [0, 0, -(2**63), 0], [-(2**63) + 5, 0, 0, 0], [2**63 - 1, 0, 0, 0],
+    [0, 2**32, 0, 0], [0, 2**31 - 3, 0, 0], [0, -3, 0, -2], [-1, 0, 0, 1],
+])
+def test_pad_extreme_pads_like_cpu(pads, rng):
+    from isolated import check_hostile, loose_model
+
+    # INT64_MIN was negated (overflow) and cropped the axis to nothing where ORT raises; a pad
+    # that makes a dim beyond int32 is an error naming the node (ORT fails to allocate it).
+    model = loose_model("Pad", [("x", np.float32, [3, 4]), ("p", np.int64, [4])],
+                        {"mode": "constant"})
+    x = random_array(rng, (3, 4))
+    good = {"x": x, "p": np.array([1, 0, 0, 1], np.int64)}
+    huge = max(pads) >= 2**31 - 3
+    check_hostile(model, {"x": x, "p": np.array(pads, np.int64)}, good, op_type="Pad",
+                  error="" if huge else None, cpu=not huge)
+
+
+@pytest.mark.parametrize("shape, pads", [
+    ((2, 3, 1, 1), [0, -2, 2, 2, 0, 1, -2, -2]),  # crops past the input, made up by padding
+    ((3, 4), [2, -5, -4, 6]),
+    ((3, 4), [-3, 0, 3, 0]),
+    ((3, 4), [-2, 0, -2, 0]),                     # removes more than the dim: ORT raises
+])
+def test_pad_negative_pads_past_the_input_like_cpu(shape, pads, rng):
+    from isolated import check_hostile, loose_model
+
+    model = loose_model("Pad", [("x", np.int32, list(shape)), ("p", np.int64, [len(pads)])],
+                        {"mode": "constant"}, {"v": np.array(7, np.int32)})
+    x = rng.integers(-50, 50, shape).astype(np.int32)
+    good = {"x": x, "p": np.array([1] + [0] * (len(pads) - 1), np.int64)}
+    check_hostile(model, {"x": x, "p": np.array(pads, np.int64)}, good, op_type="Pad")
+
+
+def test_split_num_outputs_beyond_the_dim_raises_like_cpu(rng):
+    from isolated import check_hostile, loose_model
+
+    model = loose_model("Split", [("x", np.uint8, [1, "n"])], {"axis": 1, "num_outputs": 3},
+                        n_outputs=3)
+    good = {"x": rng.integers(0, 255, (1, 7)).astype(np.uint8)}
+    check_hostile(model, {"x": rng.integers(0, 255, (1, 2)).astype(np.uint8)}, good,
+                  op_type="Split", error="num_outputs")

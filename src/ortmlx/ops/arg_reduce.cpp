@@ -7,11 +7,14 @@
 // a key whose ascending order is the wanted order: x for the smallest, -x (floats) or ~x
 // (integers; no overflow) for the largest; equal keys keep ascending indices.
 //
-// NaN (ORT 1.30 CPU, measured): ArgMax/ArgMin skip NaN unless it is the first element of the run
-// ([1, NaN, 3] -> 2, [NaN, 1, 2] -> 0); TopK places NaN where its comparisons happen to leave it.
-// On the EP (MLX CPU, measured) ArgMax/ArgMin give the first NaN's index ([1, NaN, 3] -> 1) and
-// TopK sorts NaN last for both largest and smallest, so with NaN in the data the EP can differ
-// from ORT CPU (a per-value difference that claims cannot see; documented, not tested).
+// NaN (ORT 1.30 CPU, measured over random data): ArgMax/ArgMin of a rank-1 input without
+// select_last_index give the first NaN's index when there is one ([1, NaN, 3] -> 1); every other
+// form runs a comparison from the first element that NaN never wins ([1, NaN, 3] -> 2, [1, 3, NaN]
+// -> 1, [NaN, 1, 2] -> 0): the first (last with select_last_index) index of the extreme of the
+// non-NaN values, or 0 when the first element is NaN. translate_arg builds exactly that rule, so
+// it does not depend on how MLX's argmax treats NaN. TopK places NaN where its comparisons happen
+// to leave it; on the EP (MLX CPU, measured) TopK sorts NaN last for both largest and smallest, so
+// with NaN in the data TopK can differ from ORT CPU (documented, not tested).
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -64,6 +67,44 @@ ClaimFn claim_arg(bool) {
   };
 }
 
+// First index of the maximum (minimum) along `axis`, or the last one with `last`: the first one
+// of the reversed axis. MLX's argmax/argmin give the first index of equal values. As int64.
+mx::array extreme_index(const mx::array& x, int axis, bool keepdims, bool is_max, bool last,
+                        mx::StreamOrDevice s) {
+  const int len = x.shape(axis);
+  mx::array xin = x;
+  if (last) xin = mx::take(x, mx::arange(len - 1, -1, -1, mx::int32, s), axis, s);
+  mx::array idx = is_max ? mx::argmax(xin, axis, keepdims, s) : mx::argmin(xin, axis, keepdims, s);
+  idx = mx::astype(idx, mx::int64, s);
+  if (last) idx = mx::subtract(mx::array(static_cast<int64_t>(len - 1)), idx, s);
+  return idx;
+}
+
+// ArgMax/ArgMin with ORT's NaN rule (see the top of the file).
+mx::array arg_extreme(const mx::array& x, int axis, bool keepdims, bool is_max, bool last,
+                      mx::StreamOrDevice s) {
+  if (!mx::issubdtype(x.dtype(), mx::floating))
+    return extreme_index(x, axis, keepdims, is_max, last, s);
+  const mx::array nan = mx::isnan(x, s);
+  const float fill =
+      is_max ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+  const mx::array xn = mx::where(nan, mx::array(fill, x.dtype()), x, s);
+  const mx::array extreme =
+      is_max ? mx::max(xn, axis, /*keepdims=*/true, s) : mx::min(xn, axis, /*keepdims=*/true, s);
+  // Positions holding the extreme of the non-NaN values (none when all are NaN).
+  const mx::array hit = mx::astype(
+      mx::logical_and(mx::equal(xn, extreme, s), mx::logical_not(nan, s), s), mx::uint8, s);
+  const mx::array idx = extreme_index(hit, axis, keepdims, /*is_max=*/true, last, s);
+  const mx::array nan_u8 = mx::astype(nan, mx::uint8, s);
+  if (x.ndim() == 1 && !last)  // the first NaN wins
+    return mx::where(mx::any(nan, axis, keepdims, s),
+                     extreme_index(nan_u8, axis, keepdims, /*is_max=*/true, false, s), idx, s);
+  // A NaN first element is never replaced.
+  const mx::array first_nan = mx::take(nan, mx::array(0, mx::int32), axis, s);
+  const mx::array first = keepdims ? mx::expand_dims(first_nan, axis, s) : first_nan;
+  return mx::where(first, mx::array(int64_t{0}, mx::int64), idx, s);
+}
+
 TranslateFn translate_arg(bool is_max) {
   return [is_max](TranslationContext& ctx, const NodeDesc& n) {
     const auto s = ctx.stream();
@@ -80,13 +121,7 @@ TranslateFn translate_arg(bool is_max) {
       ctx.bind_output(n, 0, mx::zeros(out, mx::int64, s));
       return;
     }
-    mx::array xin = x;
-    // The last extreme index is the first one of the reversed axis.
-    if (last) xin = mx::take(x, mx::arange(len - 1, -1, -1, mx::int32, s), axis, s);
-    mx::array idx = is_max ? mx::argmax(xin, axis, keepdims, s) : mx::argmin(xin, axis, keepdims, s);
-    idx = mx::astype(idx, mx::int64, s);
-    if (last) idx = mx::subtract(mx::array(static_cast<int64_t>(len - 1)), idx, s);
-    ctx.bind_output(n, 0, idx);
+    ctx.bind_output(n, 0, arg_extreme(x, axis, keepdims, is_max, last, s));
   };
 }
 

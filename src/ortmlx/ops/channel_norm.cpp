@@ -6,6 +6,7 @@
 // kernel does (scale / sqrt(var + eps), B - mean * that), so the rounding matches closely.
 // Instance and group statistics use the two-pass variance (mean, then mean of squared
 // deviations) of the ONNX function bodies.
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -122,7 +123,8 @@ ClaimResult claim_group_norm(const ClaimContext& c) {
   auto r = refuse_unknown_attrs(c, {"epsilon", "num_groups", "stash_type"});
   if (!r.ok) return r;
   ORTMLX_REQUIRE(c.node().has_attr("num_groups"), "num_groups is required");
-  ORTMLX_REQUIRE(c.node().attr_int("num_groups", 0) >= 1, "num_groups must be positive");
+  r = require_int_range(c, "num_groups", 1, std::numeric_limits<int32_t>::max());
+  if (!r.ok) return r;
   // stash_type (opset 21) only changes half-precision inputs; ours are float32.
   r = require_all_float32(c);
   if (!r.ok) return r;
@@ -138,7 +140,8 @@ TranslateFn translate_group_norm(bool per_group) {
     mx::array x = ctx.input(n, 0);
     const int rank = static_cast<int>(x.ndim());
     const int ch = x.shape(1);
-    const int groups = static_cast<int>(n.attr_int("num_groups", 1));
+    const int groups = checked_int(n.attr_int("num_groups", 1), "num_groups");
+    if (groups < 1) throw std::runtime_error("num_groups must be positive");
     if (ch % groups != 0)
       throw std::runtime_error("channels (" + std::to_string(ch) + ") are not divisible by "
                                "num_groups (" + std::to_string(groups) + ")");
@@ -152,10 +155,12 @@ TranslateFn translate_group_norm(bool per_group) {
       scale = mx::repeat(scale, ch / groups, 0, s);
       bias = mx::repeat(bias, ch / groups, 0, s);
     }
+    // ORT runs GroupNormalization as its function body, whose Reshape to (N, G, -1) fails on
+    // an empty input: raise the same way.
+    if (x.size() == 0) throw std::runtime_error("empty input (ORT cannot group it either)");
     mx::Shape grouped{x.shape(0), groups, -1};
-    mx::array xg = x.size() == 0 ? x : mx::reshape(x, grouped, s);
-    mx::array y = x.size() == 0 ? x : mx::reshape(normalize(xg, {2}, n.attr_float("epsilon", 1e-5f), s),
-                                                 x.shape(), s);
+    mx::array xg = mx::reshape(x, grouped, s);
+    mx::array y = mx::reshape(normalize(xg, {2}, n.attr_float("epsilon", 1e-5f), s), x.shape(), s);
     y = mx::add(mx::multiply(y, per_channel(scale, rank, s), s), per_channel(bias, rank, s), s);
     ctx.bind_output(n, 0, y);
   };

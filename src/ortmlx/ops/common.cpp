@@ -1,5 +1,8 @@
 #include "ortmlx/ops/common.h"
 
+#include <limits>
+#include <stdexcept>
+
 namespace ortmlx::ops {
 
 ClaimResult require_same_types(const ClaimContext& c) {
@@ -34,6 +37,46 @@ std::optional<std::vector<int64_t>> spatial_attr(const NodeView& n, const char* 
   if (!v) return std::vector<int64_t>(nd * mult, fallback);
   if (v->size() != nd * mult) return std::nullopt;
   return v;
+}
+
+int checked_int(int64_t v, const char* what) {
+  if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+    throw std::runtime_error(std::string(what) + " " + std::to_string(v) +
+                             " exceeds MLX's int32 range");
+  return static_cast<int>(v);
+}
+
+int64_t checked_mul(int64_t a, int64_t b, const char* what) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r))
+    throw std::runtime_error(std::string(what) + " overflows int64 (" + std::to_string(a) + " * " +
+                             std::to_string(b) + ")");
+  return r;
+}
+
+int64_t checked_add(int64_t a, int64_t b, const char* what) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r))
+    throw std::runtime_error(std::string(what) + " overflows int64 (" + std::to_string(a) + " + " +
+                             std::to_string(b) + ")");
+  return r;
+}
+
+ClaimResult require_int_range(const ClaimContext& c, const char* name, int64_t lo, int64_t hi) {
+  const NodeView& n = c.node();
+  if (!n.has_attr(name)) return ClaimResult::yes();
+  std::vector<int64_t> values;
+  if (auto v = n.attr_ints(name)) {
+    values = *v;
+  } else {
+    values.push_back(n.attr_int(name, lo));
+  }
+  for (int64_t v : values)
+    if (v < lo || v > hi)
+      return ClaimResult::no("attribute '" + std::string(name) + "' value " + std::to_string(v) +
+                             " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                             "]");
+  return ClaimResult::yes();
 }
 
 }  // namespace ortmlx::ops

@@ -1,6 +1,7 @@
 // Claim and translation helpers shared by the op families.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -56,6 +57,18 @@ std::optional<std::vector<int64_t>> spatial_attr(const NodeView& n, const char* 
 inline bool gpu_backend() {
   return mx::default_device() == mx::Device::gpu;
 }
+
+// Checked int64 arithmetic. ONNX attributes and shape values are int64; MLX dims and most MLX op
+// arguments are int32. A value narrowed with a plain cast wraps (2^32 becomes 0, a divisor that
+// crashes; 2^32 + 1 becomes 1, a silently different model), so every narrowing and every product
+// or sum of shape values goes through these: they throw std::runtime_error naming `what` instead.
+int checked_int(int64_t v, const char* what);
+int64_t checked_mul(int64_t a, int64_t b, const char* what);
+int64_t checked_add(int64_t a, int64_t b, const char* what);
+
+// Claim side of the same: refuses when attribute `name` (an int, or every value of an ints
+// attribute) is present and outside [lo, hi].
+ClaimResult require_int_range(const ClaimContext& c, const char* name, int64_t lo, int64_t hi);
 
 inline mx::Shape to_shape(const std::vector<int64_t>& v) {
   return mx::Shape(v.begin(), v.end());

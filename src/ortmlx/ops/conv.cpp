@@ -11,6 +11,7 @@
 // adds zeros at the end; both are folded into the padding of that convolution, and where they
 // exceed it (a negative padding) the result is cropped instead.
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -68,7 +69,16 @@ ClaimResult claim_conv_common(const ClaimContext& c, bool transpose) {
   const std::string ap = n.attr_string("auto_pad", "NOTSET");
   ORTMLX_REQUIRE(ap == "NOTSET" || ap == "VALID" || ap == "SAME_UPPER" || ap == "SAME_LOWER",
                  "auto_pad '" + ap + "' is unknown");
-  ORTMLX_REQUIRE(n.attr_int("group", 1) >= 1, "group must be positive");
+  // MLX takes these as int32: larger values would wrap (2^32 + 1 -> 1) or divide by zero.
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  for (const char* name : {"group", "strides", "dilations", "kernel_shape"}) {
+    r = require_int_range(c, name, 1, kMax);
+    if (!r.ok) return r;
+  }
+  for (const char* name : {"pads", "output_padding", "output_shape"}) {
+    r = require_int_range(c, name, 0, kMax);
+    if (!r.ok) return r;
+  }
   ORTMLX_REQUIRE(ap == "NOTSET" || !n.has_attr("pads"), "pads together with auto_pad " + ap +
                                                            " is ambiguous and not implemented");
   return ClaimResult::yes();
@@ -143,11 +153,11 @@ ConvGeometry conv_geometry(const NodeDesc& n, const mx::array& x, const mx::arra
   const auto pads = *spatial_attr(n, "pads", nd, 0, 2);
   const std::string ap = n.attr_string("auto_pad", "NOTSET");
   for (size_t i = 0; i < nd; ++i) {
-    g.stride.push_back(static_cast<int>(strides[i]));
-    g.dil.push_back(static_cast<int>(dil[i]));
+    g.stride.push_back(checked_int(strides[i], "strides"));
+    g.dil.push_back(checked_int(dil[i], "dilations"));
     if (ap == "NOTSET") {
-      g.pad_lo.push_back(static_cast<int>(pads[i]));
-      g.pad_hi.push_back(static_cast<int>(pads[i + nd]));
+      g.pad_lo.push_back(checked_int(pads[i], "pads"));
+      g.pad_hi.push_back(checked_int(pads[i + nd], "pads"));
     } else if (ap == "VALID") {
       g.pad_lo.push_back(0);
       g.pad_hi.push_back(0);
@@ -158,8 +168,8 @@ ConvGeometry conv_geometry(const NodeDesc& n, const mx::array& x, const mx::arra
       const int64_t total =
           std::max<int64_t>(0, (out - 1) * strides[i] + (k - 1) * dil[i] + 1 - in);
       const int64_t small = total / 2, big = total - small;
-      g.pad_lo.push_back(static_cast<int>(ap == "SAME_UPPER" ? small : big));
-      g.pad_hi.push_back(static_cast<int>(ap == "SAME_UPPER" ? big : small));
+      g.pad_lo.push_back(checked_int(ap == "SAME_UPPER" ? small : big, "auto_pad padding"));
+      g.pad_hi.push_back(checked_int(ap == "SAME_UPPER" ? big : small, "auto_pad padding"));
     }
   }
   return g;
@@ -203,18 +213,18 @@ void translate_conv(TranslationContext& ctx, const NodeDesc& n) {
   const size_t rank = x.ndim();
   if (w.ndim() != rank) throw std::runtime_error("W rank differs from X rank");
   check_kernel_shape(n, w);
-  const int groups = static_cast<int>(n.attr_int("group", 1));
+  const int groups = checked_int(n.attr_int("group", 1), "group");
   const int c_in = x.shape(1), m = w.shape(0);
-  if (c_in % groups != 0 || m % groups != 0 || w.shape(1) * groups != c_in)
+  if (c_in % groups != 0 || m % groups != 0 || int64_t{w.shape(1)} * groups != c_in)
     throw std::runtime_error("channels do not match group * W.shape[1] (or M % group != 0)");
   const ConvGeometry g = conv_geometry(n, x, w);
   // Output spatial sizes (for the empty cases MLX does not handle).
   mx::Shape out_shape{x.shape(0)};
   for (size_t i = 0; i + 2 < rank; ++i) {
-    const int64_t in = x.shape(2 + static_cast<int>(i)) + g.pad_lo[i] + g.pad_hi[i];
+    const int64_t in = int64_t{x.shape(2 + static_cast<int>(i))} + g.pad_lo[i] + g.pad_hi[i];
     const int64_t span = static_cast<int64_t>(w.shape(2 + static_cast<int>(i)) - 1) * g.dil[i] + 1;
     if (in < span) throw std::runtime_error("kernel is larger than the padded input");
-    out_shape.push_back(static_cast<int>((in - span) / g.stride[i] + 1));
+    out_shape.push_back(checked_int((in - span) / g.stride[i] + 1, "output dim"));
   }
   out_shape.push_back(m);
   mx::array y_cl = mx::zeros({}, x.dtype(), s);
@@ -238,11 +248,12 @@ void translate_conv_transpose(TranslationContext& ctx, const NodeDesc& n) {
   const size_t nd = rank - 2;
   if (w.ndim() != rank) throw std::runtime_error("W rank differs from X rank");
   check_kernel_shape(n, w);
-  const int groups = static_cast<int>(n.attr_int("group", 1));
+  const int groups = checked_int(n.attr_int("group", 1), "group");
   const int c_in = x.shape(1);
   if (w.shape(0) != c_in || c_in % groups != 0)
     throw std::runtime_error("W.shape[0] must equal the input channels, divisible by group");
-  const int cg = c_in / groups, mg = w.shape(1), m = mg * groups;
+  const int cg = c_in / groups, mg = w.shape(1);
+  const int m = checked_int(int64_t{mg} * groups, "output channels");
   const auto strides = *spatial_attr(n, "strides", nd, 1);
   const auto dil = *spatial_attr(n, "dilations", nd, 1);
   const auto pads = *spatial_attr(n, "pads", nd, 0, 2);
@@ -253,7 +264,8 @@ void translate_conv_transpose(TranslationContext& ctx, const NodeDesc& n) {
   for (size_t i = 0; i < nd; ++i) {
     const int64_t in = x.shape(2 + static_cast<int>(i));
     const int64_t span = static_cast<int64_t>(w.shape(2 + static_cast<int>(i)) - 1) * dil[i] + 1;
-    const int64_t full = strides[i] * (in - 1) + opad[i] + span;  // output before any pads
+    // Output before any pads; each term is an int32 value (claimed), so int64 cannot overflow.
+    const int64_t full = strides[i] * (in - 1) + opad[i] + span;
     if (out_attr || ap == "SAME_UPPER" || ap == "SAME_LOWER") {
       // The target size is output_shape, else in * stride. How the total padding splits was
       // measured on ORT 1.30's CPU kernel (tests/ops/test_conv.py): SAME_UPPER puts the odd unit
@@ -290,12 +302,12 @@ void translate_conv_transpose(TranslationContext& ctx, const NodeDesc& n) {
     const int64_t span = static_cast<int64_t>(w.shape(2 + static_cast<int>(i)) - 1) * dil[i];
     const int64_t a = span - lo[i];
     const int64_t b = span - hi[i] + opad[i];
-    plo[i] = static_cast<int>(std::max<int64_t>(a, 0));
-    phi[i] = static_cast<int>(std::max<int64_t>(b, 0));
-    crop_lo[i] = static_cast<int>(std::max<int64_t>(-a, 0));
+    plo[i] = checked_int(std::max<int64_t>(a, 0), "padding");
+    phi[i] = checked_int(std::max<int64_t>(b, 0), "padding");
+    crop_lo[i] = checked_int(std::max<int64_t>(-a, 0), "crop");
   }
   mx::Shape out_full{x.shape(0)};
-  for (size_t i = 0; i < nd; ++i) out_full.push_back(static_cast<int>(out[i]));
+  for (size_t i = 0; i < nd; ++i) out_full.push_back(checked_int(out[i], "output dim"));
   out_full.push_back(m);
   mx::array y_cl = mx::zeros({}, x.dtype(), s);
   if (x.shape(0) == 0 || c_in == 0) {
@@ -304,8 +316,8 @@ void translate_conv_transpose(TranslationContext& ctx, const NodeDesc& n) {
     mx::array xc = mx::transpose(x, to_channels_last(rank), s);
     std::vector<int> st(nd), dl(nd);
     for (size_t i = 0; i < nd; ++i) {
-      st[i] = static_cast<int>(strides[i]);
-      dl[i] = static_cast<int>(dil[i]);
+      st[i] = checked_int(strides[i], "strides");
+      dl[i] = checked_int(dil[i], "dilations");
     }
     y_cl = conv_nd(xc, wc, std::vector<int>(nd, 1), plo, phi, dl, st, groups, /*flip=*/true, s);
     // Crop to the ONNX output (start crop_lo, length out).
@@ -313,7 +325,7 @@ void translate_conv_transpose(TranslationContext& ctx, const NodeDesc& n) {
     bool crop = false;
     for (size_t i = 0; i < nd; ++i) {
       start[1 + i] = crop_lo[i];
-      stop[1 + i] = crop_lo[i] + static_cast<int>(out[i]);
+      stop[1 + i] = checked_int(int64_t{out_full[1 + i]} + crop_lo[i], "crop end");
       if (stop[1 + i] > y_cl.shape(1 + static_cast<int>(i)))
         throw std::runtime_error("internal: transposed convolution came out too short");
       crop = crop || start[1 + i] != 0 || stop[1 + i] != y_cl.shape(1 + static_cast<int>(i));

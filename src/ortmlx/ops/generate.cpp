@@ -5,6 +5,8 @@
 // kernel does it (repeated addition), so float outputs match it bit for bit.
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <type_traits>
 #include <variant>
 
 #include "ortmlx/ops/common.h"
@@ -91,10 +93,10 @@ void translate_constant_of_shape(TranslationContext& ctx, const NodeDesc& n) {
   const auto dims = host_ints(ctx, n, 0, "shape");
   for (int64_t d : dims)
     if (d < 0) throw std::runtime_error("ConstantOfShape dim " + std::to_string(d) + " < 0");
-  const mx::Shape shape = checked_shape(dims);
   const ConstTensor* v = value_attr(n);
   mx::array value = v ? mx::reshape(constant_to_array(*v), {}, ctx.stream())
                       : mx::array(0.0f, mx::float32);
+  const mx::Shape shape = checked_shape(dims, value.dtype());
   ctx.bind_output(n, 0, mx::full(shape, value, ctx.stream()));
 }
 
@@ -115,23 +117,34 @@ ClaimResult claim_range(const ClaimContext& c) {
   return ClaimResult::yes();
 }
 
-// ORT's CPU kernel: n = ceil((limit - start) / delta) in double, then values by repeated
-// addition in T (not start + i * delta: float results differ in the last bits).
+// ORT's CPU kernel: n = ceil((limit - start) / delta) with limit and start converted to double
+// BEFORE the subtraction (measured on ORT 1.30: int64 [2^63 - 2, 2^63 - 1) is empty, [-2^63,
+// 2^63 - 1) step 2^62 has 4 values), then values by repeated addition in T (not start + i *
+// delta: float results differ in the last bits). Integer additions wrap past the type's end, as
+// ORT's do; here through the unsigned type, where wrapping is defined.
 template <typename T>
 mx::array host_range(const mx::array& s, const mx::array& l, const mx::array& d, mx::Dtype dt) {
   const T start = s.item<T>(), limit = l.item<T>(), delta = d.item<T>();
   if (delta == T(0)) throw std::runtime_error("Range delta must not be 0");
-  const double count = std::ceil((1.0 * (limit - start)) / delta);
-  const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
-  if (n > std::numeric_limits<int32_t>::max())
-    throw std::runtime_error("Range of " + std::to_string(n) + " elements does not fit MLX");
+  const double count = std::ceil((static_cast<double>(limit) - static_cast<double>(start)) /
+                                 static_cast<double>(delta));
+  // Checked before the cast (undefined beyond int64, and NaN counts as empty, as in ORT).
+  if (count > std::numeric_limits<int32_t>::max())
+    throw std::runtime_error("Range of " + std::to_string(count) +
+                             " elements exceeds MLX's int32 dims");
+  const int n = count > 0 ? static_cast<int>(count) : 0;
   std::vector<T> out(static_cast<size_t>(n));
   T v = start;
   for (auto& o : out) {
     o = v;
-    v += delta;
+    if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      v = static_cast<T>(static_cast<U>(v) + static_cast<U>(delta));
+    } else {
+      v += delta;
+    }
   }
-  return mx::array(out.begin(), {static_cast<int>(n)}, dt);
+  return mx::array(out.begin(), {n}, dt);
 }
 
 void translate_range(TranslationContext& ctx, const NodeDesc& n) {

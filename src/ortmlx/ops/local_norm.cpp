@@ -7,6 +7,7 @@
 // with the variance taken two-pass (mean of squared deviations).
 // ReverseSequence gathers along time_axis with index len-1-t for t < len and t otherwise.
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -34,22 +35,29 @@ ClaimResult claim_lrn(const ClaimContext& c) {
   const int64_t size = c.node().attr_int("size", 0);
   // ORT's CPU kernel (the reference) rejects even sizes; keep the same contract.
   ORTMLX_REQUIRE(size >= 1 && size % 2 == 1, "size must be given, positive and odd");
+  // Beyond int32, ORT's kernel fails to allocate its window buffer: leave it the error.
+  r = require_int_range(c, "size", 1, std::numeric_limits<int32_t>::max());
+  if (!r.ok) return r;
   return ClaimResult::yes();
 }
 
 void translate_lrn(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   mx::array x = ctx.input(n, 0);
-  const int size = static_cast<int>(n.attr_int("size", 1));
+  const int64_t size = n.attr_int("size", 1);
+  if (size < 1) throw std::runtime_error("size must be positive");
   const float alpha = n.attr_float("alpha", 1e-4f);
   const float beta = n.attr_float("beta", 0.75f);
   const float bias = n.attr_float("bias", 1.0f);
-  const int lo = (size - 1) / 2, hi = size - 1 - lo;
   const int ch = x.shape(1);
+  // Window offsets beyond the channel count only reach padding zeros: clamp them to ch, so a
+  // huge size (any int64) neither wraps when narrowed nor unrolls into billions of slices.
+  const int lo = static_cast<int>(std::min<int64_t>((size - 1) / 2, ch));
+  const int hi = static_cast<int>(std::min<int64_t>(size - 1 - (size - 1) / 2, ch));
   mx::array sq = mx::pad(mx::square(x, s), {1}, {lo}, {hi}, mx::array(0.0f), "constant", s);
   mx::Shape start(x.ndim(), 0), stop = sq.shape();
   mx::array sum = mx::zeros_like(x, s);
-  for (int k = 0; k < size; ++k) {
+  for (int k = 0; k <= lo + hi; ++k) {
     start[1] = k;
     stop[1] = k + ch;
     sum = mx::add(sum, mx::slice(sq, start, stop, s), s);
@@ -117,15 +125,19 @@ ClaimResult claim_reverse_sequence(const ClaimContext& c) {
 void translate_reverse_sequence(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   mx::array x = ctx.input(n, 0);
-  const int bax = static_cast<int>(n.attr_int("batch_axis", 1));
-  const int tax = static_cast<int>(n.attr_int("time_axis", 0));
+  const int bax = n.attr_int("batch_axis", 1) == 0 ? 0 : 1;
+  const int tax = 1 - bax;
   const int batch = x.shape(bax), steps = x.shape(tax);
   mx::array lens = ctx.input(n, 1);
   if (lens.ndim() != 1 || lens.shape(0) != batch)
     throw std::runtime_error("sequence_lens must be 1-D with one length per batch row");
   // Lengths clipped to [0, steps] so the indices stay in range (MLX does not bounds-check).
-  lens = mx::clip(mx::astype(lens, mx::int32, s), mx::array(0, mx::int32),
-                  mx::array(steps, mx::int32), s);
+  // ORT raises for a length outside [0, steps]; the kernels still see clipped lengths (MLX
+  // does not bounds-check), clipped in int64 first: narrowing 2^32 + 1 would wrap to 1.
+  const mx::array lo(int64_t{0}, mx::int64), hi(int64_t{steps}, mx::int64);
+  ctx.require(n, mx::logical_and(mx::greater_equal(lens, lo, s), mx::less_equal(lens, hi, s), s),
+              "sequence_lens values must be in [0, " + std::to_string(steps) + "]");
+  lens = mx::astype(mx::clip(lens, lo, hi, s), mx::int32, s);
   mx::array t = mx::arange(steps, mx::int32, s);
   // (batch, steps) or (steps, batch) grid of source indices along the time axis.
   mx::array L = bax == 0 ? mx::reshape(lens, {batch, 1}, s) : mx::reshape(lens, {1, batch}, s);

@@ -87,9 +87,19 @@ inline mx::Shape checked_shape(const std::vector<int64_t>& dims) {
   s.reserve(dims.size());
   for (int64_t d : dims) {
     if (d < 0 || d > std::numeric_limits<int32_t>::max())
-      throw std::runtime_error("dimension " + std::to_string(d) + " does not fit an MLX shape");
+      throw std::runtime_error("dimension " + std::to_string(d) +
+                               (d < 0 ? " is negative" : " exceeds MLX's int32 dims"));
     s.push_back(static_cast<int32_t>(d));
   }
+  return s;
+}
+
+// Same, for the shape of an output of dtype `dt`: also its byte size must fit int64 (MLX counts
+// sizes in size_t: an overflowing product would wrap to a small allocation).
+inline mx::Shape checked_shape(const std::vector<int64_t>& dims, mx::Dtype dt) {
+  mx::Shape s = checked_shape(dims);
+  int64_t bytes = static_cast<int64_t>(dt.size());
+  for (int64_t d : dims) bytes = checked_mul(bytes, d, "output size in bytes");
   return s;
 }
 

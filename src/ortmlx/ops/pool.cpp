@@ -68,6 +68,12 @@ ClaimResult claim_pool(const ClaimContext& c, bool is_max, bool is_lp = false) {
   for (size_t i = 0; i < 2 * nd; ++i)
     ORTMLX_REQUIRE((*pads)[i] >= 0 && (*pads)[i] < (*ks)[i % nd],
                    "pads must be non-negative and smaller than the kernel");
+  // The geometry multiplies these in int64 and sizes MLX dims (int32) with them: keep each one
+  // within int32 (a kernel of 2^32 + 1 would wrap when narrowed).
+  for (const char* name : {"kernel_shape", "strides", "dilations", "pads"}) {
+    r = require_int_range(c, name, 0, std::numeric_limits<int32_t>::max());
+    if (!r.ok) return r;
+  }
   const std::string ap = n.attr_string("auto_pad", "NOTSET");
   ORTMLX_REQUIRE(ap == "NOTSET" || ap == "VALID" || ap == "SAME_UPPER" || ap == "SAME_LOWER",
                  "auto_pad '" + ap + "' is unknown");
@@ -138,13 +144,13 @@ mx::array pad_for_windows(const mx::array& x, const PoolGeometry& g, const mx::a
     const int64_t extent = (g.out[i] - 1) * g.stride[i] + (g.kernel[i] - 1) * g.dil[i] + 1;
     int64_t high = extent - g.pad_lo[i] - x.shape(ax);
     if (high < 0) {
-      stop[ax] = static_cast<int>(x.shape(ax) + high);
+      stop[ax] = checked_int(x.shape(ax) + high, "window extent");
       crop = true;
       high = 0;
     }
     axes.push_back(ax);
-    lo.push_back(static_cast<int>(g.pad_lo[i]));
-    hi.push_back(static_cast<int>(high));
+    lo.push_back(checked_int(g.pad_lo[i], "padding"));
+    hi.push_back(checked_int(high, "padding"));
   }
   if (crop) xp = mx::slice(xp, mx::Shape(x.ndim(), 0), stop, s);
   return mx::pad(xp, axes, lo, hi, fill, "constant", s);
@@ -163,11 +169,11 @@ mx::array windows(const mx::array& xp, const PoolGeometry& g, mx::StreamOrDevice
   mx::Shape shape{xp.shape(0), xp.shape(1)};
   mx::Strides strides{st[0], st[1]};
   for (size_t i = 0; i < nd; ++i) {
-    shape.push_back(static_cast<int>(g.out[i]));
+    shape.push_back(checked_int(g.out[i], "output dim"));
     strides.push_back(st[2 + i] * g.stride[i]);
   }
   for (size_t i = 0; i < nd; ++i) {
-    shape.push_back(static_cast<int>(g.kernel[i]));
+    shape.push_back(checked_int(g.kernel[i], "kernel_shape"));
     strides.push_back(st[2 + i] * g.dil[i]);
   }
   return mx::as_strided(xc, shape, strides, 0, s);
@@ -181,7 +187,7 @@ std::vector<int> window_axes(size_t nd) {
 
 mx::Shape output_shape(const mx::array& x, const PoolGeometry& g) {
   mx::Shape out{x.shape(0), x.shape(1)};
-  for (int64_t o : g.out) out.push_back(static_cast<int>(o));
+  for (int64_t o : g.out) out.push_back(checked_int(o, "output dim"));
   return out;
 }
 
@@ -228,8 +234,8 @@ void translate_avg_pool(TranslationContext& ctx, const NodeDesc& n) {
     PoolGeometry inner = g;
     for (size_t i = 0; i < nd; ++i) {
       pax.push_back(2 + static_cast<int>(i));
-      lo.push_back(static_cast<int>(g.pad_lo[i]));
-      hi.push_back(static_cast<int>(g.pad_hi[i]));
+      lo.push_back(checked_int(g.pad_lo[i], "pads"));
+      hi.push_back(checked_int(g.pad_hi[i], "pads"));
       inner.pad_lo[i] = 0;
     }
     mask = mx::pad(mask, pax, lo, hi, mx::array(1.0f), "constant", s);

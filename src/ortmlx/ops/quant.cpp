@@ -7,6 +7,8 @@
 // W[n, k] = (q - zp) * scale, and multiplied in float32 (the result is rounded once to A's type),
 // which matches ORT's CPU kernel with accuracy_level 0-3. accuracy_level 4 lets ORT quantise A to
 // int8 internally; the EP still computes the exact product (the attribute only sets a minimum).
+#include <limits>
+
 #include "ortmlx/ops/common.h"
 #include "ortmlx/ops/ops.h"
 
@@ -45,7 +47,11 @@ ClaimResult claim_matmul_nbits(const ClaimContext& c) {
   const int64_t bits = nd.attr_int("bits", 4), bs = nd.attr_int("block_size", 0);
   ORTMLX_REQUIRE(bits == 2 || bits == 4 || bits == 8, "bits must be 2, 4 or 8");
   ORTMLX_REQUIRE(bs >= 16 && (bs & (bs - 1)) == 0, "block_size must be a power of two >= 16");
-  ORTMLX_REQUIRE(nd.attr_int("K", 0) > 0 && nd.attr_int("N", 0) > 0, "K and N must be positive");
+  // K, N and block_size size MLX dims (int32); a wider value would wrap (block_size 2^32 to 0).
+  for (const char* name : {"K", "N", "block_size"}) {
+    r = require_int_range(c, name, 1, std::numeric_limits<int32_t>::max());
+    if (!r.ok) return r;
+  }
   ORTMLX_REQUIRE(nd.attr_int("weight_prepacked", 0) == 0, "prepacked weights are not implemented");
   ORTMLX_REQUIRE(!c.has_input(4), "g_idx is not implemented");
   r = require_input_type(c, 0, [](ElemType t) {
@@ -68,14 +74,17 @@ ClaimResult claim_matmul_nbits(const ClaimContext& c) {
 void translate_matmul_nbits(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   const mx::array a = ctx.input(n, 0);
-  const int K = static_cast<int>(n.attr_int("K", 0)), N = static_cast<int>(n.attr_int("N", 0));
-  const int bits = static_cast<int>(n.attr_int("bits", 4));
-  const int bs = static_cast<int>(n.attr_int("block_size", 0));
-  const int nb = (K + bs - 1) / bs;
-  const int blob = bs * bits / 8;
+  const int K = checked_int(n.attr_int("K", 0), "K"), N = checked_int(n.attr_int("N", 0), "N");
+  const int bits = checked_int(n.attr_int("bits", 4), "bits");
+  const int bs = checked_int(n.attr_int("block_size", 0), "block_size");
+  if (K < 1 || N < 1 || bs < 1 || (bits != 2 && bits != 4 && bits != 8))
+    throw std::runtime_error("K, N, block_size or bits out of range");
+  const int nb = checked_int((int64_t{K} + bs - 1) / bs, "k_blocks");
+  const int blob = checked_int(int64_t{bs} * bits / 8, "blob_size");
+  const int padded_k = checked_int(int64_t{nb} * bs, "k_blocks * block_size");
   if (a.shape(-1) != K) throw std::runtime_error("A's last dimension is not K");
   mx::array b = ctx.input(n, 1);
-  if (static_cast<int64_t>(b.size()) != static_cast<int64_t>(N) * nb * blob)
+  if (static_cast<int64_t>(b.size()) != checked_mul(int64_t{N} * nb, blob, "B size"))
     throw std::runtime_error("B must hold N * k_blocks * blob_size bytes");
   b = mx::reshape(b, {N, nb, blob}, s);
   mx::array q = f32(unpack_bits(b, bits, s), s);  // [N, nb, bs]
@@ -87,7 +96,7 @@ void translate_matmul_nbits(TranslationContext& ctx, const NodeDesc& n) {
   if (n.inputs.size() > 3 && !n.inputs[3].empty()) {
     mx::array z = ctx.input(n, 3);
     if (z.dtype() == mx::uint8) {
-      const int zbytes = (nb * bits + 7) / 8;
+      const int zbytes = static_cast<int>((int64_t{nb} * bits + 7) / 8);
       if (static_cast<int64_t>(z.size()) != static_cast<int64_t>(N) * zbytes)
         throw std::runtime_error("packed zero_points must hold N * ceil(k_blocks * bits / 8) bytes");
       z = unpack_bits(mx::reshape(z, {N, zbytes}, s), bits, s);
@@ -98,8 +107,8 @@ void translate_matmul_nbits(TranslationContext& ctx, const NodeDesc& n) {
     zp = mx::reshape(f32(z, s), {N, nb, 1}, s);
   }
   mx::array w = mx::multiply(mx::subtract(q, zp, s), scales, s);  // [N, nb, bs]
-  w = mx::reshape(w, {N, nb * bs}, s);
-  if (nb * bs != K) w = mx::slice(w, {0, 0}, {N, K}, s);
+  w = mx::reshape(w, {N, padded_k}, s);
+  if (padded_k != K) w = mx::slice(w, {0, 0}, {N, K}, s);
   mx::array y = mx::matmul(f32(a, s), mx::transpose(w, {1, 0}, s), s);
   if (n.inputs.size() > 5 && !n.inputs[5].empty()) y = mx::add(y, f32(ctx.input(n, 5), s), s);
   ctx.bind_output(n, 0, y.dtype() == a.dtype() ? y : mx::astype(y, a.dtype(), s));

@@ -73,27 +73,40 @@ ClaimResult claim_quantize(const ClaimContext& c) {
   return ClaimResult::yes();
 }
 
-// Reshapes a per-axis parameter (1-D of length C) so it broadcasts along `axis` of a rank-`rank`
-// tensor; scalars and 1-element vectors broadcast as they are.
-mx::array along_axis(const mx::array& p, const NodeDesc& n, int rank, mx::StreamOrDevice s) {
+// Reshapes a per-axis parameter (1-D of length C, the length of `axis` of x) so it broadcasts
+// along that axis; scalars and 1-element vectors broadcast as they are. Any other length is an
+// error, as in ORT (broadcasting would let a length-4 scale stretch a length-1 axis).
+mx::array along_axis(const mx::array& p, const NodeDesc& n, const mx::array& x,
+                     mx::StreamOrDevice s) {
   if (p.ndim() == 0 || p.size() == 1) return mx::reshape(p, {}, s);
-  int64_t axis = n.attr_int("axis", 1);
-  if (axis < 0) axis += rank;
-  if (axis < 0 || axis >= rank) throw std::runtime_error("axis out of range");
+  const int rank = static_cast<int>(x.ndim());
+  const int axis = normalize_axis(n.attr_int("axis", 1), rank);
+  if (p.ndim() != 1 || p.shape(0) != x.shape(axis))
+    throw std::runtime_error("per-axis scale/zero point has " + std::to_string(p.size()) +
+                             " values for axis " + std::to_string(axis) + " of length " +
+                             std::to_string(x.shape(axis)));
   mx::Shape shape(static_cast<size_t>(rank), 1);
-  shape[static_cast<size_t>(axis)] = static_cast<int>(p.size());
+  shape[static_cast<size_t>(axis)] = p.shape(0);
   return mx::reshape(p, shape, s);
+}
+
+// The zero point, which must have the scale's shape (ORT raises otherwise, even where one of
+// them would broadcast).
+mx::array zero_point(const TranslationContext& ctx, const NodeDesc& n) {
+  const mx::array zp = ctx.input(n, 2);
+  if (zp.shape() != ctx.input(n, 1).shape())
+    throw std::runtime_error("zero point shape differs from the scale shape");
+  return zp;
 }
 
 // y = float(int32(x) - int32(zero_point)) * scale, as ORT's CPU kernel computes it.
 void translate_dequantize(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   const mx::array x = ctx.input(n, 0);
-  const int rank = static_cast<int>(x.ndim());
-  const mx::array scale = along_axis(ctx.input(n, 1), n, rank, s);
+  const mx::array scale = along_axis(ctx.input(n, 1), n, x, s);
   mx::array xi = mx::astype(x, mx::int32, s);
   if ((n.inputs.size() > 2 && !n.inputs[2].empty())) {
-    const mx::array zp = along_axis(ctx.input(n, 2), n, rank, s);
+    const mx::array zp = along_axis(zero_point(ctx, n), n, x, s);
     xi = mx::subtract(xi, mx::astype(zp, mx::int32, s), s);
   }
   ctx.bind_output(n, 0, mx::multiply(mx::astype(xi, mx::float32, s), scale, s));
@@ -103,14 +116,13 @@ void translate_dequantize(TranslationContext& ctx, const NodeDesc& n) {
 void translate_quantize(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   const mx::array x = ctx.input(n, 0);
-  const int rank = static_cast<int>(x.ndim());
-  const mx::array scale = along_axis(ctx.input(n, 1), n, rank, s);
+  const mx::array scale = along_axis(ctx.input(n, 1), n, x, s);
   mx::Dtype qt = mx::uint8;
   mx::array y = mx::round(mx::divide(x, scale, s), 0, s);
   if ((n.inputs.size() > 2 && !n.inputs[2].empty())) {
-    const mx::array zp0 = ctx.input(n, 2);
+    const mx::array zp0 = zero_point(ctx, n);
     qt = zp0.dtype();
-    y = mx::add(y, mx::astype(along_axis(zp0, n, rank, s), mx::float32, s), s);
+    y = mx::add(y, mx::astype(along_axis(zp0, n, x, s), mx::float32, s), s);
   }
   const float lo = qt == mx::int8 ? -128.f : 0.f;
   const float hi = qt == mx::int8 ? 127.f : 255.f;

@@ -8,6 +8,7 @@
 // linear weights come out the same; rounding of the sums differs only by order.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -97,7 +98,7 @@ ClaimResult claim_resize(const ClaimContext& c) {
                    "scales must be a 1-D float32 tensor");
     sc = *scales->as_double();
     ORTMLX_REQUIRE(static_cast<int64_t>(sc.size()) == rank, "scales length differs from X rank");
-    for (double v : sc) ORTMLX_REQUIRE(v > 0, "scales must be positive");
+    for (double v : sc) ORTMLX_REQUIRE(v > 0 && std::isfinite(v), "scales must be positive");
   } else {
     ORTMLX_REQUIRE(sizes->dtype == ElemType::kInt64 && sizes->shape.size() == 1,
                    "sizes must be a 1-D int64 tensor");
@@ -105,7 +106,11 @@ ClaimResult claim_resize(const ClaimContext& c) {
     ORTMLX_REQUIRE(n.attr_string("keep_aspect_ratio_policy", "stretch") == "stretch",
                    "keep_aspect_ratio_policy other than stretch is not implemented");
     const std::vector<int64_t> sz = *sizes->as_int64();
-    for (int64_t v : sz) ORTMLX_REQUIRE(v >= 1, "sizes must be positive");
+    for (int64_t v : sz) {
+      ORTMLX_REQUIRE(v >= 1, "sizes must be positive");
+      ORTMLX_REQUIRE(v <= std::numeric_limits<int32_t>::max(),
+                     "sizes value " + std::to_string(v) + " exceeds MLX's int32 dims");
+    }
   }
   if (mode != "nearest") {
     // ORT's CPU kernel interpolates the innermost 2 (linear, cubic) or 3 (linear) axes; the
@@ -252,11 +257,18 @@ void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
     const auto v = *scales_t->as_double();
     for (int i = 0; i < rank; ++i) {
       scale[i] = static_cast<float>(v[i]);
-      // ORT: the output size is the float product, truncated.
-      out[i] = static_cast<int64_t>(scale[i] * static_cast<float>(x.shape(i)));
+      // ORT: the output size is the float product, truncated. Checked before the cast, which
+      // is undefined for a float beyond int64.
+      const float size = scale[i] * static_cast<float>(x.shape(i));
+      if (!(size < 0x1p31f))
+        throw std::runtime_error("output dim " + std::to_string(size) +
+                                 " exceeds MLX's int32 dims");
+      out[i] = static_cast<int64_t>(size);
     }
   } else if (sizes_t) {
     out = *sizes_t->as_int64();
+    if (static_cast<int>(out.size()) != rank)
+      throw std::runtime_error("sizes length differs from X rank");
     for (int i = 0; i < rank; ++i)
       scale[i] = static_cast<float>(out[i]) / static_cast<float>(x.shape(i));
   } else {
@@ -267,13 +279,17 @@ void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
   for (int i = 0; i < rank - inner; ++i)
     if (out[i] != x.shape(i))
       throw std::runtime_error("mode '" + mode + "' only resizes the innermost axes");
-  if (x.size() == 0) {
-    ctx.bind_output(n, 0, mx::zeros(checked_shape(out), x.dtype(), s));
+  // The host index vectors below are sized by these dims, and MLX dims are int32.
+  const mx::Shape out_shape = checked_shape(out);
+  // As ORT: an empty output is fine (a scale rounding a dim down to 0), an empty input with a
+  // non-empty output is an error (there is nothing to interpolate from).
+  if (std::find(out.begin(), out.end(), 0) != out.end()) {
+    ctx.bind_output(n, 0, mx::zeros(out_shape, x.dtype(), s));
     return;
   }
+  if (x.size() == 0) throw std::runtime_error("input dim is zero but the output dim is not");
   mx::array y = x;
   for (int i = 0; i < rank; ++i) {
-    if (out[i] <= 0) throw std::runtime_error("output size is not positive");
     // An axis that keeps its size is left as is, as ORT does (measured: with scale 7/6 on a
     // size-5 axis the output is the input, not a shifted nearest/linear sampling).
     if (out[i] == x.shape(i)) continue;
@@ -297,6 +313,10 @@ ClaimResult claim_block(const ClaimContext& c, bool d2s) {
   if (!r.ok) return r;
   ORTMLX_REQUIRE(c.input_rank(0) == 4, "input must be 4-D (N, C, H, W)");
   ORTMLX_REQUIRE(c.node().attr_int("blocksize", 0) >= 1, "blocksize must be given and positive");
+  // The channel arithmetic uses blocksize^2: keep it within int32 (blocksize 65536 would make
+  // it wrap to 0, a division by zero).
+  r = require_int_range(c, "blocksize", 1, 46340);
+  if (!r.ok) return r;
   if (d2s) {
     const std::string mode = c.node().attr_string("mode", "DCR");
     ORTMLX_REQUIRE(mode == "DCR" || mode == "CRD", "mode '" + mode + "' is not DCR or CRD");
@@ -307,10 +327,13 @@ ClaimResult claim_block(const ClaimContext& c, bool d2s) {
 void translate_depth_to_space(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   mx::array x = ctx.input(n, 0);
-  const int b = static_cast<int>(n.attr_int("blocksize", 1));
+  const int b = checked_int(n.attr_int("blocksize", 1), "blocksize");
   const int N = x.shape(0), C = x.shape(1), H = x.shape(2), W = x.shape(3);
-  if (C % (b * b) != 0) throw std::runtime_error("channels are not divisible by blocksize^2");
-  const int c = C / (b * b);
+  const int64_t bb = checked_mul(b, b, "blocksize^2");
+  if (b < 1 || C % bb != 0) throw std::runtime_error("channels are not divisible by blocksize^2");
+  const int c = static_cast<int>(C / bb);
+  const int Hb = checked_int(checked_mul(H, b, "output height"), "output height");
+  const int Wb = checked_int(checked_mul(W, b, "output width"), "output width");
   mx::array y = x;
   if (n.attr_string("mode", "DCR") == "DCR") {
     // (N, b, b, c, H, W) -> (N, c, H, b, W, b)
@@ -319,20 +342,22 @@ void translate_depth_to_space(TranslationContext& ctx, const NodeDesc& n) {
     // CRD: (N, c, b, b, H, W) -> (N, c, H, b, W, b)
     y = mx::transpose(mx::reshape(x, {N, c, b, b, H, W}, s), {0, 1, 4, 2, 5, 3}, s);
   }
-  ctx.bind_output(n, 0, mx::reshape(y, {N, c, H * b, W * b}, s));
+  ctx.bind_output(n, 0, mx::reshape(y, {N, c, Hb, Wb}, s));
 }
 
 void translate_space_to_depth(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   mx::array x = ctx.input(n, 0);
-  const int b = static_cast<int>(n.attr_int("blocksize", 1));
+  const int b = checked_int(n.attr_int("blocksize", 1), "blocksize");
   const int N = x.shape(0), C = x.shape(1), H = x.shape(2), W = x.shape(3);
-  if (H % b != 0 || W % b != 0)
+  const int Cbb = checked_int(checked_mul(C, checked_mul(b, b, "blocksize^2"), "output channels"),
+                              "output channels");
+  if (b < 1 || H % b != 0 || W % b != 0)
     throw std::runtime_error("height and width must be divisible by blocksize");
   // (N, C, H/b, b, W/b, b) -> (N, b, b, C, H/b, W/b)
   mx::array y =
       mx::transpose(mx::reshape(x, {N, C, H / b, b, W / b, b}, s), {0, 3, 5, 1, 2, 4}, s);
-  ctx.bind_output(n, 0, mx::reshape(y, {N, C * b * b, H / b, W / b}, s));
+  ctx.bind_output(n, 0, mx::reshape(y, {N, Cbb, H / b, W / b}, s));
 }
 
 }  // namespace

@@ -51,7 +51,8 @@ mx::Shape reshape_target(const mx::Shape& in, const std::vector<int64_t>& spec, 
     }
     if (d < 0) throw std::runtime_error("Reshape dim " + std::to_string(d) + " is invalid");
     out[i] = d;
-    known *= d;
+    // Checked: a product wrapping to 0 would match an empty input.
+    known = checked_mul(known, d, "Reshape target size");
   }
   const int64_t total = shape_product(in, 0, in.size());
   if (infer >= 0) {

@@ -166,6 +166,9 @@ void translate_split(TranslationContext& ctx, const NodeDesc& n) {
     sizes = *s;
   } else if (n.has_attr("num_outputs")) {
     // Opset 18: ceil(dim / n) each, the last one smaller (ORT refuses a zero-sized tail).
+    if (parts > dim)
+      throw std::runtime_error("num_outputs " + std::to_string(parts) +
+                               " exceeds the size of the split dim (" + std::to_string(dim) + ")");
     const int64_t each = (dim + parts - 1) / parts;
     for (int64_t i = 0; i < parts; ++i)
       sizes.push_back(std::max<int64_t>(0, std::min(each, dim - i * each)));
@@ -178,9 +181,15 @@ void translate_split(TranslationContext& ctx, const NodeDesc& n) {
   if (static_cast<int64_t>(sizes.size()) != parts)
     throw std::runtime_error("split has " + std::to_string(sizes.size()) + " sizes for " +
                              std::to_string(parts) + " outputs");
+  // Summed with a check against the remaining size: sizes that add up to the dim only modulo
+  // 2^64 (two of 2^63 - 1 and a 6 for a dim of 4) are an error, as in ORT.
   int64_t total = 0;
   for (int64_t s : sizes) {
     if (s < 0) throw std::runtime_error("split sizes must be non-negative");
+    if (s > dim - total)
+      throw std::runtime_error("split size " + std::to_string(s) +
+                               " exceeds the remaining size of the axis (" +
+                               std::to_string(dim - total) + ")");
     total += s;
   }
   if (total != dim)
@@ -239,7 +248,7 @@ mx::array reflect_axis(const mx::array& x, int axis, int64_t lo, int64_t hi,
 void translate_pad(TranslationContext& ctx, const NodeDesc& n) {
   mx::array x = ctx.input(n, 0);
   const int64_t rank = static_cast<int64_t>(x.ndim());
-  const auto pads = host_ints(ctx, n, 1, "pads");
+  auto pads = host_ints(ctx, n, 1, "pads");
   std::vector<int> axes;
   if (n.inputs.size() > 3 && !n.inputs[3].empty()) {
     axes = normalize_axes_or_throw(host_ints(ctx, n, 3, "axes"), rank);
@@ -251,16 +260,27 @@ void translate_pad(TranslationContext& ctx, const NodeDesc& n) {
     throw std::runtime_error("pads has " + std::to_string(pads.size()) + " values for " +
                              std::to_string(k) + " axes");
   const std::string mode = n.attr_string("mode", "constant");
-  // Negative pads crop (constant mode only, as claimed); then the positive pads are added.
+  // Negative pads crop (constant mode only, as claimed); then the positive pads are added. The
+  // output dim is dim + lo + hi (ORT raises when it is negative); a crop past the input's end
+  // that the other side's padding makes up for leaves only padding on that axis.
   for (size_t i = 0; i < k; ++i) {
     const int64_t lo = pads[i], hi = pads[i + k];
     if ((lo < 0 || hi < 0) && mode != "constant")
       throw std::runtime_error("negative pads are implemented for mode constant only");
     if (lo < 0 || hi < 0) {
       const int64_t dim = x.shape(axes[i]);
-      const int64_t b = lo < 0 ? -lo : 0, e = dim - (hi < 0 ? -hi : 0);
-      if (e < b) throw std::runtime_error("negative pads remove more than the dim");
-      x = slice_axis(x, axes[i], b, e - b, 1, ctx.stream());
+      const int64_t out = checked_add(checked_add(dim, lo, "padded dim"), hi, "padded dim");
+      if (out < 0) throw std::runtime_error("negative pads remove more than the dim");
+      // Compared before negating: -INT64_MIN overflows.
+      const int64_t crop_lo = lo < 0 ? (lo < -dim ? dim : -lo) : 0;
+      const int64_t crop_hi = hi < 0 ? (hi < -dim ? dim : -hi) : 0;
+      if (crop_lo + crop_hi >= dim) {  // nothing of the input is left
+        x = slice_axis(x, axes[i], 0, 0, 1, ctx.stream());
+        pads[i] = lo > 0 ? out : 0;
+        pads[i + k] = lo > 0 ? 0 : out;
+      } else {
+        x = slice_axis(x, axes[i], crop_lo, dim - crop_lo - crop_hi, 1, ctx.stream());
+      }
     }
   }
   std::vector<int> pad_axes;
@@ -274,6 +294,10 @@ void translate_pad(TranslationContext& ctx, const NodeDesc& n) {
     low.push_back(static_cast<int>(lo));
     high.push_back(static_cast<int>(hi));
   }
+  std::vector<int64_t> out_dims(x.shape().begin(), x.shape().end());
+  for (size_t i = 0; i < pad_axes.size(); ++i)
+    out_dims[static_cast<size_t>(pad_axes[i])] += int64_t{low[i]} + high[i];
+  checked_shape(out_dims, x.dtype());  // MLX would sum them in int32
   if (pad_axes.empty()) {
     ctx.bind_output(n, 0, x);
     return;
@@ -317,10 +341,13 @@ void translate_tile(TranslationContext& ctx, const NodeDesc& n) {
     throw std::runtime_error("repeats has " + std::to_string(reps.size()) +
                              " values for rank " + std::to_string(x.ndim()));
   std::vector<int> r;
-  for (int64_t v : reps) {
-    if (v < 0) throw std::runtime_error("repeats must be non-negative");
-    r.push_back(static_cast<int>(checked_shape({v})[0]));
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < reps.size(); ++i) {
+    if (reps[i] < 0) throw std::runtime_error("repeats must be non-negative");
+    r.push_back(checked_int(reps[i], "repeats"));
+    out.push_back(checked_mul(x.shape(static_cast<int>(i)), reps[i], "output dim"));
   }
+  checked_shape(out, x.dtype());
   if (x.ndim() == 0) {
     ctx.bind_output(n, 0, x);
     return;
@@ -355,7 +382,7 @@ void translate_expand(TranslationContext& ctx, const NodeDesc& n) {
                                std::to_string(b));
     out[i] = a == 1 ? b : a;
   }
-  ctx.bind_output(n, 0, mx::broadcast_to(x, checked_shape(out), ctx.stream()));
+  ctx.bind_output(n, 0, mx::broadcast_to(x, checked_shape(out, x.dtype()), ctx.stream()));
 }
 
 }  // namespace
