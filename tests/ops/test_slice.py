@@ -56,6 +56,12 @@ SLICES = [
     ((0, 3), [0], [2], [1], None),
     ((1, 7), [0, 6], [1, 0], [0, 1], [1, -2]),
     ((8,), [-BIG], [BIG], None, [3]),
+    # An end of INT64_MAX with a negative step is open in ORT (through element 0), where ONNX
+    # would clamp it to dim - 1 and give nothing.
+    ((5, 6), [4], [BIG], [1], [-1]),
+    ((4, 3), [4, 2], [BIG, -3], [-1, -2], [-2, 2]),
+    ((4, 3), [BIG], [BIG], [0], [-1]),
+    ((4, 3), [1], [BIG - 1], [0], [-1]),  # one below: clamped, empty
 ]
 
 
