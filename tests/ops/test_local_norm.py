@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from opcheck import check_on_ep, single_node_model
+from opcheck import check_on_ep, refusal, single_node_model
 from ortmlx.testing import random_array
 
 
@@ -42,3 +42,22 @@ def test_reverse_sequence(batch_axis, time_axis, dtype, extra, rng):
     attrs = {"batch_axis": batch_axis, "time_axis": time_axis}
     model = single_node_model("ReverseSequence", {"x": x, "lens": lens}, attrs=attrs)
     check_on_ep(model, {"x": x, "lens": lens})
+
+
+@pytest.mark.parametrize("bad", [6, -1, 1 << 40])
+def test_reverse_sequence_constant_length_out_of_range_is_refused(bad, rng):
+    """ORT raises on a length outside [0, time]; constant lengths are checked at claim time
+    (the translation would clip them)."""
+    x = random_array(rng, (5, 3))
+    lens = np.array([2, bad, 1], np.int64)
+    model = single_node_model("ReverseSequence", {"x": x, "lens": lens},
+                              initializers={"lens": lens}, attrs={"batch_axis": 1, "time_axis": 0})
+    assert "outside [0, 5]" in refusal(model, "ReverseSequence")
+
+
+def test_reverse_sequence_constant_lengths_in_range_run(rng):
+    x = random_array(rng, (5, 3))
+    lens = np.array([5, 0, 3], np.int64)
+    model = single_node_model("ReverseSequence", {"x": x, "lens": lens},
+                              initializers={"lens": lens}, attrs={"batch_axis": 1, "time_axis": 0})
+    check_on_ep(model, {"x": x})

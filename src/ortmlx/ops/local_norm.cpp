@@ -111,6 +111,18 @@ ClaimResult claim_reverse_sequence(const ClaimContext& c) {
   const int64_t b = c.node().attr_int("batch_axis", 1), t = c.node().attr_int("time_axis", 0);
   ORTMLX_REQUIRE((b == 0 && t == 1) || (b == 1 && t == 0),
                  "batch_axis and time_axis must be 0 and 1 in some order");
+  // ORT raises on a length outside [0, time]; the translation clips instead. Constant lengths
+  // are checked here (lengths known only at run time are not: the translation cannot raise on
+  // a value without a sync).
+  const TensorInfo* x = c.input(0);
+  const ConstTensor* lens = c.input_is_constant(1) ? c.constant_input(1) : nullptr;
+  if (lens && x && x->has_shape && x->shape[static_cast<size_t>(t)] >= 0) {
+    const int64_t steps = x->shape[static_cast<size_t>(t)];
+    for (int64_t v : lens->as_int64().value_or(std::vector<int64_t>{}))
+      ORTMLX_REQUIRE(v >= 0 && v <= steps, "sequence_lens value " + std::to_string(v) +
+                                               " is outside [0, " + std::to_string(steps) +
+                                               "] (ORT rejects it)");
+  }
   return ClaimResult::yes();
 }
 
