@@ -219,6 +219,7 @@ def test_global_lp_pool_empty_spatial_dim_is_an_error():
 
 
 @pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
-def test_global_pool_empty_batch(op):
-    x = np.zeros((0, 3, 4), np.float32)
+@pytest.mark.parametrize("shape", [(0, 3, 4), (0, 4, 0, 5), (0, 0, 3)], ids=str)
+def test_global_pool_empty_batch(op, shape):
+    x = np.zeros(shape, np.float32)
     check_on_ep(single_node_model(op, {"x": x}), {"x": x})

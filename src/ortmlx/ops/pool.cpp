@@ -301,22 +301,33 @@ std::vector<int> spatial_axes(const mx::array& x) {
   return a;
 }
 
+// An empty input (N = 0 only) pools to an empty (N, C, 1, ...) output: MLX's max cannot reduce
+// an empty axis (N = 0 with an empty spatial dim too).
+bool bind_empty_global(TranslationContext& ctx, const NodeDesc& n, const mx::array& x) {
+  require_only_n_empty(x);
+  if (x.size() != 0) return false;
+  mx::Shape out = x.shape();
+  for (size_t i = 2; i < out.size(); ++i) out[i] = 1;
+  ctx.bind_output(n, 0, mx::zeros(out, x.dtype(), ctx.stream()));
+  return true;
+}
+
 void translate_global_avg(TranslationContext& ctx, const NodeDesc& n) {
   mx::array x = ctx.input(n, 0);
-  require_only_n_empty(x);
+  if (bind_empty_global(ctx, n, x)) return;
   ctx.bind_output(n, 0, mx::mean(x, spatial_axes(x), true, ctx.stream()));
 }
 
 void translate_global_max(TranslationContext& ctx, const NodeDesc& n) {
   mx::array x = ctx.input(n, 0);
-  require_only_n_empty(x);
+  if (bind_empty_global(ctx, n, x)) return;
   ctx.bind_output(n, 0, mx::max(x, spatial_axes(x), true, ctx.stream()));
 }
 
 void translate_global_lp(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   mx::array x = mx::abs(ctx.input(n, 0), s);
-  require_only_n_empty(x);
+  if (bind_empty_global(ctx, n, x)) return;
   const float p = static_cast<float>(n.attr_int("p", 2));
   mx::array pw = p == 1.0f ? x : p == 2.0f ? mx::square(x, s) : mx::power(x, mx::array(p), s);
   mx::array sum = mx::sum(pw, spatial_axes(x), true, s);
