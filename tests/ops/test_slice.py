@@ -62,6 +62,11 @@ SLICES = [
     ((4, 3), [4, 2], [BIG, -3], [-1, -2], [-2, 2]),
     ((4, 3), [BIG], [BIG], [0], [-1]),
     ((4, 3), [1], [BIG - 1], [0], [-1]),  # one below: clamped, empty
+    # A start before the first element with a negative step clamps to element 0 (ONNX and
+    # ORT; numpy gives nothing).
+    ((4, 2, 3), [-3, -3, 2], [2, -3, -3], [0, 1, 2], [-2, -2, 1]),
+    ((3, 2), [-10], [-BIG - 1], [0], [-1]),
+    ((3, 2), [-4], [-5], [0], [-1]),
 ]
 
 
