@@ -28,10 +28,6 @@ KNOWN: list[tuple[str, str, str, str, str]] = [
     ("lenient", ":GroupNormalization", "", "the EP returns values where ORT CPU raises (e.g. o24_41)", "h-ints"),
     ("lenient", ":Range", "", "the EP returns values where ORT CPU raises (e.g. o4_171)", "h-ints"),
     ("lenient", ":Resize", "", "the EP returns values where ORT CPU raises (e.g. o2_165)", "h-ints"),
-    # Lengths given at run time: the translation clips them (constant ones are refused at claim
-    # time); raising needs a value check at run time (TranslationContext::require).
-    ("lenient", ":ReverseSequence", r"a length out of range", "the EP clips a sequence length "
-     "outside [0, time] given at run time, where ORT CPU raises (e.g. o3_93)", "h-harden (require)"),
     ("lenient", ":Split", "", "the EP returns values where ORT CPU raises (e.g. o35_149)", "h-ints"),
     ("mismatch", ":ArgMax", "", "values or shapes differ from ORT CPU (e.g. o50_28)", "h-ints"),
     ("mismatch", ":ArgMin", "", "values or shapes differ from ORT CPU (e.g. o1_142)", "h-ints"),

@@ -111,9 +111,8 @@ ClaimResult claim_reverse_sequence(const ClaimContext& c) {
   const int64_t b = c.node().attr_int("batch_axis", 1), t = c.node().attr_int("time_axis", 0);
   ORTMLX_REQUIRE((b == 0 && t == 1) || (b == 1 && t == 0),
                  "batch_axis and time_axis must be 0 and 1 in some order");
-  // ORT raises on a length outside [0, time]; the translation clips instead. Constant lengths
-  // are checked here (lengths known only at run time are not: the translation cannot raise on
-  // a value without a sync).
+  // ORT raises on a length outside [0, time]: constant lengths are checked here, the others by
+  // a runtime check in the translation.
   const TensorInfo* x = c.input(0);
   const ConstTensor* lens = c.input_is_constant(1) ? c.constant_input(1) : nullptr;
   if (lens && x && x->has_shape && x->shape[static_cast<size_t>(t)] >= 0) {
@@ -135,6 +134,12 @@ void translate_reverse_sequence(TranslationContext& ctx, const NodeDesc& n) {
   mx::array lens = ctx.input(n, 1);
   if (lens.ndim() != 1 || lens.shape(0) != batch)
     throw std::runtime_error("sequence_lens must be 1-D with one length per batch row");
+  // ORT raises on a length outside [0, steps]: a runtime check (constant lengths are refused at
+  // claim time already). The clip below keeps the gather in range until the check raises.
+  ctx.require(n,
+              mx::logical_and(mx::greater_equal(lens, mx::array(0, lens.dtype()), s),
+                              mx::less_equal(lens, mx::array(steps, lens.dtype()), s), s),
+              "sequence_lens values must be within [0, " + std::to_string(steps) + "]");
   // Lengths clipped to [0, steps] so the indices stay in range (MLX does not bounds-check).
   lens = mx::clip(mx::astype(lens, mx::int32, s), mx::array(0, mx::int32),
                   mx::array(steps, mx::int32), s);
