@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from onnx import helper
 
 from .fuzzlib import FLOATS, INTS, NP_OF, TensorProto
 from .gen_data import broadcast_pair, data, floats, ints, rand_shape
@@ -256,7 +257,12 @@ class ElemGen:
         hi = self._x((), t) if r.random() < 0.6 else None
         if lo is not None and hi is not None and r.random() < 0.7 and lo > hi:
             lo, hi = hi, lo
-        return self.emit(cid, "Clip", [x, lo, hi], const_p=0.6)
+        # Named in the label (known.py lists the EP's outputs there): ORT ignores a NaN bound,
+        # and an absent bound is the type's lowest/highest finite value, which clips an Inf.
+        nan = any(b is not None and t in FLOATS and np.isnan(b) for b in (lo, hi))
+        inf = (lo is None or hi is None) and t in FLOATS and bool(np.isinf(x).any())
+        label = " ".join(w for w, on in (("NaN bound", nan), ("Inf, absent bound", inf)) if on)
+        return self.emit(cid, "Clip", [x, lo, hi], const_p=0.6, label=label)
 
     def gen_Dropout(self, cid):
         t = self.types_for("Dropout", lambda t: ([t], [t]), FL)
@@ -326,8 +332,12 @@ class ElemGen:
                 arrays.append(np.asarray(axes, dtype=np.int64))
             else:
                 attrs["axes"] = axes
-        return self.emit(cid, op, arrays, attrs, const_idx={1} if r.random() < 0.9 else (),
-                         const_p=0.05, label=f"axes={axes}")
+        nan = " NaN in X" if t in FLOATS and bool(np.isnan(x).any()) else ""  # see known.py
+        c = self.emit(cid, op, arrays, attrs, const_idx={1} if r.random() < 0.9 else (),
+                      const_p=0.05, label=f"axes={axes}{nan}")
+        # The node's attributes when the reference runs (a hostile value may replace one).
+        c.reference = lambda: _empty_reduce_ref(op, x, axes, _attrs(c.nodes[0]))
+        return c
 
     def _arg(self, cid, op):
         t = self.types_for(op, lambda t: ([t], [I64]), (F32, F32, F16, F64, I32, I64, U8, I8))
@@ -348,7 +358,9 @@ class ElemGen:
             attrs["keepdims"] = int(r.random() < 0.5)
         if self.opset >= 12 and r.random() < 0.4:
             attrs["select_last_index"] = int(r.random() < 0.5)
-        return self.emit(cid, op, [x], attrs)
+        c = self.emit(cid, op, [x], attrs)
+        c.reference = lambda: _empty_arg_ref(x, _attrs(c.nodes[0]))
+        return c
 
     def gen_ArgMax(self, cid):
         return self._arg(cid, "ArgMax")
@@ -394,6 +406,51 @@ class ElemGen:
         return self.emit(cid, "TopK", [x, np.asarray([k], dtype=np.int64)], attrs, n_out=2,
                          const_idx={1} if r.random() < 0.9 else (), const_p=0.0,
                          label=f"k={k}")
+
+
+# ORT CPU's reductions of an empty input take a separate path that drops negative axes (ReduceMin
+# of shape (0,) over axes [-1] gives shape (0,), over [0] shape (1,); ArgMin of (0, 1, 5) over
+# axis -2 with keepdims 0 keeps all dims), against ONNX shape inference and its own non-empty
+# path. For empty inputs the references below give the ONNX result (the reduced shape, filled
+# with the reduction's value over no elements); consulted only where the EP and ORT CPU differ.
+EMPTY_VALUE = {"ReduceL1": 0.0, "ReduceL2": 0.0, "ReduceSumSquare": 0.0, "ReduceProd": 1.0,
+               "ReduceLogSum": -np.inf, "ReduceLogSumExp": -np.inf}
+
+
+def _attrs(node) -> dict:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _reduced_shape(shape, axes, keep):
+    return tuple(1 if i in axes else d for i, d in enumerate(shape) if keep or i not in axes)
+
+
+def _empty_reduce_ref(op, x, axes, attrs):
+    rank = x.ndim
+    axes = attrs.get("axes", axes)
+    if x.size or any(not -rank <= a < rank for a in axes or []):
+        return None
+    if not axes and attrs.get("noop_with_empty_axes", 0) != 0:
+        return [x]
+    ax = {a % rank for a in axes} if axes else set(range(rank))
+    shape = _reduced_shape(x.shape, ax, attrs.get("keepdims", 1) != 0)
+    if op in ("ReduceMin", "ReduceMax"):
+        lo_hi = (-np.inf, np.inf) if x.dtype.kind == "f" else \
+            (np.iinfo(x.dtype).min, np.iinfo(x.dtype).max)
+        value = lo_hi[op == "ReduceMin"]
+    else:
+        value = EMPTY_VALUE[op]
+    return [np.full(shape, value, dtype=np.float64 if x.dtype.kind == "f" else x.dtype)]
+
+
+def _empty_arg_ref(x, attrs):
+    """ArgMin/ArgMax of an input empty elsewhere than along the axis: an empty int64 result."""
+    rank = x.ndim
+    axis = attrs.get("axis", 0)
+    if x.size or not -rank <= axis < rank or x.shape[axis] == 0:
+        return None
+    return [np.zeros(_reduced_shape(x.shape, {axis % rank}, attrs.get("keepdims", 1) != 0),
+                     np.int64)]
 
 
 for _op in UNARY_FLOAT:

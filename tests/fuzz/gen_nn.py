@@ -4,6 +4,8 @@ positions and sequence lengths), and the other com.microsoft ops (gen_ms_<Op>)."
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 
 from .fuzzlib import NP_OF, TensorProto
@@ -15,6 +17,54 @@ I8, U8, I32, I64 = TensorProto.INT8, TensorProto.UINT8, TensorProto.INT32, Tenso
 FL = (F32, F32, F16, F64)
 MS = "com.microsoft"
 LOOSE = 30.0  # tolerance scale for accumulating ops (summation order differs)
+
+
+def _lrn_ref(x, attrs):
+    """LRN with each window summed directly. ORT CPU keeps a running sum over the channels
+    (adding the square that enters, subtracting the one that leaves), so one Inf square makes
+    every later channel of that pixel NaN (Inf - Inf); the ONNX definition sums each window.
+    The squares are taken in X's type, as both kernels do (a float32 1e30 squares to Inf)."""
+    size = attrs["size"]
+    alpha, beta, bias = attrs.get("alpha", 1e-4), attrs.get("beta", 0.75), attrs.get("bias", 1.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        sq = np.square(x).astype(np.float64)
+        lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+        c = x.shape[1]
+        win = np.zeros(x.shape)
+        for ch in range(c):
+            win[:, ch] = sq[:, max(0, ch - lo):min(c, ch + hi + 1)].sum(axis=1)
+        return x.astype(np.float64) / (bias + alpha / size * win) ** beta
+
+
+def _mvn_ref(x, axes):
+    """The ONNX function body of MeanVarianceNormalization: (x - mean) / (sqrt(var) + 1e-9).
+    ORT CPU divides by sqrt(var) alone, so a constant slice (a single element, say) gives NaN
+    there and 0 by the definition."""
+    ax = tuple(sorted({a % x.ndim for a in axes}))
+    with np.errstate(invalid="ignore", over="ignore"):
+        xf = x.astype(np.float64)
+        d = xf - xf.mean(axis=ax, keepdims=True)
+        return d / (np.sqrt(np.square(d).mean(axis=ax, keepdims=True)) + 1e-9)
+
+
+def _gqa_ref(q, k, v, pk, pv, hq, scale):
+    """GroupQueryAttention in float64 with every sequence at its full length (seqlens_k =
+    total - 1): the new keys and values appended to the past, causal over the last positions
+    (consulted where the EP and ORT CPU differ)."""
+    b, s, _ = q.shape
+    hkv, d = pk.shape[1], pk.shape[3]
+    heads = lambda a, h: a.astype(np.float64).reshape(b, s, h, d).transpose(0, 2, 1, 3)
+    kk = np.concatenate([pk.astype(np.float64), heads(k, hkv)], axis=2)
+    vv = np.concatenate([pv.astype(np.float64), heads(v, hkv)], axis=2)
+    total = kk.shape[2]
+    kr, vr = np.repeat(kk, hq // hkv, axis=1), np.repeat(vv, hq // hkv, axis=1)
+    att = heads(q, hq) @ kr.transpose(0, 1, 3, 2) * scale
+    future = np.arange(total)[None, :] > np.arange(s)[:, None] + (total - s)
+    att = np.where(future, -np.inf, att)
+    att = np.exp(att - att.max(axis=-1, keepdims=True))
+    att /= att.sum(axis=-1, keepdims=True)
+    out = (att @ vr).transpose(0, 2, 1, 3).reshape(b, s, hq * d)
+    return [out, kk, vv]
 
 
 class NNGen:
@@ -152,7 +202,8 @@ class NNGen:
             if r.random() < 0.4:
                 attrs[k] = float(v * r.uniform(0.5, 2))
         x = self._nchw(t)
-        return self.emit(cid, "LRN", [x], attrs, tol_scale=LOOSE)
+        return self.emit(cid, "LRN", [x], attrs, tol_scale=LOOSE,
+                         reference=lambda: [_lrn_ref(x, attrs)])
 
     def gen_MeanVarianceNormalization(self, cid):
         t = self._fl("MeanVarianceNormalization")
@@ -163,7 +214,8 @@ class NNGen:
         attrs = {"axes": [0, 2, 3][:x.ndim - 1]} if r.random() < 0.3 else {}
         if x.ndim < 4 and not attrs:
             attrs = {"axes": [0, 2][:x.ndim - 1]}
-        return self.emit(cid, "MeanVarianceNormalization", [x], attrs, tol_scale=LOOSE, mag=[4.0])
+        return self.emit(cid, "MeanVarianceNormalization", [x], attrs, tol_scale=LOOSE, mag=[4.0],
+                         reference=lambda: [_mvn_ref(x, attrs.get("axes", [0, 2, 3]))])
 
     def gen_BatchNormalization(self, cid):
         t = self._fl("BatchNormalization", 5)
@@ -476,15 +528,39 @@ class NNGen:
         pv = floats(r, (b, hkv, past, d), t, -2, 2)
         total = past + s
         seqlens = np.full((b,), total - 1, np.int32)
+        bad = ""
         if r.random() < 0.08:
             seqlens[int(r.integers(b))] = hpick(r, [total + 5, -3, 1 << 30, -(1 << 31)])
+            bad = " (seqlens out of range)"
         tsl = np.asarray([total], np.int32)
         attrs = {"num_heads": hq, "kv_num_heads": hkv}
         if r.random() < 0.3:
             attrs["scale"] = float(r.uniform(0.1, 1))
+        scale = attrs.get("scale", 1.0 / np.sqrt(d))
+        n_out = int(r.integers(1, 4))
+        # With a past, ORT's kernel appends the new keys and values in the present_key/value
+        # outputs and attends over those buffers: without both outputs it reads memory it never
+        # wrote (values off by order 1, or NaN). Those cases always ask for all three outputs.
+        if past > 0:
+            n_out = 3
+        # ORT's kernel runs three regimes (group_query_attention_helper.h): a first prompt
+        # (sequence length = total length), token generation (sequence length 1) and, for batch
+        # 1 only, a later prompt over a past. Several sequences of a later prompt at once are
+        # an error there: most such cases keep their first sequence only, one in ten stays
+        # batched (the EP must raise as well). Decided by the case id, not by a draw, so that
+        # the generator's stream (and every later case) is unchanged.
+        mixed = b > 1 and s > 1 and past > 0
+        if mixed and zlib.crc32(cid.encode()) % 10:
+            q, k, v, pk, pv, seqlens = q[:1], k[:1], v[:1], pk[:1], pv[:1], seqlens[:1]
+            mixed = False
+            bad = " (seqlens out of range)" if (seqlens != total - 1).any() else ""
+        ok = not mixed and bool((seqlens == total - 1).all())
         return self.emit(cid, "GroupQueryAttention", [q, k, v, pk, pv, seqlens, tsl], attrs,
-                         domain=MS, n_out=int(r.integers(1, 4)), const_p=0.1, tol_scale=LOOSE,
-                         mag=[2.0, 2.0, 2.0], label=f"seqlens={seqlens.tolist()}")
+                         domain=MS, n_out=n_out, const_p=0.1, tol_scale=LOOSE,
+                         mag=[2.0, 2.0, 2.0],
+                         label=f"seqlens={seqlens.tolist()}{bad}{' mixed-prompt' * mixed}",
+                         reference=(lambda: _gqa_ref(q, k, v, pk, pv, hq, scale)[:n_out])
+                         if ok else None)
 
     def gen_ms_RotaryEmbedding(self, cid):
         r = self.rng

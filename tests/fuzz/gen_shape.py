@@ -251,10 +251,13 @@ class ShapeGen:
         shape = rand_shape(r, lo=2, zero_p=0.03)
         batch, time = shape[bt], shape[1 - bt]
         lens = r.integers(0, time + 1, size=(batch,)).astype(np.int64)
+        bad = ""
         if lens.size and r.random() < 0.06:
             lens[0] = hpick(r, [time + 1, -1, 1 << 40])
+            bad = " (a length out of range)"
         return self.emit(cid, "ReverseSequence", [data(r, shape, t), lens],
-                         {"batch_axis": bt, "time_axis": 1 - bt}, label=f"lens={lens.tolist()}")
+                         {"batch_axis": bt, "time_axis": 1 - bt},
+                         label=f"lens={lens.tolist()}{bad}")
 
     def gen_Trilu(self, cid):
         t = self._any("Trilu", [I64])

@@ -84,6 +84,11 @@ CT_CASES = [
     ((1, 2, 3, 4), (2, 3, 3, 3), {"strides": [2, 2], "output_shape": [6, 6]}),
     ((1, 2, 3, 4), (2, 3, 3, 3), {"strides": [2, 2], "output_shape": [6, 6],
                                   "auto_pad": "SAME_UPPER"}),
+    # SAME_* with the kernel extent below the stride: ORT clamps the negative total padding to
+    # zero and returns the full output, smaller than ONNX's in * stride.
+    ((4, 1, 1, 2), (1, 1, 1, 4), {"strides": [2, 2], "auto_pad": "SAME_LOWER"}),
+    ((1, 2, 3, 4), (2, 2, 1, 2), {"strides": [3, 3], "auto_pad": "SAME_UPPER"}),
+    ((1, 2, 3), (2, 2, 2), {"strides": [3], "auto_pad": "SAME_LOWER", "output_padding": [0]}),
 ]
 
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from opcheck import check_on_ep, single_node_model
-from ortmlx.testing import random_array
+from opcheck import check_on_ep, refusal, single_node_model
+from ortmlx.testing import EpRun, random_array
 
 
 @pytest.mark.parametrize("size", [1, 3, 5])
@@ -84,3 +84,42 @@ def test_reverse_sequence_lengths_out_of_range_raise_like_cpu(lens, rng):
     check_hostile(model, {"x": x, "lens": np.array(lens, np.int64)},
                   {"x": x, "lens": np.array([1, 0, 1], np.int64)}, op_type="ReverseSequence",
                   error="sequence_lens")
+
+
+@pytest.mark.parametrize("bad", [6, -1, 1 << 40])
+def test_reverse_sequence_constant_length_out_of_range_is_refused(bad, rng):
+    """ORT raises on a length outside [0, time]; constant lengths are checked at claim time
+    (the translation would clip them)."""
+    x = random_array(rng, (5, 3))
+    lens = np.array([2, bad, 1], np.int64)
+    model = single_node_model("ReverseSequence", {"x": x, "lens": lens},
+                              initializers={"lens": lens}, attrs={"batch_axis": 1, "time_axis": 0})
+    assert "outside [0, 5]" in refusal(model, "ReverseSequence")
+
+
+def test_reverse_sequence_constant_lengths_in_range_run(rng):
+    x = random_array(rng, (5, 3))
+    lens = np.array([5, 0, 3], np.int64)
+    model = single_node_model("ReverseSequence", {"x": x, "lens": lens},
+                              initializers={"lens": lens}, attrs={"batch_axis": 1, "time_axis": 0})
+    check_on_ep(model, {"x": x})
+
+
+@pytest.mark.parametrize("bad", [6, -1, 1 << 40])
+def test_reverse_sequence_runtime_length_out_of_range_raises(bad, rng):
+    """Lengths fed at run time: the run raises like ORT's, and the session stays usable."""
+    x = random_array(rng, (5, 3))
+    model = single_node_model("ReverseSequence", {"x": x, "lens": np.zeros(3, np.int64)},
+                              attrs={"batch_axis": 1, "time_axis": 0})
+    run = EpRun(model, strict=True)
+    try:
+        with pytest.raises(Exception, match="sequence_lens values must be within"):
+            run.run({"x": x, "lens": np.array([2, bad, 1], np.int64)})
+        good = np.array([5, 0, 3], np.int64)
+        got = run.run({"x": x, "lens": good})
+    finally:
+        run.close()
+    want = x.copy()
+    for b, n in enumerate(good):
+        want[:n, b] = x[:n, b][::-1]
+    np.testing.assert_array_equal(got[0], want)

@@ -291,6 +291,27 @@ def test_log_softmax_large_values_are_stable():
     assert np.isfinite(got[0]).all()
 
 
+@pytest.mark.parametrize("opset", [11, 13])
+def test_log_softmax_infinite_rows_are_nan_like_ort(opset):
+    """A row holding +Inf (or only -Inf) is NaN throughout in ORT's kernel (the max is
+    subtracted, Inf - Inf); the EP used to return -Inf beside the NaN."""
+    inf = np.inf
+    x = np.array([[inf, 1, 2], [-inf, -inf, -inf], [-inf, 1, 2], [1e30, 1, 2], [inf, -inf, 1],
+                  [0.5, 1, 2]], np.float32)
+    got = check_on_ep(single_node_model("LogSoftmax", {"x": x}, attrs={"axis": 1}, opset=opset),
+                      {"x": x})
+    assert np.isnan(got[0][[0, 1, 4]]).all() and np.isfinite(got[0][[3, 5]]).all()
+
+
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 4)], ids=str)
+@pytest.mark.parametrize("opset", [11, 13])
+def test_log_softmax_empty(shape, opset):
+    """An empty input is an empty output (MLX cannot reduce over an empty axis)."""
+    x = np.zeros(shape, np.float32)
+    check_on_ep(single_node_model("LogSoftmax", {"x": x}, attrs={"axis": 0}, opset=opset),
+                {"x": x})
+
+
 def test_log_softmax_float16(rng):
     x = random_array(rng, (3, 4, 16), np.float16, low=-6, high=6)
     check_on_ep(single_node_model("LogSoftmax", {"x": x}, opset=13), {"x": x}, rtol=1e-3, atol=2e-3)
@@ -346,3 +367,26 @@ def test_rms_norm_stash_type_0_half_is_refused(rng):
     model = single_node_model("RMSNormalization", feeds, attrs={"stash_type": 0}, opset=23)
     reason = refusal(model, "RMSNormalization")
     assert reason and "stash_type" in reason
+
+
+@pytest.mark.parametrize("shape,axis", [((2, 2, 0, 0), -2), ((2, 0), 1), ((3, 0, 4), 1)], ids=str)
+def test_rms_norm_empty_normalized_shape_is_an_error(shape, axis):
+    """X.shape[axis:] with no elements: ORT's CPU kernel raises, so does the EP."""
+    x = np.zeros(shape, np.float32)
+    scale = np.ones(shape[axis:], np.float32)
+    model = single_node_model("RMSNormalization", {"x": x, "scale": scale}, attrs={"axis": axis},
+                              opset=23)
+    run = EpRun(model, strict=True)
+    try:
+        with pytest.raises(Exception, match="X.shape\\[axis:\\] has no elements"):
+            run.run({"x": x, "scale": scale})
+    finally:
+        run.close()
+
+
+def test_rms_norm_empty_leading_dims(rng):
+    """Empty leading dims with a non-empty normalized shape: an empty output, as in ORT."""
+    x = np.zeros((0, 3, 4), np.float32)
+    scale = random_array(rng, (4,))
+    check_on_ep(single_node_model("RMSNormalization", {"x": x, "scale": scale}, opset=23),
+                {"x": x, "scale": scale})

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from opcheck import check_on_ep, refusal, single_node_model
-from ortmlx.testing import random_array
+from ortmlx.testing import EpRun, random_array
 
 POOL_CASES = [
     ((2, 3, 11), {"kernel_shape": [3]}),
@@ -147,3 +147,94 @@ def test_pool_refuses_int64_attrs_beyond_int32(op, attrs, rng):
     # Narrowed to int these wrapped (2^32 + 1 -> 1): a different model, or a crash.
     model = loose_model(op, [("x", np.float32, [1, 2, 5, 5])], attrs)
     check_hostile(model, {"x": random_array(rng, (1, 2, 5, 5))}, op_type=op, refused="outside [")
+
+
+# Windows overhanging the padded input: ORT sizes the output by truncating division, so an
+# overhang below one stride still gives one output (reduced over the taps that land on data or
+# pads) and a little more gives none; only a negative size is an error.
+OVERHANG = [
+    ((1, 1, 4, 6), {"kernel_shape": [2, 4], "strides": [2, 2], "dilations": [1, 2]}),
+    ((1, 2, 4, 5), {"kernel_shape": [2, 4], "strides": [2, 2], "dilations": [1, 2]}),
+    ((5, 1, 5, 6), {"kernel_shape": [3, 5], "strides": [1, 1], "dilations": [2, 2],
+                    "pads": [2, 1, 2, 1]}),
+    ((2, 2, 7, 4, 4), {"kernel_shape": [4, 3, 2], "dilations": [1, 2, 2]}),
+    ((1, 1, 4, 6), {"kernel_shape": [2, 4], "strides": [2, 2], "dilations": [1, 2],
+                    "ceil_mode": 1}),
+]
+
+
+@pytest.mark.parametrize("case", OVERHANG, ids=str)
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "LpPool"])
+def test_pool_window_overhanging_the_input(case, op, rng):
+    shape, attrs = case
+    if op == "LpPool" and "ceil_mode" in attrs:
+        pytest.skip("LpPool has ceil_mode from opset 18 only")
+    x = random_array(rng, shape)
+    check_on_ep(single_node_model(op, {"x": x}, attrs=attrs, opset=19), {"x": x},
+                rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_pool_window_far_beyond_the_input_is_an_error(op, rng):
+    x = random_array(rng, (1, 1, 4, 4))
+    model = single_node_model(op, {"x": x}, opset=19,
+                              attrs={"kernel_shape": [2, 4], "dilations": [1, 2]})
+    run = EpRun(model, strict=True)
+    try:
+        with pytest.raises(Exception, match="pooling window is larger than the padded input"):
+            run.run({"x": x})
+    finally:
+        run.close()
+
+
+# Dilation 2 with stride 1 over several channels: MLX's CPU reductions of that overlapping view
+# mixed up channels (the windows are copied first now).
+@pytest.mark.parametrize("cip", [0, 1])
+@pytest.mark.parametrize("shape", [(2, 2, 5), (2, 3, 9), (1, 2, 9, 7)], ids=str)
+def test_average_pool_dilated_stride_1_many_channels(shape, cip, rng):
+    nd = len(shape) - 2
+    attrs = {"kernel_shape": [4, 2][:nd], "dilations": [2] * nd, "pads": [2, 1][:nd] * 2,
+             "strides": [1] * nd, "count_include_pad": cip}
+    x = random_array(rng, shape)
+    check_on_ep(single_node_model("AveragePool", {"x": x}, attrs=attrs, opset=19), {"x": x})
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "LpPool"])
+def test_pool_dilated_stride_1_many_channels(op, rng):
+    x = random_array(rng, (2, 3, 9, 7))
+    attrs = {"kernel_shape": [3, 2], "dilations": [2, 2]}
+    check_on_ep(single_node_model(op, {"x": x}, attrs=attrs, opset=19), {"x": x},
+                rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op,attrs", [("GlobalAveragePool", {}), ("GlobalMaxPool", {}),
+                                      ("MaxPool", {"kernel_shape": [1]}),
+                                      ("AveragePool", {"kernel_shape": [1]})])
+@pytest.mark.parametrize("shape", [(2, 0, 4), (2, 3, 0)], ids=str)
+def test_pool_empty_channel_or_spatial_dim_is_an_error(op, attrs, shape):
+    """ORT's pools take an empty input only through N = 0."""
+    x = np.zeros(shape, np.float32)
+    run = EpRun(single_node_model(op, {"x": x}, attrs=attrs), strict=True)
+    try:
+        with pytest.raises(Exception, match="an empty input must have N = 0"):
+            run.run({"x": x})
+    finally:
+        run.close()
+
+
+def test_global_lp_pool_empty_spatial_dim_is_an_error():
+    x = np.zeros((4, 0, 3), np.float32)
+    run = EpRun(single_node_model("GlobalLpPool", {"x": x}, attrs={"p": 3}, opset=12),
+                strict=True)
+    try:
+        with pytest.raises(Exception, match="an empty input must have N = 0"):
+            run.run({"x": x})
+    finally:
+        run.close()
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("shape", [(0, 3, 4), (0, 4, 0, 5), (0, 0, 3)], ids=str)
+def test_global_pool_empty_batch(op, shape):
+    x = np.zeros(shape, np.float32)
+    check_on_ep(single_node_model(op, {"x": x}), {"x": x})

@@ -56,6 +56,17 @@ SLICES = [
     ((0, 3), [0], [2], [1], None),
     ((1, 7), [0, 6], [1, 0], [0, 1], [1, -2]),
     ((8,), [-BIG], [BIG], None, [3]),
+    # An end of INT64_MAX with a negative step is open in ORT (through element 0), where ONNX
+    # would clamp it to dim - 1 and give nothing.
+    ((5, 6), [4], [BIG], [1], [-1]),
+    ((4, 3), [4, 2], [BIG, -3], [-1, -2], [-2, 2]),
+    ((4, 3), [BIG], [BIG], [0], [-1]),
+    ((4, 3), [1], [BIG - 1], [0], [-1]),  # one below: clamped, empty
+    # A start before the first element with a negative step clamps to element 0 (ONNX and
+    # ORT; numpy gives nothing).
+    ((4, 2, 3), [-3, -3, 2], [2, -3, -3], [0, 1, 2], [-2, -2, 1]),
+    ((3, 2), [-10], [-BIG - 1], [0], [-1]),
+    ((3, 2), [-4], [-5], [0], [-1]),
 ]
 
 

@@ -270,8 +270,10 @@ void translate_conv_transpose(TranslationContext& ctx, const NodeDesc& n) {
       // The target size is output_shape, else in * stride. How the total padding splits was
       // measured on ORT 1.30's CPU kernel (tests/ops/test_conv.py): SAME_UPPER puts the odd unit
       // at the end, every other auto_pad (NOTSET with output_shape included) at the start. A
-      // target beyond the full output gets zeros (plus bias) at the end, as ORT's does.
-      out[i] = out_attr ? (*out_attr)[i] : in * strides[i];
+      // target beyond the full output gets zeros (plus bias) at the end, as ORT's does. SAME_*
+      // with a kernel extent plus output_padding below the stride has a negative total padding,
+      // which ORT clamps to zero: the output is the full one, smaller than ONNX's in * stride.
+      out[i] = out_attr ? (*out_attr)[i] : std::min(in * strides[i], full);
       const int64_t total = full - out[i];
       const bool upper = ap == "SAME_UPPER";
       lo[i] = total < 0 ? 0 : (upper ? total / 2 : total - total / 2);

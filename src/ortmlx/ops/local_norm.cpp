@@ -119,6 +119,17 @@ ClaimResult claim_reverse_sequence(const ClaimContext& c) {
   const int64_t b = c.node().attr_int("batch_axis", 1), t = c.node().attr_int("time_axis", 0);
   ORTMLX_REQUIRE((b == 0 && t == 1) || (b == 1 && t == 0),
                  "batch_axis and time_axis must be 0 and 1 in some order");
+  // ORT raises on a length outside [0, time]: constant lengths are checked here, the others by
+  // a runtime check in the translation.
+  const TensorInfo* x = c.input(0);
+  const ConstTensor* lens = c.input_is_constant(1) ? c.constant_input(1) : nullptr;
+  if (lens && x && x->has_shape && x->shape[static_cast<size_t>(t)] >= 0) {
+    const int64_t steps = x->shape[static_cast<size_t>(t)];
+    for (int64_t v : lens->as_int64().value_or(std::vector<int64_t>{}))
+      ORTMLX_REQUIRE(v >= 0 && v <= steps, "sequence_lens value " + std::to_string(v) +
+                                               " is outside [0, " + std::to_string(steps) +
+                                               "] (ORT rejects it)");
+  }
   return ClaimResult::yes();
 }
 
@@ -131,12 +142,12 @@ void translate_reverse_sequence(TranslationContext& ctx, const NodeDesc& n) {
   mx::array lens = ctx.input(n, 1);
   if (lens.ndim() != 1 || lens.shape(0) != batch)
     throw std::runtime_error("sequence_lens must be 1-D with one length per batch row");
-  // Lengths clipped to [0, steps] so the indices stay in range (MLX does not bounds-check).
-  // ORT raises for a length outside [0, steps]; the kernels still see clipped lengths (MLX
-  // does not bounds-check), clipped in int64 first: narrowing 2^32 + 1 would wrap to 1.
+  // ORT raises for a length outside [0, steps]: a runtime check (constant lengths are refused at
+  // claim time already). The kernels still see clipped lengths (MLX does not bounds-check),
+  // clipped in int64 first: narrowing 2^32 + 1 would wrap to 1.
   const mx::array lo(int64_t{0}, mx::int64), hi(int64_t{steps}, mx::int64);
   ctx.require(n, mx::logical_and(mx::greater_equal(lens, lo, s), mx::less_equal(lens, hi, s), s),
-              "sequence_lens values must be in [0, " + std::to_string(steps) + "]");
+              "sequence_lens values must be within [0, " + std::to_string(steps) + "]");
   lens = mx::astype(mx::clip(lens, lo, hi, s), mx::int32, s);
   mx::array t = mx::arange(steps, mx::int32, s);
   // (batch, steps) or (steps, batch) grid of source indices along the time axis.

@@ -201,11 +201,10 @@ ClaimResult claim_softmax(const ClaimContext& c) {
 // ([0, axis) and [axis, rank) flattened) and it runs over the second dimension.
 // Softmax: precise=true accumulates half inputs in float32 (max-subtracted, numerically stable).
 // LogSoftmax: (x - max) - log(sum(exp(x - max))) in float32, rounded once to X's type. A row max
-// of +-Inf is not subtracted (it would turn every entry into NaN); such rows give NaN/-Inf.
+// of +-Inf is subtracted as well, which makes the whole row NaN, as in ORT's CPU kernel.
 mx::array log_softmax_f32(const mx::array& x, int axis, mx::StreamOrDevice s) {
   const mx::array xf = x.dtype() == mx::float32 ? x : mx::astype(x, mx::float32, s);
-  mx::array m = mx::max(xf, {axis}, /*keepdims=*/true, s);
-  m = mx::where(mx::isfinite(m, s), m, mx::array(0.0f), s);
+  const mx::array m = mx::max(xf, {axis}, /*keepdims=*/true, s);
   const mx::array sh = mx::subtract(xf, m, s);
   const mx::array lse = mx::log(mx::sum(mx::exp(sh, s), {axis}, /*keepdims=*/true, s), s);
   const mx::array y = mx::subtract(sh, lse, s);
@@ -222,6 +221,10 @@ void translate_softmax(TranslationContext& ctx, const NodeDesc& n) {
   auto run = [&](const mx::array& a, int ax) {
     return kLog ? log_softmax_f32(a, ax, s) : mx::softmax(a, {ax}, /*precise=*/true, s);
   };
+  if (x.size() == 0) {  // MLX cannot reduce an empty axis; there is nothing to compute
+    ctx.bind_output(n, 0, x);
+    return;
+  }
   if (!old_form) {
     ctx.bind_output(n, 0, run(x, axis));
     return;
@@ -265,6 +268,10 @@ void translate_rms_norm(TranslationContext& ctx, const NodeDesc& n) {
   const int axis = normalize_axis(n.attr_int("axis", -1), rank);
   const std::vector<int> axes = trailing_axes(axis, rank);
   check_unidirectional(scale, x, "scale");
+  for (int a : axes)
+    if (x.shape(a) == 0)
+      throw std::runtime_error("RMSNormalization: X.shape[axis:] has no elements (ORT's CPU "
+                               "kernel rejects this too)");
   auto f32 = [&](const mx::array& a) {
     return a.dtype() == mx::float32 ? a : mx::astype(a, mx::float32, s);
   };

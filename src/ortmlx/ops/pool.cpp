@@ -89,11 +89,20 @@ ClaimResult claim_pool(const ClaimContext& c, bool is_max, bool is_lp = false) {
   return ClaimResult::yes();
 }
 
+// ORT's pools accept an empty input only through N = 0 (pool_attributes.h: "Only N can be
+// zero"); an empty channel or spatial dim is an error there, so it is one here too.
+void require_only_n_empty(const mx::array& x) {
+  if (x.size() == 0 && x.shape(0) != 0)
+    throw std::runtime_error("an empty input must have N = 0 (ORT rejects an empty channel or "
+                             "spatial dim)");
+}
+
 struct PoolGeometry {
   std::vector<int64_t> kernel, stride, dil, pad_lo, pad_hi, out;
 };
 
 PoolGeometry pool_geometry(const NodeDesc& n, const mx::array& x) {
+  require_only_n_empty(x);
   const size_t nd = x.ndim() - 2;
   PoolGeometry g;
   g.kernel = *n.attr_ints("kernel_shape");
@@ -116,12 +125,15 @@ PoolGeometry pool_geometry(const NodeDesc& n, const mx::array& x) {
       hi = needed - lo;
     }
     const int64_t num = in + lo + hi - d * (k - 1) - 1;
-    if (num < 0) throw std::runtime_error("pooling window is larger than the padded input");
+    // ORT divides truncating toward zero: a window overhanging the padded input by less than a
+    // stride still gives one output (reduced over the taps that land on data or pads), a
+    // little more gives none; only a negative size is an error.
     int64_t out = num / s + 1;
     if (ceil_mode) {
       out = static_cast<int64_t>(std::ceil(static_cast<float>(num) / static_cast<float>(s))) + 1;
       if ((out - 1) * s >= in + lo) --out;
     }
+    if (out < 0) throw std::runtime_error("pooling window is larger than the padded input");
     g.pad_lo.push_back(lo);
     g.pad_hi.push_back(hi);
     g.out.push_back(out);
@@ -172,11 +184,17 @@ mx::array windows(const mx::array& xp, const PoolGeometry& g, mx::StreamOrDevice
     shape.push_back(checked_int(g.out[i], "output dim"));
     strides.push_back(st[2 + i] * g.stride[i]);
   }
+  bool dilated = false;
   for (size_t i = 0; i < nd; ++i) {
     shape.push_back(checked_int(g.kernel[i], "kernel_shape"));
     strides.push_back(st[2 + i] * g.dil[i]);
+    dilated = dilated || g.dil[i] > 1;
   }
-  return mx::as_strided(xc, shape, strides, 0, s);
+  mx::array w = mx::as_strided(xc, shape, strides, 0, s);
+  // MLX's CPU reductions (0.32) read some overlapping views wrongly: with a window step larger
+  // than the output step (dilation 2, stride 1) sum and max mix up channels. A dilated view is
+  // copied first; undilated ones reduce correctly in place.
+  return dilated ? mx::contiguous(w, /*allow_col_major=*/false, s) : w;
 }
 
 std::vector<int> window_axes(size_t nd) {
@@ -289,19 +307,33 @@ std::vector<int> spatial_axes(const mx::array& x) {
   return a;
 }
 
+// An empty input (N = 0 only) pools to an empty (N, C, 1, ...) output: MLX's max cannot reduce
+// an empty axis (N = 0 with an empty spatial dim too).
+bool bind_empty_global(TranslationContext& ctx, const NodeDesc& n, const mx::array& x) {
+  require_only_n_empty(x);
+  if (x.size() != 0) return false;
+  mx::Shape out = x.shape();
+  for (size_t i = 2; i < out.size(); ++i) out[i] = 1;
+  ctx.bind_output(n, 0, mx::zeros(out, x.dtype(), ctx.stream()));
+  return true;
+}
+
 void translate_global_avg(TranslationContext& ctx, const NodeDesc& n) {
   mx::array x = ctx.input(n, 0);
+  if (bind_empty_global(ctx, n, x)) return;
   ctx.bind_output(n, 0, mx::mean(x, spatial_axes(x), true, ctx.stream()));
 }
 
 void translate_global_max(TranslationContext& ctx, const NodeDesc& n) {
   mx::array x = ctx.input(n, 0);
+  if (bind_empty_global(ctx, n, x)) return;
   ctx.bind_output(n, 0, mx::max(x, spatial_axes(x), true, ctx.stream()));
 }
 
 void translate_global_lp(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   mx::array x = mx::abs(ctx.input(n, 0), s);
+  if (bind_empty_global(ctx, n, x)) return;
   const float p = static_cast<float>(n.attr_int("p", 2));
   mx::array pw = p == 1.0f ? x : p == 2.0f ? mx::square(x, s) : mx::power(x, mx::array(p), s);
   mx::array sum = mx::sum(pw, spatial_axes(x), true, s);

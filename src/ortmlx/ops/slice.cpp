@@ -117,8 +117,13 @@ void translate_slice(TranslationContext& ctx, const NodeDesc& n) {
       end = std::clamp<int64_t>(end, 0, dim);
       len = end > start ? (end - start + step - 1) / step : 0;
     } else {
-      start = std::clamp<int64_t>(start, -1, dim - 1);
+      // A start before the first element clamps to it (ONNX: [0, dim - 1] for negative steps,
+      // as ORT does; numpy would give nothing).
+      start = dim == 0 ? -1 : std::clamp<int64_t>(start, 0, dim - 1);
       end = std::clamp<int64_t>(end, -1, dim - 1);
+      // ORT reads an end of INT64_MAX with a negative step as open (through element 0, the
+      // sentinel exporters write for x[::-1]), not as ONNX's clamp to dim - 1 (empty).
+      if (ends[i] == std::numeric_limits<int64_t>::max()) end = -1;
       len = start > end ? (start - end + (-step) - 1) / (-step) : 0;
     }
     x = slice_axis(x, axes[i], start, len, step, ctx.stream());
