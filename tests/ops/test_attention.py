@@ -439,3 +439,13 @@ def test_mha_key_padding_mask_negative_values_mask_the_key(mask_rank, rng):
     ins = {"q": random_array(rng, (B, S, H * D)), "k": random_array(rng, (B, L, H * D)),
            "v": random_array(rng, (B, L, H * D)), "bias": None, "mask": mask}
     mha_run(ins, {"num_heads": H, "mask_filter_value": -1000.0})
+
+
+def test_attention_empty_batch_raises_like_ort(rng):
+    """ONNX Attention: ORT's CPU kernel rejects batch 0 rather than returning empty outputs."""
+    B, H, S, T, D = 2, 2, 3, 5, 4
+    q, k, v = attn_inputs(rng, B, H, H, S, T, D, D, False)
+    ins = {"q": q, "k": k, "v": v}
+    model = dynamic_dims(single_node_model("Attention", ins, attrs={"is_causal": 0}, opset=23))
+    bad = {"q": q[:0], "k": k[:0], "v": v[:0]}
+    check_raises_like_cpu(model, bad, feeds_of(ins), match="batch_size", **TOL)

@@ -291,6 +291,21 @@ def test_clip_nan_and_shape_one_bounds():
     check_on_ep(single_node_model("Clip", {"x": e, "lo": lo}), {"x": e, "lo": lo})
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("bounds", ["nan-lo", "nan-hi", "nan-both", "absent-lo", "absent-hi",
+                                    "absent-both"])
+def test_clip_nan_bounds_and_absent_bounds_follow_ort(dtype, bounds):
+    """ORT's CPU Clip ignores a NaN bound (it never wins a comparison) and takes an absent bound
+    as the type's lowest/highest finite value, so +-Inf clip to it (e.g. -65504 in float16)."""
+    x = np.array([np.nan, -np.inf, np.inf, 0.5, -2.0, 7.0], dtype=dtype)
+    nan, one, minus_one = np.array(np.nan, dtype), np.array(1.0, dtype), np.array(-1.0, dtype)
+    lo = {"nan-lo": nan, "nan-both": nan, "nan-hi": minus_one, "absent-hi": minus_one}.get(bounds)
+    hi = {"nan-hi": nan, "nan-both": nan, "nan-lo": one, "absent-lo": one}.get(bounds)
+    inputs = {"x": x, "lo": lo, "hi": hi}
+    feeds = {k: v for k, v in inputs.items() if v is not None}
+    check_on_ep(single_node_model("Clip", inputs, opset=13), feeds)
+
+
 ROUNDING = ["Floor", "Ceil", "Round"]
 
 

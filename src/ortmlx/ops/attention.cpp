@@ -170,6 +170,8 @@ ClaimResult claim_attention(const ClaimContext& c) {
 void translate_attention(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   mx::array q = ctx.input(n, 0), k = ctx.input(n, 1), v = ctx.input(n, 2);
+  // ORT's CPU kernel rejects an empty batch rather than returning empty outputs.
+  if (q.ndim() > 0 && q.shape(0) == 0) throw std::runtime_error("batch_size must be > 0");
   const mx::Dtype dt = q.dtype();
   const bool three_d = q.ndim() == 3;
   if (three_d) {

@@ -1,6 +1,8 @@
 // Elementwise family: binary arithmetic (numpy broadcasting, as ONNX), unary math, activations.
 #include <cmath>
 #include <iterator>
+#include <limits>
+#include <optional>
 
 #include "ortmlx/ops/common.h"
 #include "ortmlx/ops/elementwise.h"
@@ -327,13 +329,23 @@ ClaimResult claim_clip(const ClaimContext& c) {
   return require_same_types(c);
 }
 
+// As ORT's CPU kernel: y = x < lo ? lo : x, then y = hi < y ? hi : y. A NaN bound never wins a
+// comparison, so it is ignored (mx::maximum/minimum would propagate it), and an absent float
+// bound is the type's lowest/highest finite value, so -Inf and Inf clip to it.
 void translate_clip(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   mx::array y = ctx.input(n, 0);
-  if (n.inputs.size() > 1 && !n.inputs[1].empty())
-    y = mx::maximum(y, mx::reshape(ctx.input(n, 1), {}, s), s);
-  if (n.inputs.size() > 2 && !n.inputs[2].empty())
-    y = mx::minimum(y, mx::reshape(ctx.input(n, 2), {}, s), s);
+  const bool is_float = mx::issubdtype(y.dtype(), mx::floating);
+  const double finite_max = y.dtype() == mx::float16 ? 65504.0
+                                                     : double(std::numeric_limits<float>::max());
+  auto bound = [&](size_t i, double fallback) -> std::optional<mx::array> {
+    if (n.inputs.size() > i && !n.inputs[i].empty())
+      return mx::reshape(ctx.input(n, i), {}, s);
+    if (is_float) return mx::array(fallback, y.dtype());
+    return std::nullopt;  // integers: every value is within the type's range
+  };
+  if (const auto lo = bound(1, -finite_max)) y = mx::where(mx::less(y, *lo, s), *lo, y, s);
+  if (const auto hi = bound(2, finite_max)) y = mx::where(mx::less(*hi, y, s), *hi, y, s);
   ctx.bind_output(n, 0, y);
 }
 
