@@ -41,7 +41,7 @@ pytest_part() {  # name, timeout, paths...
   local name=$1 limit=$2; shift 2
   local n=$workers
   if [ "${GPU_SUITE_PARALLEL:-0}" = 1 ]; then  # about 16 cores shared by every part
-    case $name in ops|external) n=6 ;; contracts) n=4 ;; engine|plugin|corpus) n=2 ;; *) n=1 ;; esac
+    case $name in ops) n=8 ;; external) n=6 ;; contracts) n=4 ;; engine|plugin|corpus) n=2 ;; *) n=1 ;; esac
   fi
   # The fuzz part runs in one process: its counts are printed by the controller.
   local xdist=(-n "$n")
