@@ -9,6 +9,8 @@ child interpreter: should the guard ever regress, the tests fail instead of kill
 import math
 import os
 
+import re
+
 import numpy as np
 import pytest
 from onnx import TensorProto as T
@@ -176,7 +178,9 @@ def check_overflowing_size(case: str, provider_options: dict):
         with pytest.raises(Exception) as err:
             run.run(feeds)
         msg = str(err.value)
-        assert "node 'big'" in msg and "overflows 64 bits" in msg, msg
+        # The op's own shape arithmetic (checked_shape) or the memory guard's saturating count,
+        # whichever sees the size first: a clean error naming the node either way.
+        assert "node 'big'" in msg and re.search(r"overflows (64 bits|int64)", msg), msg
         feeds["s"] = np.array([2, 3, 4], np.int64)
         got = run.run(feeds)[0]
         assert_ran_on_ep(run, ["big"])

@@ -19,7 +19,7 @@ KNOWN: list[tuple[str, str, str, str, str]] = [
     # Documented limit (docs/RELIABILITY.md): MLX's dims are int32, so an output with a dim of
     # 2^31 or more cannot be made; the EP raises a clean error naming the node where ORT CPU,
     # given the memory (the GPU suite's workers have no address-space cap), returns the tensor.
-    ("ep_error", ".*", r"exceeds MLX's int", "an output dim beyond MLX's int32 dims (e.g. o4_171, "
+    ("ep_error", ".*", r"exceeds MLX's", "an output dim beyond MLX's int32 dims (e.g. o4_171, "
      "Range over 2^32 values)", "none (documented limit)"),
     # ORT's Eigen min/max reductions keep a NaN only where it comes first in the slice (its
     # accumulator starts there and NaN never wins a comparison), so the result depends on the
