@@ -1,4 +1,4 @@
-"""The pkg.onnax AttentionVJP contract (shared/design/ATTENTION_VJP.md): claimed and run on
+"""The pkg.onnax AttentionVJP contract (docs/ATTENTION_VJP.md): claimed and run on
 MLXExecutionProvider through each path (dense GEMM, tiled, blocked MLX ops, native), checked
 against a float64 reference and against ORT CPU running the contract's ONNX body unclaimed.
 

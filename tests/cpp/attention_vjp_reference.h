@@ -1,5 +1,5 @@
 // Shared by the AttentionVJP C++ tests: a float64 reference of the contract's semantics
-// (shared/design/ATTENTION_VJP.md), test data in either layout, and runners of the registered
+// (docs/ATTENTION_VJP.md), test data in either layout, and runners of the registered
 // translator with given options.
 #pragma once
 

@@ -241,12 +241,6 @@ const char* cache_outcome_name(CacheOutcome c) {
   return "";
 }
 
-bool default_compile_fuse() {
-  // Fusion on every device (MLX's own default; on GPUs fusion is the point). On MLX's CPU
-  // backend it is graph-dependent (bench/results/engine.md): arithmetic chains 1.4x faster than
-  // eager, transcendental-bound chains 0.75x (scalar JIT kernels): compile_fuse=0 for those.
-  return true;
-}
 
 ExecConfig ExecConfig::from(const EpOptions& options) {
   ExecConfig c;
@@ -254,7 +248,10 @@ ExecConfig ExecConfig::from(const EpOptions& options) {
   // (counted as RETRACE). Run eagerly instead and say so in the counters.
   c.compile = options.compile_enabled() && std::getenv("MLX_DISABLE_COMPILE") == nullptr;
   c.cache_size = options.compile_cache_size;
-  c.fuse = options.compile_fuse.value_or(default_compile_fuse());
+  // auto: fusion on every device (MLX's own default; on GPUs fusion is the point). On MLX's CPU
+  // backend it is graph-dependent (bench/results/engine.md): arithmetic chains 1.4x faster than
+  // eager, transcendental-bound chains 0.75x (scalar JIT kernels): compile_fuse=0 for those.
+  c.fuse = options.compile_fuse.value_or(true);
   return c;
 }
 

@@ -105,8 +105,6 @@ struct ExecConfig {
   static ExecConfig from(const EpOptions& options);
 };
 
-// The auto fusion policy (compile_fuse=auto): fuse on every device (measured; docs/ENGINE.md).
-bool default_compile_fuse();
 
 struct RunStats {
   bool compiled = false;  // outputs came from a compiled function

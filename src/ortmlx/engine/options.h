@@ -33,7 +33,7 @@ struct EpOptions {
   std::optional<uint64_t> attention_vjp_dense_limit_bytes;
   size_t compile_cache_size = 16;  // compiled functions kept per fused node (LRU)
   // Let mlx::compile fuse elementwise ops into generated kernels. nullopt = auto (fuse: see
-  // default_compile_fuse); off trades kernel fusion for no JIT compilation on first use.
+  // ExecConfig::from); off trades kernel fusion for no JIT compilation on first use.
   std::optional<bool> compile_fuse;
   // AttentionVJPRecompute without an explicit dense limit: true = the seed's native path (vjp of
   // MLX's fused SDPA), false = the fused CPU kernel (recompute + dense/tiled), nullopt = auto:

@@ -35,7 +35,6 @@ struct Plan {
   bool shape_keyed = false;  // some node needs concrete shapes when traced
   EpOptions options;         // the session's knobs (read by translators, e.g. byte budgets)
 
-  size_t num_nodes() const { return nodes.size(); }
 };
 
 // Builds a Plan from the graph ORT hands to Compile (all constant data copied into `graph`).

@@ -1,5 +1,5 @@
 // pkg.onnax AttentionVJP family: the pullback of scaled-dot-product attention, recognised by the
-// name of an onnax model-local function (shared/design/ATTENTION_VJP.md). Claim: contract.cpp.
+// name of an onnax model-local function (docs/ATTENTION_VJP.md). Claim: contract.cpp.
 // Paths: attention_vjp/dense.cpp (MLX GEMMs), tiled_cpu.cpp (fused CPU kernel, also used for the
 // dense path on the CPU backend), blocked.cpp (MLX ops by query blocks: beyond the dense budget on
 // GPU backends), native.cpp (vjp of MLX's fused SDPA).
@@ -192,12 +192,11 @@ void register_attention_vjp_ops(OpRegistry& r) {
   e.max_opset = 1;
   e.claim = attention_vjp::claim;
   e.translate = translate;
+  // Shape-keyed: the dense/tiled choice and the fused kernels' tiles, work split and output
+  // shapes depend on concrete B, Sq and Sk (custom kernels have no shapeless output_shapes).
   e.shape_keyed = true;
   // The fused CPU kernel beats ORT CPU running the body (bench/results/attention_vjp.md).
   e.cpu_default = true;
-  e.shape_key_reason =
-      "the dense/tiled choice and the fused kernels' tiles, work split and output shapes depend "
-      "on concrete B, Sq and Sk (custom kernels have no shapeless output_shapes)";
   r.add(std::move(e));
 }
 

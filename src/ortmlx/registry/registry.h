@@ -63,7 +63,6 @@ struct OpEntry {
   bool cpu_default = false;
   // Shape-keyed ops need concrete input shapes when traced (custom kernels, grids).
   bool shape_keyed = false;
-  std::string shape_key_reason;
 };
 
 class OpRegistry {

@@ -1,6 +1,6 @@
 // The pkg.onnax AttentionVJP contract: name grammar (Config), the claim predicate, the
-// dense-or-tiled selection rule and the kernel tile sizes (shared/design/ATTENTION_VJP.md and the
-// reference handler shared/seed/000_8e34aa3ee624b707.txt, which wins where the two disagree).
+// dense-or-tiled selection rule and the kernel tile sizes of the reference Metal handler
+// (docs/ATTENTION_VJP.md states the contract as the EP implements it).
 #pragma once
 
 #include <array>
