@@ -21,6 +21,12 @@ class _GraphBuilder:
         self.inits.append(numpy_helper.from_array(arr, name))
         return name
 
+    def scale_weight(self, name, n):
+        """A norm scale near 1 (1 + N(0, 0.1^2))."""
+        arr = (1.0 + self.rng.standard_normal(n) * 0.1).astype(np.float32)
+        self.inits.append(numpy_helper.from_array(arr, name))
+        return name
+
     def const_i64(self, name, values):
         self.inits.append(numpy_helper.from_array(np.asarray(values, dtype=np.int64), name))
         return name
@@ -52,9 +58,7 @@ def transformer_encoder(batch=2, seq=16, embed=64, heads=4, ffn=128, layers=2, s
     x = "x"
     for layer in range(layers):
         p = f"layer{layer}"
-        ln1_s = g.weight(f"{p}.ln1.scale", [embed], 0.1)
-        g.inits[-1] = numpy_helper.from_array(
-            (1.0 + rng.standard_normal(embed) * 0.1).astype(np.float32), ln1_s)
+        ln1_s = g.scale_weight(f"{p}.ln1.scale", embed)
         ln1_b = g.weight(f"{p}.ln1.bias", [embed], 0.1)
         h = g.op("LayerNormalization", [x, ln1_s, ln1_b], p, axis=-1, epsilon=1e-5)
         heads_out = []
@@ -73,9 +77,7 @@ def transformer_encoder(batch=2, seq=16, embed=64, heads=4, ffn=128, layers=2, s
         wo = g.weight(f"{p}.attn.out.weight", [embed, embed], 1.0 / np.sqrt(embed))
         bo = g.weight(f"{p}.attn.out.bias", [embed], 0.02)
         x = g.op("Add", [x, g.op("Add", [g.op("MatMul", [ctx, wo], p), bo], p)], p)
-        ln2_s = g.weight(f"{p}.ln2.scale", [embed], 0.1)
-        g.inits[-1] = numpy_helper.from_array(
-            (1.0 + rng.standard_normal(embed) * 0.1).astype(np.float32), ln2_s)
+        ln2_s = g.scale_weight(f"{p}.ln2.scale", embed)
         ln2_b = g.weight(f"{p}.ln2.bias", [embed], 0.1)
         h = g.op("LayerNormalization", [x, ln2_s, ln2_b], p, axis=-1, epsilon=1e-5)
         w1 = g.weight(f"{p}.mlp.fc1.weight", [embed, ffn], 1.0 / np.sqrt(embed))
@@ -127,9 +129,7 @@ def resnet18(batch=32, size=224, classes=1000, seed=0):
         w = g.weight(f"{prefix}.w", [cout, cin, k, k], np.sqrt(2.0 / (cin * k * k)))
         y = g.op("Conv", [x, w], prefix, kernel_shape=[k, k], strides=[stride, stride],
                  pads=[k // 2] * 4)
-        scale = g.weight(f"{prefix}.bn.scale", [cout], 0.1)
-        g.inits[-1] = numpy_helper.from_array(
-            (1.0 + rng.standard_normal(cout) * 0.1).astype(np.float32), scale)
+        scale = g.scale_weight(f"{prefix}.bn.scale", cout)
         bias = g.weight(f"{prefix}.bn.bias", [cout], 0.1)
         mean = g.weight(f"{prefix}.bn.mean", [cout], 0.1)
         var = g.weight(f"{prefix}.bn.var", [cout], 0.1)
@@ -183,9 +183,7 @@ def decoder_step(batch=1, past=512, embed=768, heads=12, ffn=3072, layers=12, se
     x = "x"
     for layer in range(layers):
         p = f"h{layer}"
-        ln1_s = g.weight(f"{p}.ln1.scale", [embed], 0.1)
-        g.inits[-1] = numpy_helper.from_array(
-            (1.0 + rng.standard_normal(embed) * 0.1).astype(np.float32), ln1_s)
+        ln1_s = g.scale_weight(f"{p}.ln1.scale", embed)
         h = g.op("LayerNormalization", [x, ln1_s, g.weight(f"{p}.ln1.bias", [embed], 0.1)], p,
                  axis=-1, epsilon=1e-5)
         w = g.weight(f"{p}.attn.qkv.weight", [embed, 3 * embed], 1.0 / np.sqrt(embed))
@@ -213,9 +211,7 @@ def decoder_step(batch=1, past=512, embed=768, heads=12, ffn=3072, layers=12, se
         wo = g.weight(f"{p}.attn.out.weight", [embed, embed], 1.0 / np.sqrt(embed))
         x = g.op("Add", [x, g.op("Add", [g.op("MatMul", [ctx, wo], p),
                                          g.weight(f"{p}.attn.out.bias", [embed], 0.02)], p)], p)
-        ln2_s = g.weight(f"{p}.ln2.scale", [embed], 0.1)
-        g.inits[-1] = numpy_helper.from_array(
-            (1.0 + rng.standard_normal(embed) * 0.1).astype(np.float32), ln2_s)
+        ln2_s = g.scale_weight(f"{p}.ln2.scale", embed)
         h = g.op("LayerNormalization", [x, ln2_s, g.weight(f"{p}.ln2.bias", [embed], 0.1)], p,
                  axis=-1, epsilon=1e-5)
         w1 = g.weight(f"{p}.mlp.fc1.weight", [embed, ffn], 1.0 / np.sqrt(embed))

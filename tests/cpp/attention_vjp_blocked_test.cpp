@@ -21,22 +21,6 @@ namespace mx = mlx::core;
 using namespace ortmlx::attention_vjp::test_support;
 using Tiled = EpOptions::AttentionVjpTiled;
 
-// The problem's tensors in (B, H, S, D), as the translator hands them to the MLX paths.
-Bhsd bhsd_of(const Problem& p, const Data& x) {
-  Problem q = p;
-  q.rank = 4;
-  Bhsd t{to_layout(q, x.q, p.hq, p.sq),  to_layout(q, x.k, p.hk, p.sk),
-         to_layout(q, x.v, p.hk, p.sk),  std::nullopt,
-         to_layout(q, x.dy, p.hq, p.sq), mask_array(p, x)};
-  if (!p.recompute) t.y = to_layout(q, x.y, p.hq, p.sq);
-  return t;
-}
-
-std::vector<double> grad_of(const Problem& p, const mx::array& a, int o) {
-  Problem q = p;
-  q.rank = 4;
-  return from_layout(q, a, o == 0 ? p.hq : p.hk, o == 0 ? p.sq : p.sk);
-}
 
 // blocked_mlx with `rows` query rows per block against the float64 reference (and, when asked,
 // against dense_mlx on the same fp32 inputs).

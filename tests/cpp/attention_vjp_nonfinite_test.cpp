@@ -26,21 +26,6 @@ using Tiled = EpOptions::AttentionVjpTiled;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-Bhsd bhsd_of(const Problem& p, const Data& x) {
-  Problem q = p;
-  q.rank = 4;
-  Bhsd t{to_layout(q, x.q, p.hq, p.sq),  to_layout(q, x.k, p.hk, p.sk),
-         to_layout(q, x.v, p.hk, p.sk),  std::nullopt,
-         to_layout(q, x.dy, p.hq, p.sq), mask_array(p, x)};
-  if (!p.recompute) t.y = to_layout(q, x.y, p.hq, p.sq);
-  return t;
-}
-
-std::vector<double> grad_of(const Problem& p, const mx::array& a, int o) {
-  Problem q = p;
-  q.rank = 4;
-  return from_layout(q, a, o == 0 ? p.hq : p.hk, o == 0 ? p.sq : p.sk);
-}
 
 // Every NaN where the reference has one, every Inf with its sign, finite values close.
 void expect_same(const std::vector<double>& got, const std::vector<double>& want,

@@ -237,6 +237,24 @@ inline mx::array mask_array(const Problem& p, const Data& x) {
   return mx::array(bits.get(), shape, mx::bool_);
 }
 
+// The problem's tensors in (B, H, S, D), as the translator hands them to the MLX paths, and
+// gradient `o` (0 dQ, 1 dK, 2 dV) of such a path back as doubles.
+inline Bhsd bhsd_of(const Problem& p, const Data& x) {
+  Problem q = p;
+  q.rank = 4;
+  Bhsd t{to_layout(q, x.q, p.hq, p.sq),  to_layout(q, x.k, p.hk, p.sk),
+         to_layout(q, x.v, p.hk, p.sk),  std::nullopt,
+         to_layout(q, x.dy, p.hq, p.sq), mask_array(p, x)};
+  if (!p.recompute) t.y = to_layout(q, x.y, p.hq, p.sq);
+  return t;
+}
+
+inline std::vector<double> grad_of(const Problem& p, const mx::array& a, int o) {
+  Problem q = p;
+  q.rank = 4;
+  return from_layout(q, a, o == 0 ? p.hq : p.hk, o == 0 ? p.sq : p.sk);
+}
+
 inline void expect_close(const std::vector<double>& got, const std::vector<double>& want,
                          const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
