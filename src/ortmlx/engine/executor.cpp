@@ -385,7 +385,9 @@ RunResult Executor::run_eager(const std::vector<mx::array>& inputs, TraceSink* s
     // nodes), node by node in plan order, so each array is charged to the node that built it.
     FootprintWalk walk;
     for (const auto& [node, a] : produced) walk.add(a, node);
-    for (size_t i = 0; i < r.outputs.size(); ++i) walk.add(r.outputs[i], output_producers_[i]);
+    // r.outputs may end with the stacked runtime checks, which no plan output names.
+    for (size_t i = 0; i < r.outputs.size(); ++i)
+      walk.add(r.outputs[i], i < output_producers_.size() ? output_producers_[i] : nullptr);
     produced.clear();
     const GraphFootprint& fp = walk.result();
     if (sink) span.args().add("largest_bytes", fp.largest);
