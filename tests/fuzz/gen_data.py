@@ -20,6 +20,13 @@ def rand_shape(rng, rank=None, lo=0, hi=4, zero_p=0.08):
     return tuple(rand_dim(rng, zero_p) for _ in range(rank))
 
 
+def rand_shape_axis(rng):
+    """A shape of rank >= 1 and a random axis of it, negative half the time (same draws as
+    rand_shape(rng, lo=1) then one axis)."""
+    shape = rand_shape(rng, lo=1)
+    return shape, int(rng.integers(-len(shape), len(shape)))
+
+
 def broadcast_pair(rng, zero_p=0.08):
     """Two shapes that broadcast (numpy rules), of ranks 0..4, with 1s on either side."""
     out = rand_shape(rng, zero_p=zero_p)

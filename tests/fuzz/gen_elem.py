@@ -9,7 +9,7 @@ import numpy as np
 from onnx import helper
 
 from .fuzzlib import FLOATS, INTS, NP_OF, TensorProto
-from .gen_data import broadcast_pair, data, floats, ints, rand_shape
+from .gen_data import broadcast_pair, data, floats, ints, rand_shape, rand_shape_axis
 from .hostile import hpick, INT64_MIN, out_of_range
 
 F32, F16, F64 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE
@@ -373,8 +373,7 @@ class ElemGen:
         if t is None:
             return None
         r = self.rng
-        shape = rand_shape(r, lo=1)
-        axis = int(r.integers(-len(shape), len(shape)))
+        shape, axis = rand_shape_axis(r)
         if r.random() < 0.04:
             axis = out_of_range(r, len(shape))
         ax = np.asarray(axis, dtype=np.int64 if r.random() < 0.8 or abs(axis) > 1 << 30 else np.int32)
@@ -388,8 +387,7 @@ class ElemGen:
         if t is None:
             return None
         r = self.rng
-        shape = rand_shape(r, lo=1)
-        axis = int(r.integers(-len(shape), len(shape)))
+        shape, axis = rand_shape_axis(r)
         n = shape[axis]
         k = int(r.integers(0, n + 1))
         if r.random() < 0.05:

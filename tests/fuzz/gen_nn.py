@@ -9,7 +9,7 @@ import zlib
 import numpy as np
 
 from .fuzzlib import NP_OF, TensorProto
-from .gen_data import data, floats, ints, rand_dim, rand_shape
+from .gen_data import data, floats, ints, rand_dim, rand_shape, rand_shape_axis
 from .hostile import hpick, huge_shape, out_of_range
 
 F32, F16, F64 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE
@@ -377,8 +377,7 @@ class NNGen:
         r = self.rng
         qt = int(r.choice([U8, I8]))
         xt = F32 if r.random() < 0.8 or self.opset < 19 else F16
-        shape = rand_shape(r, lo=1)
-        axis = int(r.integers(-len(shape), len(shape)))
+        shape, axis = rand_shape_axis(r)
         per_axis = r.random() < 0.4
         x = floats(r, shape, xt, -20, 20, special_p=0.05 if r.random() < 0.2 else 0.0)
         scale, zp = self._qparams(shape, qt, axis, per_axis, xt)
@@ -392,8 +391,7 @@ class NNGen:
     def gen_DequantizeLinear(self, cid):
         r = self.rng
         qt = int(r.choice([U8, I8, I32]))
-        shape = rand_shape(r, lo=1)
-        axis = int(r.integers(-len(shape), len(shape)))
+        shape, axis = rand_shape_axis(r)
         per_axis = r.random() < 0.4
         x = ints(r, shape, qt, big_p=0.2)
         scale, zp = self._qparams(shape, qt, axis, per_axis)

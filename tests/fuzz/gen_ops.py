@@ -15,7 +15,7 @@ import onnx
 from onnx import AttributeProto, helper
 
 from .fuzzlib import FLOATS, INTS, NP_OF, Case, TensorProto, cpu_kernels
-from .gen_data import broadcast_pair, data, floats, ints, rand_dim, rand_shape
+from .gen_data import broadcast_pair, data, floats, ints, rand_dim, rand_shape, rand_shape_axis
 from .gen_elem import ElemGen
 from .gen_nn import NNGen
 from .gen_shape import ShapeGen
@@ -520,8 +520,7 @@ class OpCases(ElemGen, ShapeGen, NNGen):
         if not t:
             return None
         r = self.rng
-        shape = rand_shape(r, lo=1)
-        axis = int(r.integers(-len(shape), len(shape)))
+        shape, axis = rand_shape_axis(r)
         parts = []
         for _ in range(int(r.integers(1, 5))):
             s = list(shape)

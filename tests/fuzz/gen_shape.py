@@ -8,7 +8,7 @@ import numpy as np
 from onnx import helper
 
 from .fuzzlib import NP_OF, TensorProto
-from .gen_data import data, rand_dim, rand_shape
+from .gen_data import data, rand_dim, rand_shape, rand_shape_axis
 from .hostile import hpick, mark, huge_dim, huge_shape, out_of_range
 
 F32, F16, F64 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE
@@ -84,8 +84,7 @@ class ShapeGen:
         if t is None:
             return None
         r = self.rng
-        shape = rand_shape(r, lo=1)
-        axis = int(r.integers(-len(shape), len(shape)))
+        shape, axis = rand_shape_axis(r)
         n = shape[axis]
         k = int(r.integers(1, 4))
         sizes = None
@@ -294,8 +293,7 @@ class ShapeGen:
         if t is None:
             return None
         r = self.rng
-        shape = rand_shape(r, lo=1)
-        axis = int(r.integers(-len(shape), len(shape)))
+        shape, axis = rand_shape_axis(r)
         idx = self._idx(shape[axis], rand_shape(r, hi=3),
                         dt=np.int64 if r.random() < 0.8 else np.int32)
         return self.emit(cid, "Gather", [data(r, shape, t), idx], {"axis": axis},
@@ -306,8 +304,7 @@ class ShapeGen:
         if t is None:
             return None
         r = self.rng
-        shape = rand_shape(r, lo=1)
-        axis = int(r.integers(-len(shape), len(shape)))
+        shape, axis = rand_shape_axis(r)
         ishape = tuple(int(r.integers(0, d + 1)) if i != axis % len(shape) else rand_dim(r)
                        for i, d in enumerate(shape))
         idx = self._idx(shape[axis], ishape)
@@ -334,8 +331,7 @@ class ShapeGen:
         if t is None:
             return None
         r = self.rng
-        shape = rand_shape(r, lo=1)
-        axis = int(r.integers(-len(shape), len(shape)))
+        shape, axis = rand_shape_axis(r)
         ishape = tuple(int(r.integers(0, d + 1)) for d in shape)
         idx = self._idx(shape[axis], ishape)
         attrs = {"axis": axis}
