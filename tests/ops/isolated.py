@@ -143,6 +143,7 @@ def check_hostile(model, feeds: dict, good_feeds: dict | None = None, *, op_type
             assert r["error"], f"ORT CPU raises ({want[:300]}) but the EP returned values"
         else:
             assert r["error"] is None, r["error"]
+            assert node in r["executed"], f"node '{node}' did not run on the EP: {r['refused']}"
             for g, w in zip(r["outputs"], want):
                 assert g.dtype == w.dtype and g.shape == w.shape, (g.shape, w.shape)
                 if np.issubdtype(w.dtype, np.floating):
