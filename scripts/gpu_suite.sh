@@ -41,7 +41,11 @@ pytest_part() {  # name, timeout, paths...
   local name=$1 limit=$2; shift 2
   local n=$workers
   if [ "${GPU_SUITE_PARALLEL:-0}" = 1 ]; then  # about 16 cores shared by every part
-    case $name in ops) n=8 ;; external) n=6 ;; contracts) n=4 ;; engine|plugin|corpus) n=2 ;; *) n=1 ;; esac
+    if [ ${#parts[@]} -le 2 ]; then  # the second wave (ops corpus): the cores are theirs
+      case $name in ops) n=12 ;; *) n=4 ;; esac
+    else
+      case $name in ops) n=8 ;; external) n=6 ;; contracts) n=4 ;; engine|plugin|corpus) n=2 ;; *) n=1 ;; esac
+    fi
   fi
   # The fuzz part runs in one process: its counts are printed by the controller.
   local xdist=(-n "$n")
@@ -57,12 +61,12 @@ run_one() {
     cpp) if [ -x "${ORTMLX_CPP_TESTS:-}" ]; then
            MLX_ENABLE_TF32=0 run_part cpp 300 "$ORTMLX_CPP_TESTS" --gtest_output=xml:"$logs/cpp.xml"
          else echo "cpp: no ORTMLX_CPP_TESTS binary" | tee -a "$logs/parts.txt"; fi ;;
-    ops) pytest_part ops 400 tests/ops ;;
+    ops) pytest_part ops 560 tests/ops ;;
     contracts) pytest_part contracts 400 tests/contracts ;;
     engine) pytest_part engine 300 tests/engine ;;
     plugin) pytest_part plugin 300 tests/plugin ;;
     external) pytest_part external 400 tests/external ;;
-    corpus) pytest_part corpus 300 tests/corpus ;;
+    corpus) pytest_part corpus 400 tests/corpus ;;
     docs) pytest_part docs 120 tests/test_docs.py ;;
     fuzz) ORTMLX_FUZZ_CASES=${ORTMLX_FUZZ_CASES:-3000} ORTMLX_FUZZ_WORKERS=${ORTMLX_FUZZ_WORKERS:-4} \
             ORTMLX_FUZZ_MEM_CAP_GB=0 pytest_part fuzz 400 tests/fuzz ;;
