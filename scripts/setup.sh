@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One-time, idempotent set-up: the project-local Python venv (pinned) and the ORT C/C++ headers.
-# Fast when already done (stamp files); never installs anything system-wide.
+# Fast when already done (stamp files). The one system-wide install: Debian's chromium package,
+# which the test of `run --html` drives headless, when it is missing and this is a Debian-like
+# system where we are root (a CI machine); otherwise it says how to get it.
 #   scripts/setup.sh        the CPU flavour: .venv from requirements.txt (mlx-cpu)
 #   scripts/setup.sh cuda   the CUDA flavour: .venv-cuda from requirements-cuda.txt (mlx-cuda-13)
 set -euo pipefail
@@ -33,3 +35,20 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 fi
 
 "$root/scripts/fetch_ort_headers.sh"
+
+# Headless Chromium for tests/plugin/test_html.py (the test fails, saying so, without it).
+if [ "$flavour" = cpu ] && ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null \
+    && [ -z "${ORTMLX_CHROMIUM:-}" ]; then
+  # Debian only: elsewhere the apt package of that name may be something else (Ubuntu: a snap).
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && grep -qx 'ID=debian' /etc/os-release; then
+    echo "[setup] installing Debian's chromium package (headless browser for the --html test)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt_install() { apt-get install -y -qq --no-install-recommends chromium > /dev/null; }
+    if ! apt_install && ! { apt-get update -qq && apt_install; }; then
+      echo "[setup] WARNING: apt-get could not install chromium; tests/plugin/test_html.py will fail" >&2
+    fi
+  else
+    echo "[setup] note: chromium not found; tests/plugin/test_html.py needs it" \
+         "(Debian: apt-get install chromium, or set ORTMLX_CHROMIUM)" >&2
+  fi
+fi

@@ -229,9 +229,11 @@ def make_feeds(inputs, dims: dict[str, int], npz: str | None, seed: int) -> dict
     return feeds
 
 
-def _median_seconds(fn, repeat: int) -> float:
+def _median_seconds(fn, repeat: int, times: list | None = None) -> float:
+    """Median wall time of `repeat` calls after a warm-up; each call's time is appended to
+    `times` when given."""
     fn()  # warm-up (first-run compilation, allocations)
-    times = []
+    times = [] if times is None else times
     for _ in range(repeat):
         t0 = time.perf_counter()
         fn()
@@ -274,8 +276,9 @@ def run_model(args, out=None) -> int:
     ep = EpRun(path, options)
     try:
         got = ep.run(feeds)
-        report: EpReport = ep.report()
-        t_ep = _median_seconds(lambda: ep.run(feeds), args.repeat)
+        report: EpReport = ep.report()  # after the first run: compilation is in its times
+        ep_times: list[float] = []
+        t_ep = _median_seconds(lambda: ep.run(feeds), args.repeat, ep_times)
     finally:
         raw = ep.report().raw if os.path.exists(ep.report_path) else {}
         ep.close()
@@ -321,11 +324,38 @@ def run_model(args, out=None) -> int:
         print("note: on MLX's CPU backend the EP claims by default only what it runs faster "
               "than ORT's CPU EP; pass --option cpu_claim=all to see every node it can run",
               file=out)
+    if args.html:
+        write_partition_html(args.html, path, report.raw, raw, statistics.mean(ep_times),
+                             backend, summary)
+        print(f"html        {args.html}", file=out)
     if args.report:
         with open(args.report, "w") as f:
             json.dump(summary, f, indent=1)
         print(f"report      {args.report}", file=out)
     return 0
+
+
+def write_partition_html(out_path, model_path, first_raw, last_raw, t_mean, backend, summary):
+    """The page of `run --html` (ortmlx.html): the graph coloured by partition. first_raw and
+    last_raw: the EP's report after the first run and at the end; t_mean: mean time of the timed
+    runs of the EP session."""
+    import onnx
+
+    from ortmlx import html
+
+    model = onnx.load(model_path, load_external_data=False)
+    data = html.placement(model, first_raw, last_raw, html.ort_graph_node_names(model_path),
+                          t_mean)
+    lines = [f"{backend}, {summary['precision']}; "
+             f"{summary['nodes_on_ep']} of {summary['nodes_total']} nodes of ORT's graph on "
+             f"{ortmlx.EP_NAME} in {len(summary['partitions'])} subgraph(s)",
+             f"median time per run: ORT CPU {summary['median_seconds']['ort_cpu'] * 1e3:.3f} ms, "
+             f"MLX EP session {summary['median_seconds']['mlx_ep'] * 1e3:.3f} ms "
+             f"({summary['repeat']} runs)"]
+    if summary["provider_options"]:
+        lines.append("provider options: " + ", ".join(
+            f"{k}={v}" for k, v in summary["provider_options"].items()))
+    html.write_html(out_path, data, os.path.basename(model_path), lines)
 
 
 def add_subcommands(sub) -> None:
@@ -340,6 +370,8 @@ def add_subcommands(sub) -> None:
     run.add_argument("--repeat", type=int, default=10, help="timed runs per side (default 10)")
     run.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     run.add_argument("--report", metavar="OUT.json", help="write everything printed as JSON")
+    run.add_argument("--html", metavar="OUT.html",
+                     help="write a self-contained page drawing the graph coloured by partition")
 
 
 def dispatch(args) -> int | None:
