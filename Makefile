@@ -80,3 +80,9 @@ wheel-cuda: build-cuda
 	@rm -f $(DIST)/ortmlx_cu13-*.whl
 	@ORTMLX_FLAVOUR=cuda ORTMLX_BUILD_DIR=$(BUILD_CUDA) ORTMLX_JOBS=$(JOBS) $(VENV_CUDA)/bin/python -m pip wheel -q --no-deps -w $(DIST) $(ROOT)
 	@ls $(DIST)/ortmlx_cu13-*.whl
+
+# The cu13 wheel built and installed into a fresh venv with its MLX, then ldd on the packaged
+# library (scripts/check_wheel_cuda.sh; CI runs it after build-cuda).
+.PHONY: check-wheel-cuda
+check-wheel-cuda: build-cuda
+	@ORTMLX_VENV_CUDA=$(VENV_CUDA) ORTMLX_BUILD_CUDA=$(BUILD_CUDA) bash scripts/check_wheel_cuda.sh
