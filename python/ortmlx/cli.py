@@ -256,6 +256,13 @@ def _max_error(got, ref) -> dict:
     return {"mismatches": int(np.count_nonzero(got != ref))}
 
 
+def _seconds_per_run(first: dict, last: dict) -> float | None:
+    """A fused node's mean Compute time per run between two EP reports (first: after the first
+    run, so that compilation is not in it), or None if it did not run in between."""
+    runs = last.get("runs", 0) - first.get("runs", 0)
+    return (last.get("seconds", 0.0) - first.get("seconds", 0.0)) / runs if runs > 0 else None
+
+
 def run_model(args, out=None) -> int:
     out = out or sys.stdout
     import onnxruntime as ort
@@ -286,7 +293,9 @@ def run_model(args, out=None) -> int:
 
     backend, precision = describe_report(report.raw)
     total, on_ep = report.total_nodes(), report.assigned_count()
-    partitions = [{"name": k, "nodes": len(v["nodes"]), "op_types": sorted(set(v["op_types"]))}
+    partitions = [{"name": k, "nodes": len(v["nodes"]), "op_types": sorted(set(v["op_types"])),
+                   "seconds_per_run": _seconds_per_run(report.fused.get(k, {}),
+                                                       raw.get("fused", {}).get(k, {}))}
                   for k, v in report.fused.items()]
     refused = {op: {"count": r.get("count"), "reason": r.get("reason")}
                for op, r in sorted(report.refused().items())}
@@ -308,7 +317,9 @@ def run_model(args, out=None) -> int:
     print(f"nodes       {on_ep} of {total} on {ortmlx.EP_NAME}", file=out)
     print(f"partitions  {len(partitions)}", file=out)
     for p in partitions:
-        print(f"  {p['nodes']:>5} nodes: {', '.join(p['op_types'])}", file=out)
+        t = p["seconds_per_run"]
+        print(f"  {p['nodes']:>5} nodes: {', '.join(p['op_types'])}"
+              + (f" ({t * 1e3:.3f} ms/run)" if t is not None else ""), file=out)
     if refused:
         print("refused op types", file=out)
         for op, r in refused.items():

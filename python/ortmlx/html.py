@@ -204,7 +204,7 @@ def placement(model, first_report: dict, last_report: dict, ort_names: set[str] 
     for k, f in enumerate(order):
         runs = fused[f].get("runs", 0) - first_fused.get(f, {}).get("runs", 0)
         secs = fused[f].get("seconds", 0.0) - first_fused.get(f, {}).get("seconds", 0.0)
-        per_run = secs / runs if runs > 0 else None
+        per_run = secs / runs if runs > 0 else None  # as cli._seconds_per_run
         mlx_seconds += per_run or 0.0
         partitions.append({
             "id": pid[f], "label": f"MLX subgraph {k + 1}", "fused_node": f,

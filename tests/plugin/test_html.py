@@ -110,6 +110,7 @@ def test_html_page_in_headless_chromium(split_model, tmp_path, capsys):
     fused = summary["ep_report"]["fused"]
     assert sorted(sorted(f["nodes"]) for f in fused.values()) == [["exp"], ["mul", "tanh"]]
     assert all(f["runs"] > 0 for f in fused.values())
+    assert all(p["seconds_per_run"] > 0 for p in summary["partitions"])  # compilation excluded
     reason = summary["refused"]["Cast"]["reason"]
     assert reason
 
