@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -22,7 +21,6 @@ from onnx import helper as h
 from ortmlx.__main__ import main
 from ortmlx.testing import make_model
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def chromium() -> str:
@@ -144,12 +142,9 @@ def test_html_page_in_headless_chromium(split_model, tmp_path, capsys):
 def test_html_page_of_a_corpus_model_places_every_node(tmp_path, capsys):
     """Every node of a real-architecture model is drawn once and placed; the subgraphs are the
     EP's fused nodes. (Python-side only: the browser check above covers the page's script.)"""
-    sys.path.insert(0, str(ROOT / "tests" / "corpus"))
-    try:
-        import corpus
-    finally:
-        sys.path.pop(0)
-    model = corpus.load_model("mobilenet_v3_small")
+    from tests.corpus.corpus import load_model
+
+    model = load_model("mobilenet_v3_small")
     path = tmp_path / "mobilenet.onnx"
     onnx.save(model, str(path))
     page, report = tmp_path / "m.html", tmp_path / "m.json"
