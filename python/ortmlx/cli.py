@@ -229,11 +229,9 @@ def make_feeds(inputs, dims: dict[str, int], npz: str | None, seed: int) -> dict
     return feeds
 
 
-def _median_seconds(fn, repeat: int, times: list | None = None) -> float:
-    """Median wall time of `repeat` calls after a warm-up; each call's time is appended to
-    `times` when given."""
+def _median_seconds(fn, repeat: int) -> float:
     fn()  # warm-up (first-run compilation, allocations)
-    times = [] if times is None else times
+    times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         fn()
@@ -280,12 +278,16 @@ def run_model(args, out=None) -> int:
     feeds = make_feeds(cpu.get_inputs(), dims, args.inputs, args.seed)
     ref = cpu.run(None, feeds)
 
-    ep = EpRun(path, options)
+    # With --html, ORT's profiler times the nodes left to ORT's CPU EP (a few microseconds per
+    # node added to the EP session's times).
+    ep = EpRun(path, options, profile=bool(args.html))
+    profile: list[dict] = []
     try:
         got = ep.run(feeds)
         report: EpReport = ep.report()  # after the first run: compilation is in its times
-        ep_times: list[float] = []
-        t_ep = _median_seconds(lambda: ep.run(feeds), args.repeat, ep_times)
+        t_ep = _median_seconds(lambda: ep.run(feeds), args.repeat)
+        if args.html:
+            profile = ep.end_profiling()
     finally:
         raw = ep.report().raw if os.path.exists(ep.report_path) else {}
         ep.close()
@@ -336,8 +338,7 @@ def run_model(args, out=None) -> int:
               "than ORT's CPU EP; pass --option cpu_claim=all to see every node it can run",
               file=out)
     if args.html:
-        write_partition_html(args.html, path, report.raw, raw, statistics.mean(ep_times),
-                             backend, summary)
+        write_partition_html(args.html, path, report.raw, raw, profile, backend, summary)
         print(f"html        {args.html}", file=out)
     if args.report:
         with open(args.report, "w") as f:
@@ -346,17 +347,17 @@ def run_model(args, out=None) -> int:
     return 0
 
 
-def write_partition_html(out_path, model_path, first_raw, last_raw, t_mean, backend, summary):
+def write_partition_html(out_path, model_path, first_raw, last_raw, profile, backend, summary):
     """The page of `run --html` (ortmlx.html): the graph coloured by partition. first_raw and
-    last_raw: the EP's report after the first run and at the end; t_mean: mean time of the timed
-    runs of the EP session."""
+    last_raw: the EP's report after the first run and at the end; profile: ORT's profiler events
+    of the EP session."""
     import onnx
 
     from ortmlx import html
 
     model = onnx.load(model_path, load_external_data=False)
     data = html.placement(model, first_raw, last_raw, html.ort_graph_node_names(model_path),
-                          t_mean)
+                          html.cpu_seconds_per_run(profile))
     lines = [f"{backend}, {summary['precision']}; "
              f"{summary['nodes_on_ep']} of {summary['nodes_total']} nodes of ORT's graph on "
              f"{ortmlx.EP_NAME} in {len(summary['partitions'])} subgraph(s)",

@@ -12,7 +12,7 @@ refused nodes with their reasons) and, for the nodes that stayed on ORT's CPU EP
 refused by name, from the node names of ORT's graph after its basic optimisations (a CPU-only
 session with ORT_ENABLE_BASIC writes it out). Times per subgraph are the EP's own Compute wall
 times (report "seconds" over "runs"), counted from the second run so that compilation is not in
-them.
+them; ORT CPU's is its kernel time per run from ORT's profiler.
 
 The page is self-contained: the data is embedded as JSON and drawn by an inline script into an
 SVG (no network, no external files), with pan (drag), zoom (wheel, buttons) and a legend that
@@ -137,14 +137,25 @@ def _layout(n_nodes: int, edges, shown) -> dict[int, tuple[float, float]]:
                 (level[i] - top) * (BOX_H + GAP_Y) + 20) for i in shown}
 
 
+def cpu_seconds_per_run(events: list[dict]) -> float | None:
+    """Kernel time per session run of the nodes on ORT's CPU EP, from ORT's profiler events
+    (their "Node" events' durations over the number of runs, all runs profiled)."""
+    runs = sum(1 for e in events if e.get("cat") == "Session" and e.get("name") == "model_run")
+    if not runs:
+        return None
+    micros = sum(e.get("dur", 0) for e in events
+                 if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time")
+                 and e.get("args", {}).get("provider") == "CPUExecutionProvider")
+    return micros * 1e-6 / runs
+
+
 def placement(model, first_report: dict, last_report: dict, ort_names: set[str] | None,
-              ep_seconds_per_run: float | None = None) -> dict:
+              cpu_seconds: float | None = None) -> dict:
     """The page's data: nodes (where each ran, why refused), edges, partitions (legend).
 
     first_report / last_report: the EP's report after the first run and after the last; the
-    subgraph times are their difference over the runs between. ep_seconds_per_run: the mean
-    session run time over those runs; what the subgraphs do not account for is shown as the
-    time of ORT CPU (its nodes and the hand-offs), when there are CPU nodes."""
+    subgraph times are their difference over the runs between. cpu_seconds: kernel time per run
+    of ORT's CPU EP (cpu_seconds_per_run), shown where there are CPU nodes."""
     nodes = list(model.graph.node)
     fused = last_report.get("fused", {})
     first_fused = first_report.get("fused", {})
@@ -200,12 +211,11 @@ def placement(model, first_report: dict, last_report: dict, ort_names: set[str] 
     counts = defaultdict(int)
     for item in out_nodes:
         counts[item["part"]] += 1
-    partitions, mlx_seconds = [], 0.0
+    partitions = []
     for k, f in enumerate(order):
         runs = fused[f].get("runs", 0) - first_fused.get(f, {}).get("runs", 0)
         secs = fused[f].get("seconds", 0.0) - first_fused.get(f, {}).get("seconds", 0.0)
         per_run = secs / runs if runs > 0 else None  # as cli._seconds_per_run
-        mlx_seconds += per_run or 0.0
         partitions.append({
             "id": pid[f], "label": f"MLX subgraph {k + 1}", "fused_node": f,
             "colour": PALETTE[k % len(PALETTE)], "drawn": counts[pid[f]],
@@ -213,10 +223,8 @@ def placement(model, first_report: dict, last_report: dict, ort_names: set[str] 
             "op_types": sorted(set(fused[f].get("op_types", []))),
         })
     rest, note = None, None
-    if ep_seconds_per_run is not None and counts["cpu"]:
-        rest = max(ep_seconds_per_run - mlx_seconds, 0.0)
-        note = ("mean session time per run minus the MLX subgraphs': CPU nodes and hand-offs"
-                if order else "mean session time per run")
+    if cpu_seconds is not None and counts["cpu"]:
+        rest, note = cpu_seconds, "its kernels, per ORT's profiler"
     partitions.append({
         "id": "cpu", "label": "ORT CPU", "colour": CPU_COLOUR, "drawn": counts["cpu"],
         "nodes": counts["cpu"], "refused": sum(1 for i in out_nodes if i.get("reason")),

@@ -95,6 +95,7 @@ class EpRun:
     provider_options: dict = field(default_factory=dict)
     strict: bool = False  # session.disable_cpu_ep_fallback: every node must be on the EP
     session_config: dict = field(default_factory=dict)
+    profile: bool = False  # ORT's profiler on (end_profiling() returns its events)
 
     def __post_init__(self):
         import onnxruntime as ort
@@ -108,6 +109,9 @@ class EpRun:
             so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
         for k, v in self.session_config.items():
             so.add_session_config_entry(k, str(v))
+        if self.profile:
+            so.enable_profiling = True
+            so.profile_file_prefix = os.path.join(tempfile.gettempdir(), "ortmlx-profile")
         opts = dict(self.provider_options)
         opts.setdefault("report", self.report_path)
         ortmlx.append_to_session_options(so, opts)
@@ -117,11 +121,24 @@ class EpRun:
     def run(self, feeds: dict, output_names=None):
         return self.session.run(output_names, feeds)
 
+    def end_profiling(self) -> list[dict]:
+        """Stops ORT's profiler (profile=True) and returns its events (Chrome trace format:
+        "Node" events with args.provider and a duration in microseconds per kernel run)."""
+        self.profile = False  # ended: close() has nothing left to clean up
+        path = self.session.end_profiling()
+        try:
+            with open(path) as f:
+                return json.load(f)
+        finally:
+            os.unlink(path)
+
     def report(self) -> EpReport:
         with open(self.report_path) as f:
             return EpReport(json.load(f))
 
     def close(self):
+        if self.profile and self.session is not None:
+            self.end_profiling()  # else ORT writes the profile when the session goes
         self.session = None
         try:
             os.unlink(self.report_path)

@@ -137,6 +137,8 @@ def test_html_page_in_headless_chromium(split_model, tmp_path, capsys):
     data = json.loads(text.split('id="partition-data">', 1)[1].split("</script>", 1)[0])
     times = [p["seconds_per_run"] for p in data["partitions"] if p["id"].startswith("mlx")]
     assert all(t is not None and t > 0 for t in times)
+    cpu = next(p for p in data["partitions"] if p["id"] == "cpu")
+    assert cpu["seconds_per_run"] is not None and cpu["seconds_per_run"] >= 0  # ORT's profiler
 
 
 def test_html_page_of_a_corpus_model_places_every_node(tmp_path, capsys):
