@@ -243,7 +243,8 @@ def placement(model, first_report: dict, last_report: dict, ort_names: set[str] 
 
 def write_html(path: str, data: dict, title: str, summary: list[str]) -> None:
     """Writes the self-contained page: `data` from placement(), `summary` lines above the graph."""
-    blob = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    # "<" escaped: nothing in the data (names come from the model) can close the script tag.
+    blob = json.dumps(data, separators=(",", ":")).replace("<", "\\u003c")
     head = "".join(f"<div>{_html.escape(s)}</div>" for s in summary)
     page = (_TEMPLATE.replace("@TITLE@", _html.escape(title)).replace("@SUMMARY@", head)
             .replace("@DATA@", blob).replace("@SCRIPT@", _SCRIPT))
@@ -308,6 +309,7 @@ _SCRIPT = r"""
     if (parent) parent.appendChild(e);
     return e;
   };
+  const esc = t => String(t).replace(/[&<>"]/g, c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"})[c]);
   const ms = s => (s === null || s === undefined) ? "" : (s * 1e3).toFixed(3) + " ms/run";
   const edges = el("g", {id: "edges"}, root);
   const nodes = el("g", {id: "nodes"}, root);
@@ -371,7 +373,7 @@ _SCRIPT = r"""
     if (p.refused) html += `<br><small>red border: refused by the EP (hover for the reason)</small>`;
     if (p.id === "folded") html += `<br><small>folded constants, fused patterns</small>` +
       `<br><label><input type="checkbox" id="show-folded"> show them</label>`;
-    if (p.op_types) html += `<br><small>${p.op_types.join(", ")}</small>`;
+    if (p.op_types) html += `<br><small>${esc(p.op_types.join(", "))}</small>`;
     text.innerHTML = html;
     item.append(sw, text);
     item.addEventListener("mouseenter", () => {

@@ -80,6 +80,10 @@ class Dom(HTMLParser):
             self._title["title"] += data
 
 
+# A node name that would end the page's script if it were not escaped.
+MUL = "mul</script><b>&"
+
+
 @pytest.fixture
 def split_model(tmp_path):
     x = h.make_tensor_value_info("x", T.FLOAT, [2, 3])
@@ -90,7 +94,7 @@ def split_model(tmp_path):
         h.make_node("Cast", ["s"], ["f"], to=T.FLOAT, name="from_string"),
         h.make_node("Constant", [], ["half"], name="half",
                     value=h.make_tensor("half", T.FLOAT, [], [0.5])),
-        h.make_node("Mul", ["f", "half"], ["m"], name="mul"),
+        h.make_node("Mul", ["f", "half"], ["m"], name=MUL),
         h.make_node("Tanh", ["m"], ["y"], name="tanh"),
     ]
     path = tmp_path / "split.onnx"
@@ -106,7 +110,7 @@ def test_html_page_in_headless_chromium(split_model, tmp_path, capsys):
     summary = json.loads(report.read_text())
     # What ran where, per the EP's report: two fused nodes (exp; mul+tanh), both executed.
     fused = summary["ep_report"]["fused"]
-    assert sorted(sorted(f["nodes"]) for f in fused.values()) == [["exp"], ["mul", "tanh"]]
+    assert sorted(sorted(f["nodes"]) for f in fused.values()) == [["exp"], [MUL, "tanh"]]
     assert all(f["runs"] > 0 for f in fused.values())
     assert all(p["seconds_per_run"] > 0 for p in summary["partitions"])  # compilation excluded
     reason = summary["refused"]["Cast"]["reason"]
@@ -121,17 +125,17 @@ def test_html_page_in_headless_chromium(split_model, tmp_path, capsys):
     assert dom.body.get("data-rendered") == "6", "the page's script did not finish drawing"
     assert len(dom.nodes) == 6  # one box per graph node
     by_title = {n["title"].split("\n")[0]: n for n in dom.nodes}
-    assert set(by_title) == {"exp", "to_string", "from_string", "half", "mul", "tanh"}
-    assert by_title["exp"]["part"] != by_title["mul"]["part"]
-    assert by_title["mul"]["part"] == by_title["tanh"]["part"]
-    assert {by_title[n]["part"] for n in ("exp", "mul")} == {"mlx0", "mlx1"}
-    assert by_title["exp"]["fill"] != by_title["mul"]["fill"]  # each subgraph its colour
+    assert set(by_title) == {"exp", "to_string", "from_string", "half", MUL, "tanh"}
+    assert by_title["exp"]["part"] != by_title[MUL]["part"]
+    assert by_title[MUL]["part"] == by_title["tanh"]["part"]
+    assert {by_title[n]["part"] for n in ("exp", MUL)} == {"mlx0", "mlx1"}
+    assert by_title["exp"]["fill"] != by_title[MUL]["fill"]  # each subgraph its colour
     for name in ("to_string", "from_string"):
         node = by_title[name]
         assert node["part"] == "cpu" and "refused" in node["classes"]
         assert f"refused by the EP: {reason}" in node["title"]
     assert by_title["half"]["part"] == "folded"  # ORT turns Constant into an initializer
-    assert all("ran on: MLX subgraph" in by_title[n]["title"] for n in ("exp", "mul", "tanh"))
+    assert all("ran on: MLX subgraph" in by_title[n]["title"] for n in ("exp", MUL, "tanh"))
     # Legend: the two subgraphs, ORT CPU, the folded node.
     assert dom.legend == ["mlx0", "mlx1", "cpu", "folded"]
     data = json.loads(text.split('id="partition-data">', 1)[1].split("</script>", 1)[0])
