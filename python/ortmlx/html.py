@@ -15,8 +15,9 @@ times (report "seconds" over "runs"), counted from the second run so that compil
 them; ORT CPU's is its kernel time per run from ORT's profiler.
 
 The page is self-contained: the data is embedded as JSON and drawn by an inline script into an
-SVG (no network, no external files), with pan (drag), zoom (wheel, buttons) and a legend that
-highlights a partition on hover.
+SVG (no network, no external files), with pan (drag, wheel), zoom (ctrl+wheel, buttons), a legend
+that highlights a partition on hover, and a checkbox that shows the nodes ORT rewrote (hidden by
+default, the edges through them joined up).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import html as _html
 import json
 import os
+import re
 import tempfile
 from collections import defaultdict
 
@@ -246,8 +248,8 @@ def write_html(path: str, data: dict, title: str, summary: list[str]) -> None:
     # "<" escaped: nothing in the data (names come from the model) can close the script tag.
     blob = json.dumps(data, separators=(",", ":")).replace("<", "\\u003c")
     head = "".join(f"<div>{_html.escape(s)}</div>" for s in summary)
-    page = (_TEMPLATE.replace("@TITLE@", _html.escape(title)).replace("@SUMMARY@", head)
-            .replace("@DATA@", blob).replace("@SCRIPT@", _SCRIPT))
+    fill = {"TITLE": _html.escape(title), "SUMMARY": head, "DATA": blob, "SCRIPT": _SCRIPT}
+    page = re.sub(r"@(TITLE|SUMMARY|DATA|SCRIPT)@", lambda m: fill[m.group(1)], _TEMPLATE)
     with open(path, "w", encoding="utf-8") as f:
         f.write(page)
 
