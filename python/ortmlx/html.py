@@ -352,7 +352,9 @@ _SCRIPT = r"""
     });
   };
   const anyFolded = data.nodes.some(n => n.part === "folded");
-  place(anyFolded);
+  // page.html#all opens with the rewritten nodes shown (links, screenshots).
+  const showAll = location.hash === "#all";
+  place(anyFolded && !showAll);
   // Legend: one entry per partition; hovering one dims the other nodes.
   const legend = document.getElementById("legend");
   const h2 = document.createElement("b");
@@ -387,7 +389,10 @@ _SCRIPT = r"""
     legend.appendChild(item);
   });
   const toggle = document.getElementById("show-folded");
-  if (toggle) toggle.addEventListener("change", () => { place(!toggle.checked); fit(); });
+  if (toggle) {
+    toggle.checked = showAll;
+    toggle.addEventListener("change", () => { place(!toggle.checked); fit(); });
+  }
   if (data.ort_created_on_ep) {
     const note = document.createElement("p");
     note.innerHTML = `<small>${data.ort_created_on_ep} node(s) that ORT created when rewriting ran inside the MLX subgraphs (not drawn)</small>`;

@@ -41,9 +41,9 @@ def browser_args(exe, profile_dir):
             f"--user-data-dir={profile_dir}", "--hide-scrollbars"]
 
 
-def dump_dom(page: Path, tmp_path: Path) -> str:
+def dump_dom(page: Path, tmp_path: Path, fragment: str = "") -> str:
     r = subprocess.run([*browser_args(chromium(), tmp_path / "profile"), "--dump-dom",
-                        page.as_uri()], capture_output=True, text=True, timeout=120)
+                        page.as_uri() + fragment], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     return r.stdout
 
@@ -61,7 +61,7 @@ class Dom(HTMLParser):
         cls = (a.get("class") or "").split()
         if tag == "g" and "node" in cls:
             self.nodes.append({"classes": cls, "part": a.get("data-part"), "title": "",
-                               "fill": None})
+                               "fill": None, "shown": "display: none" not in (a.get("style") or "")})
         elif tag == "rect" and self.nodes and self.nodes[-1]["fill"] is None:
             self.nodes[-1]["fill"] = a.get("fill")
         elif tag == "title" and self.nodes:
@@ -135,6 +135,11 @@ def test_html_page_in_headless_chromium(split_model, tmp_path, capsys):
         assert node["part"] == "cpu" and "refused" in node["classes"]
         assert f"refused by the EP: {reason}" in node["title"]
     assert by_title["half"]["part"] == "folded"  # ORT turns Constant into an initializer
+    # Rewritten nodes are hidden by default; #all (as the legend's checkbox) shows them.
+    assert [n["title"].split("\n")[0] for n in dom.nodes if not n["shown"]] == ["half"]
+    everything = Dom()
+    everything.feed(dump_dom(page, tmp_path, "#all"))
+    assert len(everything.nodes) == 6 and all(n["shown"] for n in everything.nodes)
     assert all("ran on: MLX subgraph" in by_title[n]["title"] for n in ("exp", MUL, "tanh"))
     # Legend: the two subgraphs, ORT CPU, the folded node.
     assert dom.legend == ["mlx0", "mlx1", "cpu", "folded"]
