@@ -16,6 +16,13 @@ std::string NodeDesc::label() const {
   return "node '" + name + "' (" + qualified_op() + ")";
 }
 
+const Plan& NodeDesc::body(const std::string& attr) const {
+  auto it = bodies.find(attr);
+  if (it == bodies.end() || !it->second)
+    throw std::runtime_error("subgraph attribute '" + attr + "' is missing");
+  return *it->second;
+}
+
 mx::array constant_to_array(const ConstTensor& t) {
   auto dtype = to_mlx_dtype(t.dtype);
   if (!dtype)
@@ -60,10 +67,20 @@ std::shared_ptr<Plan> build_plan(const GraphView& graph, std::string fused_name,
       const TensorInfo* info = out.empty() ? nullptr : graph.info(out);
       d.output_infos.push_back(info ? *info : TensorInfo{});
     }
+    for (const auto& [attr, sub] : node.subgraphs) {
+      auto body = build_body_plan(*sub, d.name + "/" + attr, registry);
+      plan->shape_keyed = plan->shape_keyed || body->shape_keyed;
+      d.bodies[attr] = std::move(body);
+    }
     plan->shape_keyed = plan->shape_keyed || d.entry->shape_keyed;
     plan->nodes.push_back(std::move(d));
   }
   return plan;
+}
+
+std::shared_ptr<Plan> build_body_plan(const GraphView& body, std::string name,
+                                      const OpRegistry& registry) {
+  return build_plan(body, std::move(name), body.graph_inputs, body.graph_outputs, registry);
 }
 
 }  // namespace ortmlx
