@@ -45,6 +45,13 @@ std::shared_ptr<Plan> build_plan(const GraphView& graph, std::string fused_name,
   for (const auto& out : plan->output_names) {
     const TensorInfo* info = graph.info(out);
     plan->output_infos.push_back(info ? *info : TensorInfo{});
+    // A body may return a constant directly (ORT turns a branch's Constant node into an
+    // initializer of the branch).
+    auto c = graph.constants.find(out);
+    if (c != graph.constants.end() && !plan->constant_host.count(out)) {
+      plan->constant_host[out] = c->second;
+      plan->constant_arrays.emplace(out, constant_to_array(*c->second));
+    }
   }
   for (const auto& node : graph.nodes) {
     NodeDesc d;

@@ -54,6 +54,10 @@ ClaimResult claim_body(const NodeView& node, const char* attr) {
     }
   const OpRegistry& registry = OpRegistry::global();
   for (const NodeView& inner : body.nodes) {
+    // ORT partitions bodies first: a body the EP could not take whole already holds the EP's own
+    // fused nodes (its refusals are listed under the body's graph).
+    ORTMLX_REQUIRE(inner.domain != "MLXExecutionProvider",
+                   std::string(attr) + " holds nodes the EP refused (see the body graph's claims)");
     ClaimResult r = registry.claim(body, inner);
     if (!r.ok)
       return ClaimResult::no(std::string(attr) + " node '" + inner.name + "' (" +
