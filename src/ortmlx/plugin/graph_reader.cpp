@@ -217,7 +217,13 @@ NodeView read_node(const OrtNode* n, size_t index, GraphView& view, size_t max_c
     const char* an = nullptr;
     ORTMLX_CHECK(g_ort->OpAttr_GetName(a, &an));
     OrtOpAttrType type{};
-    ORTMLX_CHECK(g_ort->OpAttr_GetType(a, &type));
+    // Attribute types the C API cannot name (TypeProto, sparse tensors: e.g. Optional's `type`)
+    // are kept as unreadable, so that claims refuse them instead of the whole graph failing.
+    if (OrtStatus* st = g_ort->OpAttr_GetType(a, &type)) {
+      g_ort->ReleaseStatus(st);
+      node.attrs[an ? an : ""] = std::string("<unsupported attribute type>");
+      continue;
+    }
     if (type == ORT_OP_ATTR_GRAPH) continue;  // read above, through Node_GetSubgraphs
     node.attrs[an ? an : ""] = read_attr(a, type);
   }
