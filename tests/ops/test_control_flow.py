@@ -386,3 +386,34 @@ def test_scan_opset8_refused():
     m = model(nodes, [vi("s0", F, [2, 3]), vi("x", F, [2, 4, 3])], [vi("sf", F, None)], opset=8)
     reason = refusal(m, "Scan")
     assert reason is not None and "opset 8" in reason, reason
+
+
+def test_if_declared_output_shape_is_not_checked_like_cpu(rng):
+    # ORT's CPU EP returns the taken branch's output even where it differs from the shape the If
+    # declares; the EP does the same (no error of its own).
+    then_g = helper.make_graph([helper.make_node("ReduceSum", ["x"], ["t"], name="t_sum", keepdims=0)],
+                               "then", [], [vi("t", F, [2, 3])])
+    else_g = helper.make_graph([helper.make_node("Identity", ["x"], ["e"], name="e_id")],
+                               "else", [], [vi("e", F, [2, 3])])
+    nodes = [helper.make_node("If", ["c"], ["out"], name="node", then_branch=then_g, else_branch=else_g)]
+    graph = helper.make_graph(nodes, "g", [vi("x", F, [2, 3]), vi("c", B, [])], [vi("out", F, [2, 3])])
+    m = make_model(graph, opset=21, check=False)
+    x = rng.standard_normal((2, 3), dtype=np.float32)
+    for c in (True, False):
+        check_on_ep(m, {"x": x, "c": np.array(c)})
+
+
+def test_cpu_claim_auto_leaves_control_flow_to_ort():
+    # Under cpu_claim=auto on MLX's CPU backend control flow is not claimed (not measured faster
+    # than ORT's CPU EP); its bodies are then partitioned like any graph.
+    m = if_model()
+    run = EpRun(m, provider_options={"cpu_claim": "auto"})
+    try:
+        x = np.ones((2, 3), np.float32)
+        run.run({"x": x, "y": x, "c": np.array(True)})
+        reason = run.report().refused().get("If", {}).get("reason", "")
+    finally:
+        run.close()
+    from ortmlx.testing import mlx_backend
+    if mlx_backend() == "cpu":
+        assert "cpu_claim" in reason, reason
