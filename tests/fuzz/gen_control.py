@@ -113,9 +113,7 @@ class ControlGen:
         if r.random() < 0.6:
             attrs["scan_input_axes"] = [axis - (rank if neg and r.random() < 0.4 else 0)]
         elif axis != 0:
-            axis = 0
-            elem = xshape[1:]
-            return self.gen_Scan(cid)  # redraw: the default axis needs a matching body
+            return self.gen_Scan(cid)  # redraw: the default axis 0 needs a body of that slice
         if r.random() < 0.5:
             attrs["scan_input_directions"] = [int(r.integers(2))]
         if r.random() < 0.5:
