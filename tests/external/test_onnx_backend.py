@@ -42,6 +42,9 @@ EXCLUDED = {
         "by 2 float16 ulps in 2 of 192 values (4.9e-4 against the case's rtol 1e-3): the EP "
         "rounds each float16 op's result once like ORT CPU, but where the difference arises is "
         "not yet found (the fused ONNX Attention case passes)",
+    **{name: "the Loop carries a sequence: refused (runs on ORT CPU, the nodes of its body on "
+             "the EP); the output is a sequence, which this gate's tensor comparison does not read"
+       for name in ("test_loop13_seq", "test_loop16_seq_none")},
 }
 
 # Outcome counts for the terminal summary (conftest.py): total / claimed / passed, and why the

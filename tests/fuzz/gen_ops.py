@@ -15,6 +15,7 @@ import onnx
 from onnx import AttributeProto, helper
 
 from .fuzzlib import FLOATS, INTS, NP_OF, Case, TensorProto, cpu_kernels
+from .gen_control import ControlGen
 from .gen_data import broadcast_pair, data, floats, ints, rand_dim, rand_shape, rand_shape_axis
 from .gen_elem import ElemGen
 from .gen_nn import NNGen
@@ -112,7 +113,7 @@ def make_node(op, inputs, outputs, name, **attrs):
     return node
 
 
-class OpCases(ElemGen, ShapeGen, NNGen):
+class OpCases(ElemGen, ShapeGen, NNGen, ControlGen):
     """Makes single-node cases for a model opset."""
 
     def __init__(self, rng, opset):

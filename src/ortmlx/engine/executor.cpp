@@ -241,7 +241,6 @@ const char* cache_outcome_name(CacheOutcome c) {
   return "";
 }
 
-
 ExecConfig ExecConfig::from(const EpOptions& options) {
   ExecConfig c;
   // With MLX_DISABLE_COMPILE, mlx::compile returns the function itself: every call would trace
@@ -444,6 +443,7 @@ bool Executor::run_compiled(const std::vector<mx::array>& inputs, TraceSink* sin
       sink->span("mlx.compile", "ep.phase", start_us,
                  TraceArgs().add("fused_node", plan_->name).add("error", e.what()));
     failure = std::string("tracing/compiling failed: ") + e.what();
+    not_compilable_ = dynamic_cast<const NotCompilable*>(&e) != nullptr;
     cache_.erase(key);
     return false;
   }
@@ -543,9 +543,12 @@ RunResult Executor::run(const std::vector<mx::array>& inputs, TraceSink* sink) {
   cache_.clear();
   compiled_footprints_.clear();
   r.stats.cache_entries = 0;
-  std::cerr << "[ortmlx] fused node '" << plan_->name
-            << "': compiled execution failed, running eagerly from now on: " << failure
-            << std::endl;
+  // A plan that reads runtime values on the host (a runtime If condition, a Loop's trip count)
+  // runs eagerly by design: no warning for that.
+  if (!not_compilable_)
+    std::cerr << "[ortmlx] fused node '" << plan_->name
+              << "': compiled execution failed, running eagerly from now on: " << failure
+              << std::endl;
   if (sink)
     sink->instant("mlx.compile_fallback", "ep.path",
                   TraceArgs().add("fused_node", plan_->name).add("reason", failure));

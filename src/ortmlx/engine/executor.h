@@ -105,7 +105,6 @@ struct ExecConfig {
   static ExecConfig from(const EpOptions& options);
 };
 
-
 struct RunStats {
   bool compiled = false;  // outputs came from a compiled function
   CacheOutcome cache = CacheOutcome::kNone;
@@ -173,6 +172,7 @@ class Executor {
   CompileCache cache_;
   bool compile_disabled_ = false;
   std::string disabled_reason_;
+  bool not_compilable_ = false;        // the last compiled attempt failed with NotCompilable
   TraceSink* current_sink_ = nullptr;  // sink of the run in progress (read by compiled traces)
   // The node that produces each fused output (null for a fused input passed through).
   std::vector<const NodeDesc*> output_producers_;

@@ -16,6 +16,13 @@ std::string NodeDesc::label() const {
   return "node '" + name + "' (" + qualified_op() + ")";
 }
 
+const Plan& NodeDesc::body(const std::string& attr) const {
+  auto it = bodies.find(attr);
+  if (it == bodies.end() || !it->second)
+    throw std::runtime_error("subgraph attribute '" + attr + "' is missing");
+  return *it->second;
+}
+
 mx::array constant_to_array(const ConstTensor& t) {
   auto dtype = to_mlx_dtype(t.dtype);
   if (!dtype)
@@ -38,6 +45,13 @@ std::shared_ptr<Plan> build_plan(const GraphView& graph, std::string fused_name,
   for (const auto& out : plan->output_names) {
     const TensorInfo* info = graph.info(out);
     plan->output_infos.push_back(info ? *info : TensorInfo{});
+    // A body may return a constant directly (ORT turns a branch's Constant node into an
+    // initializer of the branch).
+    auto c = graph.constants.find(out);
+    if (c != graph.constants.end() && !plan->constant_host.count(out)) {
+      plan->constant_host[out] = c->second;
+      plan->constant_arrays.emplace(out, constant_to_array(*c->second));
+    }
   }
   for (const auto& node : graph.nodes) {
     NodeDesc d;
@@ -60,10 +74,20 @@ std::shared_ptr<Plan> build_plan(const GraphView& graph, std::string fused_name,
       const TensorInfo* info = out.empty() ? nullptr : graph.info(out);
       d.output_infos.push_back(info ? *info : TensorInfo{});
     }
+    for (const auto& [attr, sub] : node.subgraphs) {
+      auto body = build_body_plan(*sub, d.name + "/" + attr, registry);
+      plan->shape_keyed = plan->shape_keyed || body->shape_keyed;
+      d.bodies[attr] = std::move(body);
+    }
     plan->shape_keyed = plan->shape_keyed || d.entry->shape_keyed;
     plan->nodes.push_back(std::move(d));
   }
   return plan;
+}
+
+std::shared_ptr<Plan> build_body_plan(const GraphView& body, std::string name,
+                                      const OpRegistry& registry) {
+  return build_plan(body, std::move(name), body.graph_inputs, body.graph_outputs, registry);
 }
 
 }  // namespace ortmlx

@@ -15,10 +15,16 @@
 
 namespace ortmlx {
 
+struct Plan;
+
 struct NodeDesc : NodeView {
   std::vector<TensorInfo> input_infos;   // static infos (dtype, maybe shape) per input
   std::vector<TensorInfo> output_infos;  // per output
   const OpEntry* entry = nullptr;
+  // Control flow: each subgraph as a plan of its own (inputs: the body's formal inputs; values
+  // it reads from enclosing graphs resolve in the enclosing translation scope).
+  std::map<std::string, std::shared_ptr<const Plan>> bodies;
+  const Plan& body(const std::string& attr) const;
 
   // Message prefix naming the node: "node 'attn/MatMul' (MatMul)".
   std::string label() const;
@@ -34,7 +40,6 @@ struct Plan {
   std::map<std::string, std::shared_ptr<const ConstTensor>> constant_host;
   bool shape_keyed = false;  // some node needs concrete shapes when traced
   EpOptions options;         // the session's knobs (read by translators, e.g. byte budgets)
-
 };
 
 // Builds a Plan from the graph ORT hands to Compile (all constant data copied into `graph`).
@@ -43,6 +48,10 @@ std::shared_ptr<Plan> build_plan(const GraphView& graph, std::string fused_name,
                                  std::vector<std::string> input_names,
                                  std::vector<std::string> output_names,
                                  const OpRegistry& registry = OpRegistry::global());
+
+// Plan of a control-flow body: its graph inputs and outputs, its nodes and constants.
+std::shared_ptr<Plan> build_body_plan(const GraphView& body, std::string name,
+                                      const OpRegistry& registry = OpRegistry::global());
 
 // MLX array holding a copy of a constant tensor.
 mlx::core::array constant_to_array(const ConstTensor& t);

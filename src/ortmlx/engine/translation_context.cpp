@@ -9,11 +9,15 @@ namespace mx = mlx::core;
 TranslationContext::TranslationContext(const Plan& plan, mx::StreamOrDevice stream)
     : plan_(plan), stream_(stream) {}
 
+TranslationContext::TranslationContext(const Plan& body, TranslationContext& enclosing)
+    : plan_(body), stream_(enclosing.stream_), enclosing_(&enclosing), root_(enclosing.root_) {}
+
 mx::array TranslationContext::resolve(const std::string& name) const {
   auto it = values_.find(name);
   if (it != values_.end()) return it->second;
   auto c = plan_.constant_arrays.find(name);
   if (c != plan_.constant_arrays.end()) return c->second;
+  if (enclosing_) return enclosing_->resolve(name);
   throw std::runtime_error("value '" + name + "' is not available in fused node " + plan_.name);
 }
 
@@ -24,7 +28,8 @@ mx::array TranslationContext::input(const NodeDesc& node, size_t i) const {
 }
 
 bool TranslationContext::has(const std::string& name) const {
-  return values_.count(name) || plan_.constant_arrays.count(name);
+  return values_.count(name) || plan_.constant_arrays.count(name) ||
+         (enclosing_ && enclosing_->has(name));
 }
 
 void TranslationContext::bind(const std::string& name, mx::array value) {
@@ -37,7 +42,10 @@ void TranslationContext::bind_output(const NodeDesc& node, size_t i, mx::array v
 
 const ConstTensor* TranslationContext::constant(const std::string& name) const {
   auto it = plan_.constant_host.find(name);
-  return it == plan_.constant_host.end() ? nullptr : it->second.get();
+  if (it != plan_.constant_host.end()) return it->second.get();
+  // A name bound in this scope shadows an enclosing constant of the same name.
+  if (enclosing_ && !values_.count(name)) return enclosing_->constant(name);
+  return nullptr;
 }
 
 const ConstTensor* TranslationContext::constant_input(const NodeDesc& node, size_t i) const {
@@ -45,11 +53,11 @@ const ConstTensor* TranslationContext::constant_input(const NodeDesc& node, size
 }
 
 void TranslationContext::mark_fast(const NodeDesc& node, std::string label) {
-  marks_.push_back({node.name, std::move(label), true});
+  root_->marks_.push_back({node.name, std::move(label), true});
 }
 
 void TranslationContext::mark_composed(const NodeDesc& node, std::string reason) {
-  marks_.push_back({node.name, std::move(reason), false});
+  root_->marks_.push_back({node.name, std::move(reason), false});
 }
 
 void TranslationContext::require(const NodeDesc& node, const mx::array& ok, std::string message) {
@@ -57,8 +65,8 @@ void TranslationContext::require(const NodeDesc& node, const mx::array& ok, std:
   // a 0-element array. Shapes are concrete here (plans are shape-keyed).
   if (ok.size() == 0) return;
   // Reduced inside the graph: the host reads one bool per check, whatever the shape of `ok`.
-  check_values_.push_back(mx::all(ok, stream_));
-  checks_.push_back({node.label(), std::move(message)});
+  root_->check_values_.push_back(mx::all(ok, stream_));
+  root_->checks_.push_back({node.label(), std::move(message)});
 }
 
 mx::array TranslationContext::reshape(const mx::array& a, const mx::Shape& shape) const {
@@ -75,6 +83,32 @@ mx::array TranslationContext::contiguous(const mx::array& a) const {
 
 mx::array TranslationContext::zeros(const mx::Shape& shape, mx::Dtype dtype) const {
   return mx::zeros(shape, dtype, stream_);
+}
+
+std::vector<mx::array> translate_body(TranslationContext& enclosing, const Plan& body,
+                                      const std::vector<mx::array>& inputs) {
+  if (inputs.size() != body.input_names.size())
+    throw std::runtime_error("body " + body.name + " takes " +
+                             std::to_string(body.input_names.size()) + " inputs, got " +
+                             std::to_string(inputs.size()));
+  TranslationContext ctx(body, enclosing);
+  for (size_t i = 0; i < inputs.size(); ++i) ctx.bind(body.input_names[i], inputs[i]);
+  for (const auto& node : body.nodes) {
+    try {
+      node.entry->translate(ctx, node);
+      for (const auto& out : node.outputs)
+        if (!out.empty() && !ctx.has(out))
+          throw std::runtime_error("translator did not produce output '" + out + "'");
+    } catch (const NotCompilable& e) {
+      throw NotCompilable(node.label() + ": " + e.what());
+    } catch (const std::exception& e) {
+      throw std::runtime_error(node.label() + ": " + e.what());
+    }
+  }
+  std::vector<mx::array> outputs;
+  outputs.reserve(body.output_names.size());
+  for (const auto& name : body.output_names) outputs.push_back(ctx.resolve(name));
+  return outputs;
 }
 
 int normalize_axis(int64_t axis, int rank) {

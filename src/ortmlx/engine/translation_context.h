@@ -24,6 +24,12 @@ class NotCompilable : public std::runtime_error {
 class TranslationContext {
  public:
   TranslationContext(const Plan& plan, mlx::core::StreamOrDevice stream = {});
+  // The scope of a control-flow body inside `enclosing`: names the body does not bind resolve in
+  // the enclosing scopes (outer-scope values); runtime checks and path marks go to the outermost
+  // context, which the executor reads.
+  TranslationContext(const Plan& body, TranslationContext& enclosing);
+  TranslationContext(const TranslationContext&) = delete;
+  TranslationContext& operator=(const TranslationContext&) = delete;
 
   // The array bound to a value name (fused input, constant, or an earlier node's output).
   mlx::core::array resolve(const std::string& name) const;
@@ -40,12 +46,12 @@ class TranslationContext {
 
   mlx::core::StreamOrDevice stream() const { return stream_; }
   // The session's knobs (e.g. the AttentionVJP dense byte budget).
-  const EpOptions& options() const { return plan_.options; }
+  const EpOptions& options() const { return root_->plan_.options; }
 
   // True while the plan is traced for mlx::compile: inputs are placeholders without data and
   // must not be evaluated or read. A translator that needs them throws NotCompilable.
-  bool compiling() const { return compiling_; }
-  void set_compiling(bool compiling) { compiling_ = compiling; }
+  bool compiling() const { return root_->compiling_; }
+  void set_compiling(bool compiling) { root_->compiling_ = compiling; }
 
   // Records that a fused fast path ran (e.g. "onnax GEMM attention VJP"); read by diagnostics.
   void mark_fast(const NodeDesc& node, std::string label);
@@ -56,7 +62,7 @@ class TranslationContext {
     std::string label;
     bool fast;
   };
-  const std::vector<PathMark>& path_marks() const { return marks_; }
+  const std::vector<PathMark>& path_marks() const { return root_->marks_; }
 
   // Records a runtime check: every element of `ok` (any shape and dtype; nonzero = true) must
   // hold on the live inputs, or the run fails with `message` after node's label. The check is
@@ -69,9 +75,9 @@ class TranslationContext {
     std::string node;  // the node's label
     std::string message;
   };
-  const std::vector<Check>& checks() const { return checks_; }
+  const std::vector<Check>& checks() const { return root_->checks_; }
   // One boolean scalar per check, in checks() order.
-  const std::vector<mlx::core::array>& check_values() const { return check_values_; }
+  const std::vector<mlx::core::array>& check_values() const { return root_->check_values_; }
 
   // Small helpers translators share.
   mlx::core::array reshape(const mlx::core::array& a, const mlx::core::Shape& shape) const;
@@ -82,12 +88,20 @@ class TranslationContext {
  private:
   const Plan& plan_;
   mlx::core::StreamOrDevice stream_;
+  const TranslationContext* enclosing_ = nullptr;  // null for the fused node's own scope
+  TranslationContext* root_ = this;
   std::map<std::string, mlx::core::array> values_;
   std::vector<PathMark> marks_;
   std::vector<Check> checks_;
   std::vector<mlx::core::array> check_values_;
   bool compiling_ = false;
 };
+
+// Translates a control-flow body in a scope inside `enclosing`, its formal inputs bound to
+// `inputs`; returns its outputs (unevaluated, in the body's output order). Errors name the body
+// node that raised them.
+std::vector<mlx::core::array> translate_body(TranslationContext& enclosing, const Plan& body,
+                                             const std::vector<mlx::core::array>& inputs);
 
 // Normalises a possibly negative axis against a rank; throws when out of range.
 int normalize_axis(int64_t axis, int rank);

@@ -57,6 +57,8 @@ struct ConstTensor {
   std::optional<std::vector<double>> as_double() const;
 };
 
+struct GraphView;
+
 using AttrValue =
     std::variant<int64_t, float, std::string, std::vector<int64_t>, std::vector<float>,
                  std::vector<std::string>, std::shared_ptr<const ConstTensor>>;
@@ -71,6 +73,9 @@ struct NodeView {
   std::vector<std::string> outputs;
   std::map<std::string, AttrValue> attrs;
   bool has_subgraphs = false;
+  // Graph-typed attributes (If's then_branch/else_branch, Loop's and Scan's body), by attribute
+  // name, read recursively: control-flow ops translate their bodies like a fused graph.
+  std::map<std::string, std::shared_ptr<const GraphView>> subgraphs;
 
   bool has_attr(const std::string& key) const { return attrs.count(key) != 0; }
   int64_t attr_int(const std::string& key, int64_t fallback) const;

@@ -33,6 +33,7 @@ void register_resize_ops(OpRegistry& r);        // Resize, DepthToSpace, SpaceTo
 void register_bitwise_ops(OpRegistry& r);       // BitwiseAnd/Or/Xor/Not
 
 // Every family, in one place (called once to build OpRegistry::global()).
+void register_control_flow_ops(OpRegistry& r);  // If, Loop, Scan (bodies translated inline)
 void register_all_ops(OpRegistry& r);
 
 }  // namespace ortmlx

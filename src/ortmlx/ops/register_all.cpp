@@ -30,6 +30,7 @@ void register_all_ops(OpRegistry& r) {
   register_channel_norm_ops(r);
   register_resize_ops(r);
   register_bitwise_ops(r);
+  register_control_flow_ops(r);
 }
 
 }  // namespace ortmlx

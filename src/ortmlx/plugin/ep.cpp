@@ -51,6 +51,22 @@ std::vector<std::string> value_names(const std::vector<const OrtValueInfo*>& inf
   return names;
 }
 
+// Whether the EP claims a control-flow node whole (the same decision its own graph's
+// GetCapability call makes: the registry's claim, which checks every body node, and the CPU
+// policy).
+bool enclosing_node_claimed(const OrtNode* node, bool cpu_policy) {
+  GraphView enclosing;
+  std::vector<std::string> implicit;
+  enclosing.nodes.push_back(read_node(node, 0, enclosing, kClaimConstantBytes, implicit));
+  const NodeView& n = enclosing.nodes.front();
+  const OpRegistry& registry = OpRegistry::global();
+  if (cpu_policy) {
+    const OpEntry* entry = registry.find(n.domain, n.op_type, n.since_version);
+    if (entry == nullptr || !entry->cpu_default) return false;
+  }
+  return registry.claim(enclosing, n).ok;
+}
+
 }  // namespace
 
 MlxEp::MlxEp(MlxEpFactory& factory, const OrtSessionOptions* session_options,
@@ -74,8 +90,7 @@ MlxEp::MlxEp(MlxEpFactory& factory, const OrtSessionOptions* session_options,
                        (device::tf32_enabled() ? "TF32" : "exact fp32") +
                        "): MLX reads its TF32 switch once per process, so set "
                        "ONNXRUNTIME_EP_MLX_TF32 before the EP library is registered");
-  report_->set_backend(device::mlx_backend(),
-                       factory_.gpu() ? device::gpu_name() : std::string(),
+  report_->set_backend(device::mlx_backend(), factory_.gpu() ? device::gpu_name() : std::string(),
                        factory_.gpu() ? "device" : "host", device::tf32_enabled());
   session_id_ = g_next_session_id.fetch_add(1);
   if (!options_.trace_path.empty()) {
@@ -140,6 +155,13 @@ void MlxEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* info) {
   // CPU EP there (OpEntry::cpu_default), leave the rest to ORT's CPU EP.
   const bool cpu_policy = options_.cpu_claim == EpOptions::CpuClaim::kAuto &&
                           std::string_view(device::mlx_backend()) == "cpu";
+  // ORT partitions nested graphs first (bottom up), each in its own call. A body whose enclosing
+  // If/Loop/Scan the EP will claim whole is left alone here: fusing its nodes now would hide them
+  // from that claim (the body would hold this EP's fused nodes, not ONNX ops).
+  const OrtNode* parent = nullptr;
+  ORTMLX_CHECK(g_ort->Graph_GetParentNode(graph, &parent));
+  if (parent && enclosing_node_claimed(parent, cpu_policy)) return;
+
   ClaimSummary summary;
   summary.total_nodes = view.nodes.size();
   std::vector<bool> claimed(view.nodes.size(), false);
@@ -190,8 +212,6 @@ void MlxEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* info) {
   const char* graph_name = nullptr;
   ORTMLX_CHECK(g_ort->Graph_GetName(graph, &graph_name));
   std::string key = graph_name && *graph_name ? graph_name : "main";
-  const OrtNode* parent = nullptr;
-  ORTMLX_CHECK(g_ort->Graph_GetParentNode(graph, &parent));
   if (parent) {
     const char* pname = nullptr;
     ORTMLX_CHECK(g_ort->Node_GetName(parent, &pname));

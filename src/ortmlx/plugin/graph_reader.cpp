@@ -160,6 +160,76 @@ std::vector<const OrtValueInfo*> read_list(CountFn count_fn, GetFn get_fn) {
 
 }  // namespace
 
+NodeView read_node(const OrtNode* n, size_t index, GraphView& view, size_t max_constant_bytes,
+                   std::vector<std::string>& implicit) {
+  NodeView node;
+  node.index = index;
+  const char* s = nullptr;
+  ORTMLX_CHECK(g_ort->Node_GetName(n, &s));
+  node.name = s ? s : "";
+  ORTMLX_CHECK(g_ort->Node_GetOperatorType(n, &s));
+  node.op_type = s ? s : "";
+  ORTMLX_CHECK(g_ort->Node_GetDomain(n, &s));
+  node.domain = s ? s : "";
+  if (node.domain == "ai.onnx") node.domain.clear();
+  ORTMLX_CHECK(g_ort->Node_GetSinceVersion(n, &node.since_version));
+
+  for (const OrtValueInfo* vi :
+       read_list([&](size_t*c) { return g_ort->Node_GetNumInputs(n, c); },
+                 [&](const OrtValueInfo**v, size_t c) { return g_ort->Node_GetInputs(n, v, c); })) {
+    note_value(view, vi, max_constant_bytes);
+    node.inputs.push_back(value_name(vi));
+  }
+  for (const OrtValueInfo* vi : read_list(
+           [&](size_t*c) { return g_ort->Node_GetNumOutputs(n, c); },
+           [&](const OrtValueInfo**v, size_t c) { return g_ort->Node_GetOutputs(n, v, c); })) {
+    note_value(view, vi, max_constant_bytes);
+    node.outputs.push_back(value_name(vi));
+  }
+  // Outer-scope values a subgraph reads: noted here too, so that the enclosing graph knows their
+  // types and constant data (a body translated by the EP resolves them in the enclosing scope).
+  for (const OrtValueInfo* vi :
+       read_list([&](size_t*c) { return g_ort->Node_GetNumImplicitInputs(n, c); },
+                 [&](const OrtValueInfo**v, size_t c) {
+                   return g_ort->Node_GetImplicitInputs(n, v, c);
+                 })) {
+    note_value(view, vi, max_constant_bytes);
+    implicit.push_back(value_name(vi));
+  }
+
+  size_t num_subgraphs = 0;
+  ORTMLX_CHECK(g_ort->Node_GetNumSubgraphs(n, &num_subgraphs));
+  node.has_subgraphs = num_subgraphs > 0;
+  if (num_subgraphs) {
+    std::vector<const OrtGraph*> graphs(num_subgraphs, nullptr);
+    std::vector<const char*> names(num_subgraphs, nullptr);
+    ORTMLX_CHECK(g_ort->Node_GetSubgraphs(n, graphs.data(), num_subgraphs, names.data()));
+    for (size_t g = 0; g < num_subgraphs; ++g)
+      node.subgraphs[names[g] ? names[g] : ""] =
+          std::make_shared<const GraphView>(read_graph(graphs[g], max_constant_bytes).view);
+  }
+
+  size_t num_attrs = 0;
+  ORTMLX_CHECK(g_ort->Node_GetNumAttributes(n, &num_attrs));
+  std::vector<const OrtOpAttr*> attrs(num_attrs, nullptr);
+  if (num_attrs) ORTMLX_CHECK(g_ort->Node_GetAttributes(n, attrs.data(), num_attrs));
+  for (const OrtOpAttr* a : attrs) {
+    const char* an = nullptr;
+    ORTMLX_CHECK(g_ort->OpAttr_GetName(a, &an));
+    OrtOpAttrType type{};
+    // Attribute types the C API cannot name (TypeProto, sparse tensors: e.g. Optional's `type`)
+    // are kept as unreadable, so that claims refuse them instead of the whole graph failing.
+    if (OrtStatus* st = g_ort->OpAttr_GetType(a, &type)) {
+      g_ort->ReleaseStatus(st);
+      node.attrs[an ? an : ""] = std::string("<unsupported attribute type>");
+      continue;
+    }
+    if (type == ORT_OP_ATTR_GRAPH) continue;  // read above, through Node_GetSubgraphs
+    node.attrs[an ? an : ""] = read_attr(a, type);
+  }
+  return node;
+}
+
 ReadGraph read_graph(const OrtGraph* graph, size_t max_constant_bytes) {
   ReadGraph out;
   GraphView& view = out.view;
@@ -183,57 +253,9 @@ ReadGraph read_graph(const OrtGraph* graph, size_t max_constant_bytes) {
   if (num_nodes) ORTMLX_CHECK(g_ort->Graph_GetNodes(graph, out.ort_nodes.data(), num_nodes));
 
   for (size_t i = 0; i < num_nodes; ++i) {
-    const OrtNode* n = out.ort_nodes[i];
-    NodeView node;
-    node.index = i;
-    const char* s = nullptr;
-    ORTMLX_CHECK(g_ort->Node_GetName(n, &s));
-    node.name = s ? s : "";
-    ORTMLX_CHECK(g_ort->Node_GetOperatorType(n, &s));
-    node.op_type = s ? s : "";
-    ORTMLX_CHECK(g_ort->Node_GetDomain(n, &s));
-    node.domain = s ? s : "";
-    if (node.domain == "ai.onnx") node.domain.clear();
-    ORTMLX_CHECK(g_ort->Node_GetSinceVersion(n, &node.since_version));
-
-    for (const OrtValueInfo* vi : read_list(
-             [&](size_t*c) { return g_ort->Node_GetNumInputs(n, c); },
-             [&](const OrtValueInfo**v, size_t c) { return g_ort->Node_GetInputs(n, v, c); })) {
-      note_value(view, vi, max_constant_bytes);
-      node.inputs.push_back(value_name(vi));
-    }
-    for (const OrtValueInfo* vi : read_list(
-             [&](size_t*c) { return g_ort->Node_GetNumOutputs(n, c); },
-             [&](const OrtValueInfo**v, size_t c) { return g_ort->Node_GetOutputs(n, v, c); })) {
-      note_value(view, vi, max_constant_bytes);
-      node.outputs.push_back(value_name(vi));
-    }
     std::vector<std::string> implicit;
-    for (const OrtValueInfo* vi :
-         read_list([&](size_t*c) { return g_ort->Node_GetNumImplicitInputs(n, c); },
-                   [&](const OrtValueInfo**v, size_t c) {
-                     return g_ort->Node_GetImplicitInputs(n, v, c);
-                   }))
-      implicit.push_back(value_name(vi));
+    view.nodes.push_back(read_node(out.ort_nodes[i], i, view, max_constant_bytes, implicit));
     out.implicit_inputs.push_back(std::move(implicit));
-
-    size_t num_subgraphs = 0;
-    ORTMLX_CHECK(g_ort->Node_GetNumSubgraphs(n, &num_subgraphs));
-    node.has_subgraphs = num_subgraphs > 0;
-
-    size_t num_attrs = 0;
-    ORTMLX_CHECK(g_ort->Node_GetNumAttributes(n, &num_attrs));
-    std::vector<const OrtOpAttr*> attrs(num_attrs, nullptr);
-    if (num_attrs) ORTMLX_CHECK(g_ort->Node_GetAttributes(n, attrs.data(), num_attrs));
-    for (const OrtOpAttr* a : attrs) {
-      const char* an = nullptr;
-      ORTMLX_CHECK(g_ort->OpAttr_GetName(a, &an));
-      OrtOpAttrType type{};
-      ORTMLX_CHECK(g_ort->OpAttr_GetType(a, &type));
-      if (type == ORT_OP_ATTR_GRAPH) continue;
-      node.attrs[an ? an : ""] = read_attr(a, type);
-    }
-    view.nodes.push_back(std::move(node));
   }
   return out;
 }

@@ -1,6 +1,7 @@
 // Copies what we need out of an OrtGraph into a GraphView (valid only during the ORT callback).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "ortmlx/graph/graph_view.h"
@@ -19,5 +20,10 @@ struct ReadGraph {
 ReadGraph read_graph(const OrtGraph* graph, size_t max_constant_bytes);
 
 std::string value_name(const OrtValueInfo* value_info);
+
+// One node (with its subgraphs, read recursively); its values' infos are noted in `view` and its
+// implicit (outer-scope) inputs listed in `implicit`.
+NodeView read_node(const OrtNode* node, size_t index, GraphView& view, size_t max_constant_bytes,
+                   std::vector<std::string>& implicit);
 
 }  // namespace ortmlx::plugin

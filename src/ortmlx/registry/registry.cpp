@@ -72,7 +72,9 @@ const OpEntry* OpRegistry::find(const std::string& domain, const std::string& op
 }
 
 ClaimResult OpRegistry::claim(const GraphView& graph, const NodeView& node) const {
-  if (node.has_subgraphs) return ClaimResult::no("nodes with subgraphs are not claimed");
+  // Subgraphs are read for the control-flow ops, whose claims check every body node.
+  if (node.has_subgraphs && node.subgraphs.empty())
+    return ClaimResult::no("nodes with subgraphs are not claimed");
   std::string why;
   const OpEntry* e = find(node.domain, node.op_type, node.since_version, &why);
   if (!e) return ClaimResult::no(why);

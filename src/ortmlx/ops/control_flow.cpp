@@ -1,0 +1,360 @@
+// Control flow: If, Loop, Scan, claimed whole with their bodies.
+//
+// A body is a plan of its own (NodeDesc::bodies), translated into the enclosing MLX graph by
+// translate_body: values it reads from enclosing graphs resolve in the enclosing scope. What the
+// control decisions need on the host decides between compiled and eager evaluation:
+// - If: a constant condition, or one derived from shapes only (not an MLX tracer while the plan
+//   is traced for mlx::compile), picks its branch at trace time; the compiled function holds the
+//   taken branch only. A runtime condition throws NotCompilable: the plan runs eagerly, the
+//   condition is evaluated, then one branch is translated.
+// - Loop: a trip count and conditions known at trace time unroll into the graph (up to
+//   kMaxUnroll iterations); otherwise eager, evaluated one iteration at a time (the condition of
+//   the next iteration is read on the host; carried values are evaluated so the graph stays one
+//   iteration deep). Loop-carried values may change shape from one iteration to the next.
+// - Scan: the sequence length is a static dimension, so Scan always unrolls.
+#include <algorithm>
+#include <limits>
+
+#include <mlx/transforms.h>
+
+#include "ortmlx/ops/common.h"
+#include "ortmlx/ops/ops.h"
+
+namespace ortmlx {
+namespace {
+
+using namespace ortmlx::ops;
+
+// Past this many iterations a compiled trace would be larger than the eager loop is slow.
+constexpr int64_t kMaxUnroll = 256;
+
+std::string shape_str(const mx::Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// ---- claims --------------------------------------------------------------------------------
+
+// Every value crossing the body boundary is a tensor MLX holds; every node is claimed.
+ClaimResult claim_body(const NodeView& node, const char* attr) {
+  auto it = node.subgraphs.find(attr);
+  ORTMLX_REQUIRE(it != node.subgraphs.end() && it->second,
+                 std::string("subgraph '") + attr + "' is missing");
+  const GraphView& body = *it->second;
+  for (const auto* names : {&body.graph_inputs, &body.graph_outputs})
+    for (const auto& name : *names) {
+      const TensorInfo* info = body.info(name);
+      const ElemType t = info ? info->dtype : ElemType::kUndefined;
+      ORTMLX_REQUIRE(t != ElemType::kUndefined,
+                     std::string(attr) + " value '" + name +
+                         "' is not a tensor of known type (sequences and optionals are not run)");
+      ORTMLX_REQUIRE(mlx_supports(t), std::string(attr) + " value '" + name + "' has type " +
+                                          type_str(t) + ", which MLX does not hold");
+    }
+  const OpRegistry& registry = OpRegistry::global();
+  for (const NodeView& inner : body.nodes) {
+    // ORT partitions bodies first: a body the EP could not take whole already holds the EP's own
+    // fused nodes (its refusals are listed under the body's graph).
+    ORTMLX_REQUIRE(inner.domain != "MLXExecutionProvider",
+                   std::string(attr) + " holds nodes the EP refused (see the body graph's claims)");
+    ClaimResult r = registry.claim(body, inner);
+    if (!r.ok)
+      return ClaimResult::no(std::string(attr) + " node '" + inner.name + "' (" +
+                             inner.qualified_op() + ") is not claimed: " + r.reason);
+  }
+  return ClaimResult::yes();
+}
+
+size_t body_inputs(const NodeView& n, const char* attr) {
+  return n.subgraphs.at(attr)->graph_inputs.size();
+}
+size_t body_outputs(const NodeView& n, const char* attr) {
+  return n.subgraphs.at(attr)->graph_outputs.size();
+}
+
+ClaimResult claim_if(const ClaimContext& c) {
+  const NodeView& n = c.node();
+  ORTMLX_REQUIRE(c.num_inputs() == 1, "expects 1 input (the condition)");
+  ORTMLX_REQUIRE(c.input_type(0) == ElemType::kBool,
+                 "condition type " + type_str(c.input_type(0)) + " is not bool");
+  for (const char* attr : {"then_branch", "else_branch"}) {
+    ClaimResult r = claim_body(n, attr);
+    if (!r.ok) return r;
+    ORTMLX_REQUIRE(body_inputs(n, attr) == 0, std::string(attr) + " takes inputs");
+    ORTMLX_REQUIRE(body_outputs(n, attr) == c.num_outputs(),
+                   std::string(attr) + " has " + std::to_string(body_outputs(n, attr)) +
+                       " outputs, the If node " + std::to_string(c.num_outputs()));
+  }
+  return ClaimResult::yes();
+}
+
+ClaimResult claim_loop(const ClaimContext& c) {
+  const NodeView& n = c.node();
+  ORTMLX_REQUIRE(c.num_inputs() >= 2, "expects the trip count and condition inputs (maybe empty)");
+  ORTMLX_REQUIRE(!c.has_input(0) || c.input_type(0) == ElemType::kInt64,
+                 "trip count type " + type_str(c.input_type(0)) + " is not int64");
+  ORTMLX_REQUIRE(!c.has_input(1) || c.input_type(1) == ElemType::kBool,
+                 "condition type " + type_str(c.input_type(1)) + " is not bool");
+  for (size_t i = 2; i < c.num_inputs(); ++i)
+    ORTMLX_REQUIRE(c.has_input(i), "loop-carried input " + std::to_string(i) + " is absent");
+  ClaimResult r = claim_body(n, "body");
+  if (!r.ok) return r;
+  const size_t carried = c.num_inputs() - 2;
+  ORTMLX_REQUIRE(body_inputs(n, "body") == carried + 2,
+                 "body takes " + std::to_string(body_inputs(n, "body")) + " inputs, expected " +
+                     std::to_string(carried + 2) + " (iteration, condition, carried values)");
+  ORTMLX_REQUIRE(body_outputs(n, "body") == c.num_outputs() + 1,
+                 "body has " + std::to_string(body_outputs(n, "body")) + " outputs, expected " +
+                     std::to_string(c.num_outputs() + 1) + " (condition, carried, scan outputs)");
+  ORTMLX_REQUIRE(c.num_outputs() >= carried, "fewer outputs than loop-carried values");
+  return ClaimResult::yes();
+}
+
+ClaimResult claim_scan(const ClaimContext& c) {
+  const NodeView& n = c.node();
+  auto r = refuse_unknown_attrs(c, {"num_scan_inputs", "scan_input_directions", "scan_input_axes",
+                                    "scan_output_directions", "scan_output_axes"});
+  if (!r.ok) return r;
+  const int64_t m = n.attr_int("num_scan_inputs", 0);
+  ORTMLX_REQUIRE(m >= 1 && static_cast<size_t>(m) <= c.num_inputs(),
+                 "num_scan_inputs " + std::to_string(m) + " is not in [1, inputs]");
+  const size_t states = c.num_inputs() - static_cast<size_t>(m);
+  ORTMLX_REQUIRE(c.num_outputs() >= states, "fewer outputs than state variables");
+  const size_t scan_outs = c.num_outputs() - states;
+  for (size_t i = 0; i < c.num_inputs(); ++i)
+    ORTMLX_REQUIRE(c.has_input(i), "input " + std::to_string(i) + " is absent");
+  auto check_list = [&](const char* name, size_t len, bool directions) -> ClaimResult {
+    auto v = n.attr_ints(name);
+    if (!v) return ClaimResult::yes();
+    ORTMLX_REQUIRE(v->size() == len, std::string(name) + " has " + std::to_string(v->size()) +
+                                         " values, expected " + std::to_string(len));
+    for (int64_t x : *v) {
+      if (directions) ORTMLX_REQUIRE(x == 0 || x == 1, std::string(name) + " must be 0 or 1");
+      if (!directions && n.since_version < 11)
+        ORTMLX_REQUIRE(x >= 0, std::string(name) + " is negative before opset 11");
+    }
+    return ClaimResult::yes();
+  };
+  for (auto [name, len, dirs] : {std::tuple{"scan_input_directions", size_t(m), true},
+                                 std::tuple{"scan_input_axes", size_t(m), false},
+                                 std::tuple{"scan_output_directions", scan_outs, true},
+                                 std::tuple{"scan_output_axes", scan_outs, false}}) {
+    r = check_list(name, len, dirs);
+    if (!r.ok) return r;
+  }
+  r = claim_body(n, "body");
+  if (!r.ok) return r;
+  ORTMLX_REQUIRE(body_inputs(n, "body") == c.num_inputs(),
+                 "body takes " + std::to_string(body_inputs(n, "body")) + " inputs, the Scan " +
+                     std::to_string(c.num_inputs()));
+  ORTMLX_REQUIRE(body_outputs(n, "body") == c.num_outputs(),
+                 "body has " + std::to_string(body_outputs(n, "body")) + " outputs, the Scan " +
+                     std::to_string(c.num_outputs()));
+  return ClaimResult::yes();
+}
+
+// ---- translation ---------------------------------------------------------------------------
+
+// A one-element boolean (or integer) decided on the host. A traced value that depends on a
+// fused input cannot be: the plan runs eagerly (NotCompilable).
+bool host_scalar_true(const TranslationContext& ctx, const mx::array& v, const char* what) {
+  if (v.size() != 1)
+    throw std::runtime_error(std::string(what) + " must hold one element, got shape " +
+                             shape_str(v.shape()));
+  if (ctx.compiling() && v.is_tracer())
+    throw NotCompilable(std::string(what) + " depends on a runtime value (read on the host)");
+  mx::array b = mx::astype(mx::reshape(v, {}), mx::bool_);
+  mx::eval(b);
+  return b.item<bool>();
+}
+
+int64_t host_scalar_int(const TranslationContext& ctx, const mx::array& v, const char* what) {
+  if (v.size() != 1)
+    throw std::runtime_error(std::string(what) + " must hold one element, got shape " +
+                             shape_str(v.shape()));
+  if (ctx.compiling() && v.is_tracer())
+    throw NotCompilable(std::string(what) + " depends on a runtime value (read on the host)");
+  mx::array i = mx::astype(mx::reshape(v, {}), mx::int64);
+  mx::eval(i);
+  return i.item<int64_t>();
+}
+
+// Checks a body output against the static type the node declares for it.
+void check_declared(const NodeDesc& n, size_t i, const mx::array& v, const char* what) {
+  if (i >= n.output_infos.size()) return;
+  const TensorInfo& info = n.output_infos[i];
+  const ElemType got = from_mlx_dtype(v.dtype());
+  if (info.dtype != ElemType::kUndefined && got != info.dtype)
+    throw std::runtime_error(std::string(what) + " output " + std::to_string(i) + " has type " +
+                             type_str(got) + ", the node declares " + type_str(info.dtype));
+}
+
+void translate_if(TranslationContext& ctx, const NodeDesc& n) {
+  bool cond;
+  if (const ConstTensor* t = ctx.constant_input(n, 0); t && t->as_int64() && t->numel() == 1)
+    cond = t->as_int64()->front() != 0;
+  else
+    cond = host_scalar_true(ctx, ctx.input(n, 0), "the If condition");
+  const char* attr = cond ? "then_branch" : "else_branch";
+  std::vector<mx::array> outs = translate_body(ctx, n.body(attr), {});
+  if (outs.size() != n.outputs.size())
+    throw std::runtime_error(std::string(attr) + " produced " + std::to_string(outs.size()) +
+                             " outputs for " + std::to_string(n.outputs.size()));
+  for (size_t i = 0; i < outs.size(); ++i) {
+    check_declared(n, i, outs[i], attr);
+    ctx.bind_output(n, i, outs[i]);
+  }
+}
+
+// The iteration number or condition in the rank the body's formal input declares.
+mx::array body_scalar(const Plan& body, size_t input, mx::array v) {
+  // Formal inputs are not node inputs: their infos live on the nodes that read them; a body
+  // that declares a 1-D [1] input gets that shape (as ORT's CPU EP feeds it).
+  for (const auto& node : body.nodes)
+    for (size_t k = 0; k < node.inputs.size(); ++k)
+      if (node.inputs[k] == body.input_names[input] && node.input_infos[k].rank() == 1)
+        return mx::reshape(v, {1});
+  return v;
+}
+
+void translate_loop(TranslationContext& ctx, const NodeDesc& n) {
+  const Plan& body = n.body("body");
+  const size_t carried_count = n.inputs.size() - 2;
+  const size_t scan_count = n.outputs.size() - carried_count;
+  int64_t trip = std::numeric_limits<int64_t>::max();
+  if (!n.inputs[0].empty()) trip = host_scalar_int(ctx, ctx.input(n, 0), "the Loop trip count");
+  bool cond = true;
+  if (!n.inputs[1].empty()) cond = host_scalar_true(ctx, ctx.input(n, 1), "the Loop condition");
+
+  std::vector<mx::array> carried;
+  for (size_t i = 2; i < n.inputs.size(); ++i) carried.push_back(ctx.input(n, i));
+  std::vector<std::vector<mx::array>> scans(scan_count);
+  for (int64_t it = 0; it < trip && cond; ++it) {
+    if (ctx.compiling() && it >= kMaxUnroll)
+      throw NotCompilable("the Loop runs more than " + std::to_string(kMaxUnroll) +
+                          " iterations (evaluated one at a time)");
+    std::vector<mx::array> args{body_scalar(body, 0, mx::array(it)),
+                                body_scalar(body, 1, mx::array(cond))};
+    args.insert(args.end(), carried.begin(), carried.end());
+    std::vector<mx::array> outs = translate_body(ctx, body, args);
+    for (size_t i = 0; i < carried_count; ++i) carried[i] = outs[1 + i];
+    for (size_t k = 0; k < scan_count; ++k) {
+      const mx::array& s = outs[1 + carried_count + k];
+      if (!scans[k].empty() && s.shape() != scans[k].front().shape())
+        throw std::runtime_error("scan output " + std::to_string(k) + " has shape " +
+                                 shape_str(s.shape()) + " in iteration " + std::to_string(it) +
+                                 " and " + shape_str(scans[k].front().shape()) + " in iteration 0");
+      if (!scans[k].empty() && s.dtype() != scans[k].front().dtype())
+        throw std::runtime_error("scan output " + std::to_string(k) + " changes type");
+      scans[k].push_back(s);
+    }
+    // ORT's CPU EP reads the body's condition after every iteration, a given trip count or not.
+    cond = host_scalar_true(ctx, outs[0], "the Loop body's condition output");
+    if (!ctx.compiling()) {
+      // One iteration deep: evaluate what the next iteration builds on.
+      std::vector<mx::array> live(carried);
+      for (const auto& s : scans)
+        if (!s.empty()) live.push_back(s.back());
+      mx::eval(live);
+    }
+  }
+  for (size_t i = 0; i < carried_count; ++i) {
+    check_declared(n, i, carried[i], "the Loop");
+    ctx.bind_output(n, i, carried[i]);
+  }
+  for (size_t k = 0; k < scan_count; ++k) {
+    const size_t out = carried_count + k;
+    if (!scans[k].empty()) {
+      ctx.bind_output(n, out, mx::stack(scans[k], 0, ctx.stream()));
+      continue;
+    }
+    // No iteration: an empty tensor, its per-iteration dims as far as they are known statically
+    // (unknown ones 0).
+    const TensorInfo& info = n.output_infos[out];
+    auto dtype = to_mlx_dtype(info.dtype);
+    if (!dtype) throw std::runtime_error("scan output " + std::to_string(k) + " has no type");
+    mx::Shape shape{0};
+    for (size_t d = 1; info.has_shape && d < info.shape.size(); ++d)
+      shape.push_back(info.shape[d] < 0 ? 0 : checked_int(info.shape[d], "scan output dim"));
+    ctx.bind_output(n, out, ctx.zeros(shape, *dtype));
+  }
+}
+
+void translate_scan(TranslationContext& ctx, const NodeDesc& n) {
+  const Plan& body = n.body("body");
+  const size_t m = static_cast<size_t>(n.attr_int("num_scan_inputs", 0));
+  const size_t states_count = n.inputs.size() - m;
+  const size_t scan_count = n.outputs.size() - states_count;
+  auto list = [&](const char* name, size_t len) {
+    auto v = n.attr_ints(name);
+    return v ? *v : std::vector<int64_t>(len, 0);
+  };
+  const auto in_dirs = list("scan_input_directions", m);
+  const auto in_axes = list("scan_input_axes", m);
+  const auto out_dirs = list("scan_output_directions", scan_count);
+  const auto out_axes = list("scan_output_axes", scan_count);
+
+  std::vector<mx::array> states, xs;
+  for (size_t i = 0; i < states_count; ++i) states.push_back(ctx.input(n, i));
+  std::vector<int> axes;
+  int seq_len = -1;
+  for (size_t j = 0; j < m; ++j) {
+    mx::array x = ctx.input(n, states_count + j);
+    const int axis = normalize_axis(in_axes[j], static_cast<int>(x.ndim()));
+    if (seq_len >= 0 && x.shape(axis) != seq_len)
+      throw std::runtime_error("scan input " + std::to_string(j) + " has sequence length " +
+                               std::to_string(x.shape(axis)) + ", scan input 0 " +
+                               std::to_string(seq_len));
+    seq_len = x.shape(axis);
+    xs.push_back(x);
+    axes.push_back(axis);
+  }
+  if (seq_len == 0) throw std::runtime_error("the scan inputs have sequence length 0");
+
+  std::vector<std::vector<mx::array>> scans(scan_count);
+  for (int t = 0; t < seq_len; ++t) {
+    std::vector<mx::array> args(states);
+    for (size_t j = 0; j < m; ++j) {
+      const int at = in_dirs[j] ? seq_len - 1 - t : t;
+      args.push_back(mx::take(xs[j], at, axes[j], ctx.stream()));
+    }
+    std::vector<mx::array> outs = translate_body(ctx, body, args);
+    for (size_t i = 0; i < states_count; ++i) {
+      if (outs[i].shape() != states[i].shape())
+        throw std::runtime_error("state variable " + std::to_string(i) + " changes shape from " +
+                                 shape_str(states[i].shape()) + " to " +
+                                 shape_str(outs[i].shape()));
+      states[i] = outs[i];
+    }
+    for (size_t k = 0; k < scan_count; ++k) {
+      const mx::array& s = outs[states_count + k];
+      if (!scans[k].empty() && s.shape() != scans[k].front().shape())
+        throw std::runtime_error("scan output " + std::to_string(k) + " has shape " +
+                                 shape_str(s.shape()) + " at step " + std::to_string(t) + " and " +
+                                 shape_str(scans[k].front().shape()) + " at step 0");
+      scans[k].push_back(s);
+    }
+  }
+  for (size_t i = 0; i < states_count; ++i) {
+    check_declared(n, i, states[i], "the Scan");
+    ctx.bind_output(n, i, states[i]);
+  }
+  for (size_t k = 0; k < scan_count; ++k) {
+    auto& seq = scans[k];
+    if (out_dirs[k]) std::reverse(seq.begin(), seq.end());
+    const int axis = normalize_axis(out_axes[k], static_cast<int>(seq.front().ndim()) + 1);
+    ctx.bind_output(n, states_count + k, mx::stack(seq, axis, ctx.stream()));
+  }
+}
+
+}  // namespace
+
+void register_control_flow_ops(OpRegistry& r) {
+  r.add("", "If", 1, 1 << 30, claim_if, translate_if);
+  r.add("", "Loop", 1, 1 << 30, claim_loop, translate_loop);
+  // Scan-8 has a batch axis and sequence lengths: not run.
+  r.add("", "Scan", 9, 1 << 30, claim_scan, translate_scan);
+}
+
+}  // namespace ortmlx

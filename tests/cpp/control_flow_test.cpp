@@ -1,0 +1,197 @@
+// Control-flow bodies in the engine: plans of subgraphs, body scopes that read enclosing values,
+// compiled (trace-time decisions) vs eager (runtime conditions) execution, and errors that name
+// the body node.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include <mlx/ops.h>
+
+#include "ortmlx/engine/executor.h"
+#include "ortmlx/engine/mlx_thread.h"
+#include "ortmlx/engine/plan.h"
+
+namespace ortmlx {
+namespace {
+
+namespace mx = mlx::core;
+
+TensorInfo info(ElemType t, std::vector<int64_t> shape) {
+  TensorInfo i;
+  i.dtype = t;
+  i.has_shape = true;
+  i.shape = std::move(shape);
+  return i;
+}
+
+struct Builder {
+  GraphView g;
+  void input(const std::string& name, TensorInfo i) {
+    g.graph_inputs.push_back(name);
+    g.value_infos[name] = std::move(i);
+  }
+  void constant(const std::string& name, ElemType t, const void* data, size_t bytes,
+                std::vector<int64_t> shape) {
+    auto c = std::make_shared<ConstTensor>();
+    c->dtype = t;
+    c->shape = shape;
+    c->bytes.resize(bytes);
+    std::memcpy(c->bytes.data(), data, bytes);
+    g.constants[name] = c;
+    g.constant_names[name] = info(t, shape);
+    g.value_infos[name] = info(t, shape);
+  }
+  NodeView& node(const std::string& name, const std::string& op, std::vector<std::string> in,
+                 std::vector<std::string> out, ElemType out_type = ElemType::kFloat) {
+    NodeView n;
+    n.index = g.nodes.size();
+    n.name = name;
+    n.op_type = op;
+    n.since_version = 21;
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    for (const auto& o : n.outputs) g.value_infos[o] = info(out_type, {-1});
+    g.nodes.push_back(std::move(n));
+    return g.nodes.back();
+  }
+};
+
+template <typename F>
+auto on_mlx(F&& f) {
+  return MlxThread::get().run(std::forward<F>(f));
+}
+
+std::vector<float> values(const mx::array& a) {
+  std::vector<float> v(a.size());
+  std::memcpy(v.data(), a.data<float>(), a.nbytes());
+  return v;
+}
+
+// out = If(c) then x + y (both outer scope) else -x; `c` a graph input or a constant.
+std::shared_ptr<Plan> if_plan(std::optional<bool> constant_cond) {
+  auto then_g = std::make_shared<GraphView>();
+  {
+    Builder b;
+    b.g.value_infos["x"] = info(ElemType::kFloat, {3});
+    b.g.value_infos["y"] = info(ElemType::kFloat, {3});
+    b.node("then/add", "Add", {"x", "y"}, {"t"});
+    b.g.graph_outputs = {"t"};
+    *then_g = std::move(b.g);
+  }
+  auto else_g = std::make_shared<GraphView>();
+  {
+    Builder b;
+    b.g.value_infos["x"] = info(ElemType::kFloat, {3});
+    b.node("else/neg", "Neg", {"x"}, {"e"});
+    b.g.graph_outputs = {"e"};
+    *else_g = std::move(b.g);
+  }
+  Builder b;
+  b.input("x", info(ElemType::kFloat, {3}));
+  b.input("y", info(ElemType::kFloat, {3}));
+  if (constant_cond) {
+    const uint8_t v = *constant_cond ? 1 : 0;
+    b.constant("c", ElemType::kBool, &v, 1, {});
+  } else {
+    b.input("c", info(ElemType::kBool, {}));
+  }
+  NodeView& n = b.node("if", "If", {"c"}, {"out"});
+  n.has_subgraphs = true;
+  n.subgraphs["then_branch"] = then_g;
+  n.subgraphs["else_branch"] = else_g;
+  std::vector<std::string> live{"x", "y"};
+  if (!constant_cond) live.push_back("c");
+  return build_plan(b.g, "fused_if", live, {"out"});
+}
+
+TEST(ControlFlow, RuntimeConditionRunsEagerlyAndPicksTheBranchPerRun) {
+  on_mlx([] {
+    Executor ex(if_plan(std::nullopt), {true, 4});
+    mx::array x({1.f, 2.f, 3.f});
+    mx::array y({10.f, 20.f, 30.f});
+    RunResult r1 = ex.run({x, y, mx::array(true)});
+    EXPECT_FALSE(r1.stats.compiled);
+    EXPECT_FALSE(ex.compile_enabled());  // a runtime condition: eager from the first run
+    EXPECT_EQ(values(r1.outputs[0]), (std::vector<float>{11.f, 22.f, 33.f}));
+    RunResult r2 = ex.run({x, y, mx::array(false)});
+    EXPECT_EQ(values(r2.outputs[0]), (std::vector<float>{-1.f, -2.f, -3.f}));
+  });
+}
+
+TEST(ControlFlow, ConstantConditionStaysCompiled) {
+  on_mlx([] {
+    for (bool cond : {true, false}) {
+      Executor ex(if_plan(cond), {true, 4});
+      mx::array x({1.f, 2.f, 3.f});
+      mx::array y({10.f, 20.f, 30.f});
+      RunResult r = ex.run({x, y});
+      EXPECT_TRUE(r.stats.compiled);
+      EXPECT_EQ(values(r.outputs[0]), cond ? (std::vector<float>{11.f, 22.f, 33.f})
+                                           : (std::vector<float>{-1.f, -2.f, -3.f}));
+    }
+  });
+}
+
+// Loop(M constant, no condition): x_{i+1} = x_i * w (w from the outer scope); scan output x_{i+1}.
+std::shared_ptr<Plan> loop_plan(int64_t trip) {
+  auto body = std::make_shared<GraphView>();
+  {
+    Builder b;
+    b.input("i", info(ElemType::kInt64, {}));
+    b.input("cond_in", info(ElemType::kBool, {}));
+    b.input("x_in", info(ElemType::kFloat, {2}));
+    b.g.value_infos["w"] = info(ElemType::kFloat, {2});
+    b.node("body/id", "Identity", {"cond_in"}, {"cond_out"}, ElemType::kBool);
+    b.node("body/mul", "Mul", {"x_in", "w"}, {"x_out"});
+    b.node("body/scan", "Identity", {"x_out"}, {"s"});
+    b.g.graph_outputs = {"cond_out", "x_out", "s"};
+    *body = std::move(b.g);
+  }
+  Builder b;
+  b.input("x", info(ElemType::kFloat, {2}));
+  b.input("w", info(ElemType::kFloat, {2}));
+  b.constant("M", ElemType::kInt64, &trip, sizeof(trip), {});
+  NodeView& n = b.node("loop", "Loop", {"M", "", "x"}, {"xf", "scan"});
+  n.has_subgraphs = true;
+  n.subgraphs["body"] = body;
+  return build_plan(b.g, "fused_loop", {"x", "w"}, {"xf", "scan"});
+}
+
+TEST(ControlFlow, ConstantTripCountUnrollsIntoTheCompiledGraph) {
+  on_mlx([] {
+    Executor ex(loop_plan(3), {true, 4});
+    RunResult r = ex.run({mx::array({1.f, -1.f}), mx::array({2.f, 3.f})});
+    EXPECT_TRUE(r.stats.compiled);
+    EXPECT_EQ(values(r.outputs[0]), (std::vector<float>{8.f, -27.f}));
+    EXPECT_EQ(r.outputs[1].shape(), (mx::Shape{3, 2}));
+    EXPECT_EQ(values(r.outputs[1]), (std::vector<float>{2.f, -3.f, 4.f, -9.f, 8.f, -27.f}));
+  });
+}
+
+TEST(ControlFlow, TripCountPastTheUnrollLimitRunsEagerly) {
+  on_mlx([] {
+    Executor ex(loop_plan(300), {true, 4});
+    RunResult r = ex.run({mx::array({1.f, -1.f}), mx::array({1.f, 1.f})});
+    EXPECT_FALSE(r.stats.compiled);
+    EXPECT_EQ(r.outputs[1].shape(), (mx::Shape{300, 2}));
+    EXPECT_EQ(values(r.outputs[0]), (std::vector<float>{1.f, -1.f}));
+  });
+}
+
+TEST(ControlFlow, ErrorsNameTheBodyNode) {
+  on_mlx([] {
+    Executor ex(if_plan(std::nullopt), {false, 4});
+    try {
+      // x and y of shapes that do not broadcast: the then branch's Add fails.
+      ex.run({mx::array({1.f, 2.f, 3.f}), mx::array({1.f, 2.f}), mx::array(true)});
+      FAIL() << "expected an error";
+    } catch (const NodeError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("node 'if' (If)"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("node 'then/add' (Add)"), std::string::npos) << msg;
+    }
+  });
+}
+
+}  // namespace
+}  // namespace ortmlx
