@@ -1,7 +1,8 @@
 // AttentionVJP's MLX-op paths (dense_mlx, blocked_mlx, native_sdpa as on GPU backends) with NaN,
 // +Inf and -Inf in each input: the same NaN and Inf positions as the float64 reference, and the
 // same finite values. Also through the translator with the attention_vjp_mlx_ops option, which
-// makes MLX's CPU backend take these paths.
+// makes MLX's CPU backend take these paths. And the fused CPU kernel in every instruction set the
+// CPU runs (its exp and max treat NaN and -inf by hand).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,7 +26,6 @@ using namespace ortmlx::attention_vjp::test_support;
 using Tiled = EpOptions::AttentionVjpTiled;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
 
 // Every NaN where the reference has one, every Inf with its sign, finite values close.
 void expect_same(const std::vector<double>& got, const std::vector<double>& want,
@@ -131,6 +131,26 @@ TEST(AttentionVjpNonFinite, NativeSdpaOfGpuBackendsFollowsTheReference) {
   check_paths({{"native", [](const Config& c, const Bhsd& t) {
                   return native_sdpa(c, t, {}, /*mlx_ops=*/true);
                 }}});
+}
+
+TEST(AttentionVjpNonFinite, CpuKernelInEveryIsaFollowsTheReference) {
+  std::vector<std::pair<std::string, Path>> paths;
+  for (Isa isa : {Isa::kAvx512, Isa::kAvx2, Isa::kPortable}) {
+    if (!rows::supported(isa)) continue;
+    paths.emplace_back(isa_name(isa), [isa](const Config& c, const Bhsd& t) {
+      Config c4 = c;  // Bhsd tensors are (B, H, S, D): a rank-4 contract
+      c4.rank = 4;
+      std::vector<mx::array> in = {t.q, t.k, t.v};
+      if (t.y) in.push_back(*t.y);
+      in.push_back(t.dy);
+      in.push_back(t.mask);
+      const auto out = cpu_kernel(c4, in, mx::Device::cpu, /*panel_rows=*/5, false, isa);
+      std::array<mx::array, 3> grads = {mx::array(0.f), mx::array(0.f), mx::array(0.f)};
+      for (size_t i = 0; i < c.outputs.size(); ++i) grads[c.outputs[i]] = out[i];
+      return grads;
+    });
+  }
+  check_paths(paths);
 }
 
 // The translator with attention_vjp_mlx_ops: dense within the limit, blocked (1-row and 3-row

@@ -279,6 +279,10 @@ struct Outcome {
   std::string label;
 };
 
+// The kernel instruction set run_translator's sessions ask for (tests loop over each one the CPU
+// runs).
+inline EpOptions::CpuIsa g_cpu_isa = EpOptions::CpuIsa::kAuto;
+
 inline Outcome run_translator(
     const Problem& p, const Data& x, std::optional<uint64_t> limit,
     std::optional<bool> native = std::nullopt,
@@ -290,6 +294,7 @@ inline Outcome run_translator(
   plan.options.attention_vjp_native = native;
   plan.options.attention_vjp_tiled = tiled;
   plan.options.attention_vjp_mlx_ops = mlx_ops;
+  plan.options.cpu_isa = g_cpu_isa;
   TranslationContext ctx(plan);
   NodeDesc node;
   node.name = "attention_vjp";

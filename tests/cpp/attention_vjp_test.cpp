@@ -291,15 +291,27 @@ TEST(AttentionVjpNumerics, DenseCpuKernel) {
 TEST(AttentionVjpNumerics, TiledCpuKernel) {
   for (const auto& p : variants(false)) check(p, Path::kTiled);
 }
-TEST(AttentionVjpNumerics, CpuKernelBlasFallback) {
-  // Without AVX-512 every tile product goes through OpenBLAS.
-  force_blas_gemm(true);
-  for (const auto& p : variants(false)) check(p, Path::kTiled);
-  for (const auto& p : variants(true)) check(p, Path::kDense);
-  Problem p = P(3, 1, 300, 200, 4, 2, 32);
-  p.causal = true, p.mask_kind = 1, p.mask_shape = {300, 200};
-  check(p, Path::kTiled);
-  force_blas_gemm(false);
+// Every instruction set this CPU runs (the default run above takes the fastest): the micro-kernels
+// and row math of each, on the variants, a masked causal GQA case and row/column tails.
+TEST(AttentionVjpNumerics, CpuKernelEveryIsa) {
+  using CpuIsa = EpOptions::CpuIsa;
+  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2, CpuIsa::kPortable}) {
+    if (!cpu_isa_supported(isa)) continue;
+    SCOPED_TRACE(cpu_isa_name(isa));
+    g_cpu_isa = isa;
+    for (const auto& p : variants(false)) check(p, Path::kTiled);
+    for (const auto& p : variants(true)) check(p, Path::kDense);
+    Problem p = P(3, 1, 300, 200, 4, 2, 32);
+    p.causal = true, p.mask_kind = 1, p.mask_shape = {300, 200};
+    check(p, Path::kTiled);
+    p = P(4, 1, 40, 1100, 2, 1, 24);  // long keys (K chunks), D not a multiple of 16
+    p.mask_kind = 2, p.mask_shape = {1100};
+    check(p, Path::kTiled);
+    p = P(4, 2, 150, 77, 2, 2, 40);  // causal, a key length and D off every vector width
+    p.causal = true, p.dead_rows = true, p.mask_kind = 2, p.mask_shape = {2, 1, 150, 77};
+    check(p, Path::kTiled);
+  }
+  g_cpu_isa = CpuIsa::kAuto;
 }
 TEST(AttentionVjpNumerics, DenseMlxOps) {
   for (const auto& p : variants(false)) check(p, Path::kDenseMlx);

@@ -267,6 +267,11 @@ void SessionReport::set_backend(std::string backend, std::string device, std::st
   tf32_ = tf32;
 }
 
+void SessionReport::set_cpu_isa(std::string isa) {
+  std::lock_guard<std::mutex> lock(mu_);
+  cpu_isa_ = std::move(isa);
+}
+
 void SessionReport::set_mlx_memory(size_t active, size_t peak, size_t cache) {
   std::lock_guard<std::mutex> lock(mu_);
   mlx_active_ = active;
@@ -284,9 +289,9 @@ std::string SessionReport::to_json() const {
   };
   os << "{\"ep\":\"MLXExecutionProvider\",\"backend\":\"" << json_escape(backend_)
      << "\",\"device\":\"" << json_escape(device_) << "\",\"io\":\"" << json_escape(io_)
-     << "\",\"tf32\":" << (tf32_ ? "true" : "false") << ",\"mlx_memory\":{\"active\":"
-     << mlx_active_ << ",\"peak\":" << mlx_peak_ << ",\"cache\":" << mlx_cache_
-     << "},\"claims\":{";
+     << "\",\"cpu_isa\":\"" << json_escape(cpu_isa_) << "\",\"tf32\":"
+     << (tf32_ ? "true" : "false") << ",\"mlx_memory\":{\"active\":" << mlx_active_
+     << ",\"peak\":" << mlx_peak_ << ",\"cache\":" << mlx_cache_ << "},\"claims\":{";
   bool first = true;
   // (key, pass, latest, superseded)
   std::vector<std::tuple<const std::string*, const ClaimSummary*, bool, bool>> passes;

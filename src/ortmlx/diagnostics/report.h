@@ -60,6 +60,8 @@ class SessionReport {
   // Where this session runs: MLX's backend ("cpu" or "gpu"), its device name, where EP I/O lives
   // ("host" or "device") and the fp32 matmul mode.
   void set_backend(std::string backend, std::string device, std::string io, bool tf32);
+  // Instruction set of the fused CPU kernels this session runs ("avx512", "avx2", "portable").
+  void set_cpu_isa(std::string isa);
   // MLX's allocator after the latest run (process-wide figures: active, peak and cached bytes).
   void set_mlx_memory(size_t active, size_t peak, size_t cache);
 
@@ -75,9 +77,10 @@ class SessionReport {
   mutable std::mutex mu_;
   std::string backend_ = "cpu", device_, io_ = "host";
   bool tf32_ = false;
+  std::string cpu_isa_;
   size_t mlx_active_ = 0, mlx_peak_ = 0, mlx_cache_ = 0;
-  mutable std::mutex write_mu_;                  // serialises write_json
-  std::map<std::string, ClaimSummary> claims_;   // latest GetCapability pass per graph
+  mutable std::mutex write_mu_;                 // serialises write_json
+  std::map<std::string, ClaimSummary> claims_;  // latest GetCapability pass per graph
   // Earlier passes that answered differently: kept (a later pass still holds their fused nodes,
   // so their claims stand) or superseded (ORT started over, e.g. before an optimisation).
   std::map<std::string, std::pair<ClaimSummary, bool>> earlier_;  // key -> (pass, kept)

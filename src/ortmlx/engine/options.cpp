@@ -43,6 +43,9 @@ const std::vector<OptionSpec>& option_specs() {
        "what the EP claims on MLX's CPU backend: auto (default: only what runs at least as fast "
        "there as on ORT's CPU EP, today the AttentionVJP training kernels) or all (every node it "
        "can run exactly); GPU backends claim everything they can"},
+      {"cpu_isa", "ONNXRUNTIME_EP_MLX_CPU_ISA", "auto|avx512|avx2|portable",
+       "instruction set of the fused CPU kernels (AttentionVJP): auto (default: the fastest this "
+       "CPU runs) or one forced (benchmarks, tests; one the CPU lacks is an error)"},
       {"tf32", "ONNXRUNTIME_EP_MLX_TF32", "flag",
        "TF32 fp32 matmuls on CUDA (default off: exact fp32); process-wide, decided when the "
        "library loads: a session value that differs from the process mode fails"},
@@ -103,6 +106,30 @@ EpOptions::CpuClaim parse_cpu_claim(const OptionSpec& spec, const std::string& v
   if (l == "auto" || (l.empty() && !from_session)) return EpOptions::CpuClaim::kAuto;
   if (l == "all") return EpOptions::CpuClaim::kAll;
   throw std::invalid_argument(origin(spec, from_session) + "='" + v + "': expected auto or all");
+}
+
+// auto | avx512 | avx2 | portable, either case; an empty environment value means auto. An
+// instruction set this CPU lacks is refused here, so the session fails at creation.
+EpOptions::CpuIsa parse_cpu_isa(const OptionSpec& spec, const std::string& v, bool from_session) {
+  using Isa = EpOptions::CpuIsa;
+  const std::string l = lower(v);
+  Isa isa;
+  if (l == "auto" || (l.empty() && !from_session))
+    isa = Isa::kAuto;
+  else if (l == "avx512")
+    isa = Isa::kAvx512;
+  else if (l == "avx2")
+    isa = Isa::kAvx2;
+  else if (l == "portable")
+    isa = Isa::kPortable;
+  else
+    throw std::invalid_argument(origin(spec, from_session) + "='" + v +
+                                "': expected auto, avx512, avx2 or portable");
+  if (!cpu_isa_supported(isa))
+    throw std::invalid_argument(origin(spec, from_session) + "='" + v + "': this CPU lacks " +
+                                cpu_isa_name(isa) + " (it runs " +
+                                cpu_isa_name(EpOptions{}.resolved_cpu_isa()) + ")");
+  return isa;
 }
 
 uint64_t parse_count(const OptionSpec& spec, const std::string& v, bool from_session,
@@ -167,6 +194,8 @@ EpOptions EpOptions::resolve(
       if (!v->empty() || from_session) o.tf32 = flag();
     } else if (key == "cpu_claim") {
       o.cpu_claim = parse_cpu_claim(spec, *v, from_session);
+    } else if (key == "cpu_isa") {
+      o.cpu_isa = parse_cpu_isa(spec, *v, from_session);
     } else if (key == "attention_vjp_mlx_ops") {
       o.attention_vjp_mlx_ops = flag();
     } else if (key == "attention_vjp_tiled") {
@@ -180,6 +209,37 @@ EpOptions EpOptions::resolve(
     }
   }
   return o;
+}
+
+const char* cpu_isa_name(EpOptions::CpuIsa isa) {
+  using Isa = EpOptions::CpuIsa;
+  return isa == Isa::kAvx512     ? "avx512"
+         : isa == Isa::kAvx2     ? "avx2"
+         : isa == Isa::kPortable ? "portable"
+                                 : "auto";
+}
+
+bool cpu_isa_supported(EpOptions::CpuIsa isa) {
+  using Isa = EpOptions::CpuIsa;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  // The same tests as the kernels' (ops/attention_vjp/cpu_rows.h).
+  if (isa == Isa::kAvx512) return __builtin_cpu_supports("avx512f");
+  if (isa == Isa::kAvx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  if (isa == Isa::kAvx512 || isa == Isa::kAvx2) return false;
+#endif
+  return true;
+}
+
+bool cpu_isa_beats_ort_cpu(EpOptions::CpuIsa isa) {
+  return isa == EpOptions::CpuIsa::kAvx512 || isa == EpOptions::CpuIsa::kAvx2;
+}
+
+EpOptions::CpuIsa EpOptions::resolved_cpu_isa() const {
+  if (cpu_isa != CpuIsa::kAuto) return cpu_isa;
+  if (cpu_isa_supported(CpuIsa::kAvx512)) return CpuIsa::kAvx512;
+  if (cpu_isa_supported(CpuIsa::kAvx2)) return CpuIsa::kAvx2;
+  return CpuIsa::kPortable;
 }
 
 EpOptions EpOptions::resolve_entries(

@@ -55,6 +55,14 @@ struct EpOptions {
   // backends always claim everything they can.
   enum class CpuClaim { kAuto, kAll };
   CpuClaim cpu_claim = CpuClaim::kAuto;
+  // Instruction set of the fused CPU kernels (AttentionVJP): kAuto = the fastest this CPU runs
+  // (AVX-512, else AVX2 + FMA, else portable C++); the others force one (benchmarks, tests): one
+  // the CPU lacks is rejected when the options are read. cpu_claim=auto claims the kernels only
+  // with an instruction set measured faster than ORT's CPU EP (cpu_isa_beats_ort_cpu).
+  enum class CpuIsa { kAuto, kAvx512, kAvx2, kPortable };
+  CpuIsa cpu_isa = CpuIsa::kAuto;
+  // cpu_isa with kAuto replaced by what this CPU runs.
+  CpuIsa resolved_cpu_isa() const;
   // TF32 matmuls on CUDA. MLX reads its switch once per process, so the mode is decided when the
   // library loads (device::init_precision_mode, from the environment variable); a session value
   // is only a check against it. nullopt = not given by the session.
@@ -73,6 +81,15 @@ struct EpOptions {
   // is not in option_specs() are rejected (a typo must not be silently ignored).
   static EpOptions resolve_entries(const std::vector<std::pair<std::string, std::string>>& entries);
 };
+
+// "avx512", "avx2", "portable" (or "auto").
+const char* cpu_isa_name(EpOptions::CpuIsa isa);
+// Whether this CPU runs an instruction set's kernels (kAuto and kPortable: always).
+bool cpu_isa_supported(EpOptions::CpuIsa isa);
+// Whether the fused CPU kernels in this instruction set were measured at least as fast as ORT's
+// CPU EP running the contract body (bench/results/attention_vjp*.md): AVX-512 and AVX2 yes; the
+// portable code has no such measurement, so cpu_claim=auto leaves the nodes to ORT there.
+bool cpu_isa_beats_ort_cpu(EpOptions::CpuIsa isa);
 
 // Environment flag semantics: any non-empty value other than "0"/"false"/"off" -> true.
 bool parse_flag(const std::string& v);

@@ -117,6 +117,18 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
   const bool on_cpu =
       mx::to_stream(s).device.type == mx::Device::cpu && !ctx.options().attention_vjp_mlx_ops;
 
+  // The fused CPU kernel's instruction set (option cpu_isa; checked against the CPU when read).
+  auto kernel_isa = [&] {
+    switch (ctx.options().resolved_cpu_isa()) {
+      case EpOptions::CpuIsa::kAvx512:
+        return Isa::kAvx512;
+      case EpOptions::CpuIsa::kAvx2:
+        return Isa::kAvx2;
+      default:
+        return Isa::kPortable;
+    }
+  };
+
   std::vector<mx::array> results;  // in the order of c.outputs, original layout
   auto bind_bhsd = [&](const std::array<mx::array, 3>& grads) {
     for (int o : c.outputs)
@@ -150,7 +162,7 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
           "AttentionVJP beyond the dense limit: attention_vjp_tiled=kernel asks for the fused CPU "
           "kernel, which runs only on MLX's CPU backend, and this session runs on a GPU backend "
           "(or sets attention_vjp_mlx_ops); use attention_vjp_tiled=auto or blocked");
-    results = cpu_kernel(c, in, s);
+    results = cpu_kernel(c, in, s, 0, false, kernel_isa());
     ctx.mark_fast(node, kTiledLabel);
   };
 
@@ -171,7 +183,7 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
     // On the CPU backend MLX's own matmul is slow (reference BLAS): the fused kernel is faster
     // than any materialised form there, so the dense path runs it too.
     if (on_cpu)
-      results = cpu_kernel(c, in, s);
+      results = cpu_kernel(c, in, s, 0, false, kernel_isa());
     else
       bind_bhsd(dense_mlx(c, bhsd_inputs(), s));
     ctx.mark_fast(node, kDenseLabel);
@@ -195,8 +207,10 @@ void register_attention_vjp_ops(OpRegistry& r) {
   // Shape-keyed: the dense/tiled choice and the fused kernels' tiles, work split and output
   // shapes depend on concrete B, Sq and Sk (custom kernels have no shapeless output_shapes).
   e.shape_keyed = true;
-  // The fused CPU kernel beats ORT CPU running the body (bench/results/attention_vjp.md).
+  // The fused CPU kernel beats ORT CPU running the body with AVX-512 and AVX2 + FMA
+  // (bench/results/attention_vjp.md, attention_vjp_avx2.md), not measured so with portable code.
   e.cpu_default = true;
+  e.cpu_default_needs_fast_isa = true;
   r.add(std::move(e));
 }
 

@@ -92,6 +92,7 @@ MlxEp::MlxEp(MlxEpFactory& factory, const OrtSessionOptions* session_options,
                        "ONNXRUNTIME_EP_MLX_TF32 before the EP library is registered");
   report_->set_backend(device::mlx_backend(), factory_.gpu() ? device::gpu_name() : std::string(),
                        factory_.gpu() ? "device" : "host", device::tf32_enabled());
+  report_->set_cpu_isa(cpu_isa_name(options_.resolved_cpu_isa()));
   session_id_ = g_next_session_id.fetch_add(1);
   if (!options_.trace_path.empty()) {
     // The trace is written at session end; say now if its folder cannot take it (diagnostics
@@ -181,7 +182,9 @@ void MlxEp::get_capability(const OrtGraph* graph, OrtEpGraphSupportInfo* info) {
     ClaimResult r = registry.claim(view, node);
     if (r.ok && cpu_policy) {
       const OpEntry* entry = registry.find(node.domain, node.op_type, node.since_version);
-      if (entry && !entry->cpu_default)
+      // A CPU-kernel entry counts as measured fast only with an instruction set that was.
+      if (entry && (!entry->cpu_default || (entry->cpu_default_needs_fast_isa &&
+                                            !cpu_isa_beats_ort_cpu(options_.resolved_cpu_isa()))))
         r = ClaimResult::no(
             "left to ORT's CPU EP: on MLX's CPU backend the EP claims only what runs at least as "
             "fast as ORT's CPU EP (cpu_claim=auto; cpu_claim=all claims it)");

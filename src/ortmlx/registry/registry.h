@@ -61,6 +61,9 @@ struct OpEntry {
   // Claimed on MLX's CPU backend under the default policy (option cpu_claim=auto): only entries
   // measured at least as fast there as ORT's CPU EP (bench/results) set it.
   bool cpu_default = false;
+  // cpu_default holds only where the session's CPU kernel instruction set (option cpu_isa) was
+  // measured faster too (cpu_isa_beats_ort_cpu): the fused kernels' speed depends on it.
+  bool cpu_default_needs_fast_isa = false;
   // Shape-keyed ops need concrete input shapes when traced (custom kernels, grids).
   bool shape_keyed = false;
 };

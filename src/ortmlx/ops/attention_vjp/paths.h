@@ -4,9 +4,9 @@
 //  - dense_mlx: scores materialised with MLX GEMMs (portable: CPU, CUDA, Metal).
 //  - blocked_mlx: the same by blocks of query rows, O(block x Sk) memory (portable); GPU
 //    backends run it beyond the dense budget (until fused GPU kernels replace it).
-//  - cpu_kernel: our fused CPU primitive (AVX-512 micro-kernel or OpenBLAS per tile product,
-//    std::thread workers) on panels of a few query rows: extra memory O(threads * rows * Sk),
-//    independent of Sq. The CPU backend runs both the dense and the tiled path with it.
+//  - cpu_kernel: our fused CPU primitive (AVX-512, AVX2 + FMA or portable micro-kernels per tile
+//    product, std::thread workers) on panels of a few query rows: extra memory O(threads * rows *
+//    Sk), independent of Sq. The CPU backend runs both the dense and the tiled path with it.
 //  - native_sdpa: recompute the forward with MLX's fused SDPA and differentiate it (mx::vjp).
 #pragma once
 
@@ -18,6 +18,7 @@
 #include <mlx/stream.h>
 
 #include "ortmlx/ops/attention_vjp/contract.h"
+#include "ortmlx/ops/attention_vjp/cpu_rows.h"
 
 namespace ortmlx::attention_vjp {
 
@@ -88,16 +89,16 @@ std::array<mx::array, 3> native_sdpa(const Config& c, const Bhsd& t, mx::StreamO
 // panel_rows > 0 forces the query rows per panel (tests); 0 picks cpu_tile_rows(Sk).
 // nonfinite_only: compute only when Q, K, V, Y or dY holds a NaN or Inf, else return zeros (the
 // native path's exact answer for non-finite inputs, selected where they occur).
+// isa: the instruction set of the micro-kernels and row math (nullopt: the fastest this CPU
+// runs, rows::best_isa()); one the CPU lacks is an error.
 std::vector<mx::array> cpu_kernel(const Config& c, const std::vector<mx::array>& inputs,
                                   mx::StreamOrDevice s, int panel_rows = 0,
-                                  bool nonfinite_only = false);
+                                  bool nonfinite_only = false,
+                                  std::optional<Isa> isa = std::nullopt);
 
 // Query rows per panel of the CPU kernel for a key length (tiled mode): large enough for
 // efficient GEMMs, small enough that a worker's two panels stay in its L2 for moderate Sk.
 int cpu_tile_rows(int sk);
-
-// Tests: make the CPU kernel use OpenBLAS for every product (the path taken without AVX-512).
-void force_blas_gemm(bool on);
 
 // Threads the CPU kernel uses (hardware concurrency, at least 1).
 int cpu_threads();

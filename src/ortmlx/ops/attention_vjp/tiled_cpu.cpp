@@ -1,6 +1,7 @@
 // The fused CPU AttentionVJP kernel: a custom MLX primitive whose eval_cpu runs a multithreaded
-// C++ kernel (std::thread workers; every tile product through the AVX-512 micro-kernel of
-// cpu_gemm.h, or OpenBLAS sgemm without AVX-512; AVX-512 row math in cpu_rows.h).
+// C++ kernel (std::thread workers over the machine's cores; every tile product through a
+// micro-kernel of cpu_gemm.h and the row math of cpu_rows.h, both in the instruction set the run
+// picks: AVX-512, AVX2 + FMA or portable C++).
 //
 // Work item = (batch b, kv head g, part p). An item owns dK/dV of (b, g) (part 0 writes the
 // output, parts > 0 private partials summed at the end: no atomics) and the dQ rows of the query
@@ -34,7 +35,6 @@
 #include <string>
 #include <thread>
 
-#include <cblas.h>
 #include <mlx/allocator.h>
 #include <mlx/backend/cpu/encoder.h>
 #include <mlx/ops.h>
@@ -61,11 +61,13 @@ struct Geometry {
   int64_t rows = 0;                      // query rows per panel
   // Compute only when an input is non-finite, else write zeros (the native path's exact fallback).
   bool nonfinite_only = false;
+  Isa isa = Isa::kPortable;  // micro-kernels and row math
   bool operator==(const Geometry& o) const {
     return b == o.b && hq == o.hq && hk == o.hk && sq == o.sq && sk == o.sk && d == o.d &&
            rank == o.rank && scale == o.scale && causal == o.causal && mask_kind == o.mask_kind &&
            recompute == o.recompute && want[0] == o.want[0] && want[1] == o.want[1] &&
-           want[2] == o.want[2] && rows == o.rows && nonfinite_only == o.nonfinite_only;
+           want[2] == o.want[2] && rows == o.rows && nonfinite_only == o.nonfinite_only &&
+           isa == o.isa;
   }
 };
 
@@ -84,14 +86,6 @@ inline int64_t row_stride(const Geometry& g, int64_t heads) {
   return g.rank == 4 ? g.d : heads * g.d;
 }
 
-void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  scipy_cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                    static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k),
-                    alpha, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
-                    static_cast<blasint>(ldc));
-}
-
 struct Pointers {
   const float *q, *k, *v, *y, *dy;  // y null for Recompute
   MaskView mask;
@@ -100,20 +94,9 @@ struct Pointers {
 
 struct Scratch {
   std::unique_ptr<float[]> s, dp, y;
-  std::unique_ptr<float[]> kt, vt;  // K^T and V^T of the item's kv head (micro-kernel path)
+  std::unique_ptr<float[]> kt, vt;  // K^T and V^T of the item's kv head
   int64_t ld = 0;
 };
-
-std::atomic<bool> g_force_blas{false};
-
-// BLAS fallback (no AVX-512): our workers already cover the cores, so every sgemm runs on its
-// caller's thread. This wheel's OpenBLAS has no per-thread setting (openblas_set_num_threads_local
-// is not exported), so the process-wide BLAS thread count is set to 1 once, and only when the
-// fallback runs; no other part of ortmlx uses OpenBLAS.
-void single_threaded_blas() {
-  static std::once_flag once;
-  std::call_once(once, [] { scipy_openblas_set_num_threads(1); });
-}
 
 class Kernel {
  public:
@@ -136,7 +119,6 @@ class Kernel {
     // 4 KiB map every row to one L1 set.
     ld_ = (g.sk + 15) / 16 * 16 + 16;
     ldt_ = ld_;
-    own_gemm_ = gemm::available() && !g_force_blas.load();
     // Workers, capped so that their scratch (two panels, K^T, V^T) stays within 512 MiB on
     // many-core machines with long keys.
     const int64_t per_worker = 4 * (2 * g.rows * ld_ + 2 * g.d * ldt_ + g.rows * g.d);
@@ -159,10 +141,8 @@ class Kernel {
       s.s.reset(new float[static_cast<size_t>(g_.rows * ld_)]);
       if (need_dp) s.dp.reset(new float[static_cast<size_t>(g_.rows * ld_)]);
       if (g_.recompute && need_dp) s.y.reset(new float[static_cast<size_t>(g_.rows * g_.d)]);
-      if (own_gemm_) {
-        s.kt.reset(new float[static_cast<size_t>(g_.d * ldt_)]);
-        if (need_dp) s.vt.reset(new float[static_cast<size_t>(g_.d * ldt_)]);
-      }
+      s.kt.reset(new float[static_cast<size_t>(g_.d * ldt_)]);
+      if (need_dp) s.vt.reset(new float[static_cast<size_t>(g_.d * ldt_)]);
     }
   }
 
@@ -173,7 +153,6 @@ class Kernel {
       zero_outputs();
       return;
     }
-    if (!own_gemm_) single_threaded_blas();
     std::atomic<int64_t> next{0};
     auto worker = [&](int tid) {
       for (int64_t it; (it = next.fetch_add(1)) < items_;)
@@ -246,11 +225,9 @@ class Kernel {
       dv = kv_dest(2, b, kvh, part, &lddv);
       zero_rows(dv, g_.sk, g_.d, lddv);
     }
-    if (own_gemm_) {
-      const int64_t ldk = row_stride(g_, g_.hk);
-      transpose(p_.k + head_offset(g_, b, kvh, g_.hk, g_.sk), ldk, sc.kt.get());
-      if (sc.vt) transpose(p_.v + head_offset(g_, b, kvh, g_.hk, g_.sk), ldk, sc.vt.get());
-    }
+    const int64_t ldk = row_stride(g_, g_.hk);
+    transpose(p_.k + head_offset(g_, b, kvh, g_.hk, g_.sk), ldk, sc.kt.get());
+    if (sc.vt) transpose(p_.v + head_offset(g_, b, kvh, g_.hk, g_.sk), ldk, sc.vt.get());
     for (int64_t t = part; t < tiles_; t += parts_)
       for (int64_t h = kvh * group_; h < (kvh + 1) * group_; ++h)
         panel(b, h, kvh, t, sc, dk, lddk, dv, lddv);
@@ -263,22 +240,11 @@ class Kernel {
         for (int64_t j = j0; j < std::min(g_.sk, j0 + 32); ++j) xt[e * ldt_ + j] = x[j * ld + e];
   }
 
-  // C = alpha A B (+ C when accumulate), a(i, k) = a[i * a_row + k * a_col]; the micro-kernel
-  // when available, else OpenBLAS (A must then be A or A^T of a row-major matrix, and B = bt^T
-  // when `bt` is given: the BLAS path reads K and V untransposed).
+  // C = alpha A B (+ C when accumulate), a(i, k) = a[i * a_row + k * a_col], B row-major.
   void mm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row,
-          int64_t a_col, const float* b, int64_t ldb, const float* bt, int64_t ldbt, float* c,
-          int64_t ldc, bool accumulate) const {
-    if (own_gemm_) {
-      gemm::run(m, n, k, alpha, a, a_row, a_col, b, ldb, c, ldc, accumulate);
-      return;
-    }
-    const bool ta = a_row == 1;
-    const int64_t lda = ta ? a_col : a_row;
-    if (bt)
-      sgemm(ta, true, m, n, k, alpha, a, lda, bt, ldbt, accumulate ? 1.f : 0.f, c, ldc);
-    else
-      sgemm(ta, false, m, n, k, alpha, a, lda, b, ldb, accumulate ? 1.f : 0.f, c, ldc);
+          int64_t a_col, const float* b, int64_t ldb, float* c, int64_t ldc,
+          bool accumulate) const {
+    gemm::run(g_.isa, m, n, k, alpha, a, a_row, a_col, b, ldb, c, ldc, accumulate);
   }
 
   // Applies causal/mask to row i (keys [0, live)), then softmax in place; keys [live, n) -> 0.
@@ -294,7 +260,7 @@ class Kernel {
         if (m.width == 1) {
           if (!row[0]) live = 0;
         } else if (m.stride[3] == 1) {
-          rows::keep(s, row, static_cast<int>(live));
+          rows::keep(g_.isa, s, row, static_cast<int>(live));
         } else {
           for (int64_t j = 0; j < live; ++j)
             if (!row[j * m.stride[3]]) s[j] = rows::kNegInf;
@@ -305,20 +271,20 @@ class Kernel {
           const float a = row[0];
           for (int64_t j = 0; j < live; ++j) s[j] += a;
         } else if (m.stride[3] == 1) {
-          rows::add(s, row, static_cast<int>(live));
+          rows::add(g_.isa, s, row, static_cast<int>(live));
         } else {
           for (int64_t j = 0; j < live; ++j) s[j] += row[j * m.stride[3]];
         }
       }
     }
-    const float mx = live > 0 ? rows::row_max(s, static_cast<int>(live)) : rows::kNegInf;
+    const float mx = live > 0 ? rows::row_max(g_.isa, s, static_cast<int>(live)) : rows::kNegInf;
     if (mx == rows::kNegInf) live = 0;  // every key masked: the row contributes nothing
     if (live > 0) {
-      const float sum = rows::exp_sum(s, static_cast<int>(live), mx);
+      const float sum = rows::exp_sum(g_.isa, s, static_cast<int>(live), mx);
       // A NaN or +Inf score makes the sum NaN (exp(NaN) or exp(Inf - Inf)): the reference's row
       // maximum is then not finite and it treats the row like a fully masked one, P = 0.
       if (std::isfinite(sum))
-        rows::scale(s, static_cast<int>(live), 1.f / sum);
+        rows::scale(g_.isa, s, static_cast<int>(live), 1.f / sum);
       else
         live = 0;
     }
@@ -354,40 +320,39 @@ class Kernel {
     const int64_t n0 = tri ? i0 : n;
     constexpr int64_t kChunk = 32;
 
-    // out (m x n, ld) = alpha * a (m x D, ldq) B, B = (packed bt: D x Sk) or rows^T (Sk x D).
-    auto scores = [&](float alpha, const float* a, const float* packed, const float* rows_,
-                      float* out) {
-      if (n0 > 0) mm(m, n0, dd, alpha, a, ldq, 1, packed, ldt_, rows_, ldk, out, ld, false);
+    // out (m x n, ld) = alpha * a (m x D, ldq) packed (D x Sk, ldt_: K^T or V^T).
+    auto scores = [&](float alpha, const float* a, const float* packed, float* out) {
+      if (n0 > 0) mm(m, n0, dd, alpha, a, ldq, 1, packed, ldt_, out, ld, false);
       if (!tri) return;
       for (int64_t r0 = 0; r0 < m; r0 += kChunk) {
         const int64_t r1 = std::min(m, r0 + kChunk), cols = std::min(n, i0 + r1) - n0;
-        mm(r1 - r0, cols, dd, alpha, a + r0 * ldq, ldq, 1, packed ? packed + n0 : nullptr, ldt_,
-           rows_ + n0 * ldk, ldk, out + r0 * ld + n0, ld, false);
+        mm(r1 - r0, cols, dd, alpha, a + r0 * ldq, ldq, 1, packed + n0, ldt_, out + r0 * ld + n0,
+           ld, false);
       }
     };
     // out (m x D) = alpha * a (m x n, ld) rows_ (n x D, ldk): the sum runs over keys.
     auto over_keys = [&](float alpha, const float* a, const float* rows_, float* out, int64_t ldo) {
-      if (n0 > 0 || !tri) mm(m, dd, n0, alpha, a, ld, 1, rows_, ldk, nullptr, 0, out, ldo, false);
+      if (n0 > 0 || !tri) mm(m, dd, n0, alpha, a, ld, 1, rows_, ldk, out, ldo, false);
       if (!tri) return;
       for (int64_t r0 = 0; r0 < m; r0 += kChunk) {
         const int64_t r1 = std::min(m, r0 + kChunk), cols = std::min(n, i0 + r1) - n0;
-        mm(r1 - r0, dd, cols, alpha, a + r0 * ld + n0, ld, 1, rows_ + n0 * ldk, ldk, nullptr, 0,
-           out + r0 * ldo, ldo, n0 > 0);
+        mm(r1 - r0, dd, cols, alpha, a + r0 * ld + n0, ld, 1, rows_ + n0 * ldk, ldk, out + r0 * ldo,
+           ldo, n0 > 0);
       }
     };
     // out (n x D) += alpha * a^T (n x m) rows_ (m x D, ldq): the sum runs over the tile's rows.
     auto over_rows = [&](float alpha, const float* a, const float* rows_, float* out, int64_t ldo) {
-      if (n0 > 0) mm(n0, dd, m, alpha, a, 1, ld, rows_, ldq, nullptr, 0, out, ldo, true);
+      if (n0 > 0) mm(n0, dd, m, alpha, a, 1, ld, rows_, ldq, out, ldo, true);
       if (!tri) return;
       for (int64_t c0 = n0; c0 < n; c0 += kChunk) {
         const int64_t c1 = std::min(n, c0 + kChunk), r0 = c0 - i0;  // rows before r0 see none
-        mm(c1 - c0, dd, m - r0, alpha, a + r0 * ld + c0, 1, ld, rows_ + r0 * ldq, ldq, nullptr, 0,
+        mm(c1 - c0, dd, m - r0, alpha, a + r0 * ld + c0, 1, ld, rows_ + r0 * ldq, ldq,
            out + c0 * ldo, ldo, true);
       }
     };
 
     float* s = sc.s.get();
-    scores(g_.scale, q, sc.kt.get(), k, s);
+    scores(g_.scale, q, sc.kt.get(), s);
     for (int64_t r = 0; r < m; ++r) softmax_row(s + r * ld, b, h, i0 + r, n);
 
     if (dv) over_rows(1.f, s, dy, dv, lddv);
@@ -404,12 +369,12 @@ class Kernel {
       ldy = ldq;
     }
     float* dp = sc.dp.get();
-    scores(1.f, dy, sc.vt.get(), v, dp);
+    scores(1.f, dy, sc.vt.get(), dp);
     for (int64_t r = 0; r < m; ++r) {
       const int64_t live = g_.causal && !full_ ? std::min(n, i0 + r + 1) : n;
-      const float delta = rows::dot(dy + r * ldq, y + r * ldy, static_cast<int>(dd));
+      const float delta = rows::dot(g_.isa, dy + r * ldq, y + r * ldy, static_cast<int>(dd));
       float* row = dp + r * ld;
-      rows::ds(s + r * ld, row, static_cast<int>(live), delta);
+      rows::ds(g_.isa, s + r * ld, row, static_cast<int>(live), delta);
       if (live < n) std::memset(row + live, 0, static_cast<size_t>(n - live) * sizeof(float));
     }
     if (dq) over_keys(g_.scale, dp, k, dq, ldq);
@@ -449,7 +414,6 @@ class Kernel {
   int64_t group_ = 1, tiles_ = 0, parts_ = 1, items_ = 0;
   int threads_ = 1;
   bool kv_ = false;
-  bool own_gemm_ = false;
   bool full_ = false;  // an input is non-finite: every panel runs over all keys
   int64_t ld_ = 0, ldt_ = 0;
   std::unique_ptr<float[]> partial_[3];
@@ -532,26 +496,27 @@ class AttentionVjpCpu : public mx::Primitive {
 
 }  // namespace
 
-void force_blas_gemm(bool on) {
-  g_force_blas.store(on);
-}
-
 int cpu_threads() {
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(std::min(n, 64u));
 }
 
 int cpu_tile_rows(int sk) {
-  // 128 rows keep OpenBLAS near its best on these skinny (K = D) products (measured flat between
-  // 64 and 256 at Sk = 2048..4096); very long keys shrink the panel so a worker's two panels stay
-  // within 2 x 16 MiB (16 rows at least).
+  // 128 rows keep the GEMMs near their best on these skinny (K = D) products (measured flat between
+  // 64 and 256 at Sk = 2048..4096, with OpenBLAS then); very long keys shrink the panel so a
+  // worker's two panels stay within 2 x 16 MiB (16 rows at least).
   const int64_t rows = (int64_t{1} << 22) / std::max(1, sk);
   return static_cast<int>(std::clamp<int64_t>(rows / 16 * 16, 16, 128));
 }
 
 std::vector<mx::array> cpu_kernel(const Config& c, const std::vector<mx::array>& inputs,
-                                  mx::StreamOrDevice s, int panel_rows, bool nonfinite_only) {
+                                  mx::StreamOrDevice s, int panel_rows, bool nonfinite_only,
+                                  std::optional<Isa> isa) {
   const mx::Stream stream = mx::to_stream(s);
+  const Isa picked = isa.value_or(rows::best_isa());
+  if (!rows::supported(picked))
+    throw std::runtime_error(std::string("the AttentionVJP CPU kernel was asked for ") +
+                             isa_name(picked) + " code, which this CPU does not run");
   if (stream.device.type != mx::Device::cpu)
     throw std::runtime_error(
         "the tiled AttentionVJP kernel is not implemented on the GPU backend yet (GPU kernels "
@@ -577,6 +542,7 @@ std::vector<mx::array> cpu_kernel(const Config& c, const std::vector<mx::array>&
                           : cpu_tile_rows(static_cast<int>(std::min<int64_t>(g.sk, 1 << 30)));
   g.rows = std::min<int64_t>(g.rows, std::max<int64_t>(1, g.sq));
   g.nonfinite_only = nonfinite_only;
+  g.isa = picked;
   std::vector<mx::array> in;
   in.reserve(inputs.size());
   for (size_t i = 0; i < tensors; ++i) in.push_back(mx::contiguous(inputs[i], false, stream));
