@@ -3,13 +3,18 @@
 
     .venv/bin/python bench/attention_vjp.py            # full grid (< 20 min on 2 cores)
     .venv/bin/python bench/attention_vjp.py --quick    # two sizes, a smoke run
+    .venv/bin/python bench/attention_vjp.py --isa avx512,avx2,portable --out bench/results/x
+                                                       # the CPU kernel in each instruction set
 
 Every (configuration, S, runner) is measured in a fresh subprocess: build the model, create
 the session, run once to warm up (compile), then time runs on rotating fresh random inputs
 (never zeros) and take the median; the process's peak RSS (getrusage ru_maxrss, whole process
 including Python/ORT/MLX) is read after the runs. The EP runs with its default settings unless
 a configuration forces a path (ONNXRUNTIME_EP_MLX_ATTENTION_VJP_DENSE_LIMIT_BYTES=0: tiled),
-and the report says which path ran. Writes bench/results/attention_vjp.{md,json,png}.
+and the report says which path ran. --isa runs the EP once per instruction set of the fused CPU
+kernel (ONNXRUNTIME_EP_MLX_CPU_ISA: auto, avx512, avx2, portable), each cell against the same ORT
+CPU measurement, so one machine shows them side by side; the EP's report says which ran. Writes
+bench/results/attention_vjp.{md,json,png} (--out for another name).
 
 FLOPs: the backward as 10*B*H*Sq*Sk*D (QK^T, dV, dP, dQ, dK), halved when causal.
 """
@@ -20,6 +25,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -76,6 +82,10 @@ def worker(args) -> dict:
     if args.runner == "ep":
         if args.path == "tiled":
             os.environ["ONNXRUNTIME_EP_MLX_ATTENTION_VJP_DENSE_LIMIT_BYTES"] = "0"
+        os.environ["ONNXRUNTIME_EP_MLX_CPU_ISA"] = args.isa
+        # The kernel runs in every instruction set asked for: cpu_claim=auto would leave the node
+        # to ORT's CPU EP with the portable code (not measured faster; see docs/ATTENTION_VJP.md).
+        os.environ["ONNXRUNTIME_EP_MLX_CPU_CLAIM"] = "all"
         ortmlx.register_execution_provider_library()
         run = EpRun(model)
         session = run.session
@@ -99,14 +109,15 @@ def worker(args) -> dict:
         report = run.report()
         out["paths"] = sorted(report.paths())
         out["on_ep"] = "attention_vjp" in report.executed_nodes()
+        out["isa"] = report.raw.get("cpu_isa", "?")
         run.close()
     return out
 
 
-def measure(runner, b, h, s, d, causal, path, timeout) -> dict:
+def measure(runner, b, h, s, d, causal, path, timeout, isa="auto") -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--runner", runner,
            "--b", str(b), "--h", str(h), "--s", str(s), "--d", str(d), "--causal", str(causal),
-           "--path", path]
+           "--path", path, "--isa", isa]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -137,9 +148,14 @@ def machine() -> str:
         out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
         model = next((ln.split(":", 1)[1].strip() for ln in out.splitlines()
                       if ln.startswith("Model name")), platform.processor())
+        flags = next((ln.split(":", 1)[1].split() for ln in out.splitlines()
+                      if ln.startswith("Flags")), [])
     except OSError:
-        model = platform.processor()
-    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}"
+        model, flags = platform.processor(), []
+    simd = "AVX-512" if "avx512f" in flags else "AVX2 + FMA" if {"avx2", "fma"} <= set(
+        flags) else "no AVX2"
+    return (f"{model} ({simd}), {os.cpu_count()} cores, {platform.system()} "
+            f"{platform.machine()}")
 
 
 def versions() -> str:
@@ -177,7 +193,7 @@ def fmt_ms(x):
 
 
 def table(rows) -> list[str]:
-    head = ("| config | S | EP path | EP ms | ORT CPU ms | speed-up | EP peak MiB | "
+    head = ("| config | S | EP path | kernel ISA | EP ms | ORT CPU ms | speed-up | EP peak MiB | "
             "CPU peak MiB | memory ratio | EP GFLOP/s |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
@@ -194,7 +210,9 @@ def table(rows) -> list[str]:
         path = short_path(ep.get("paths"))
         if ep.get("on_ep") is False:
             path += " (NOT on EP)"
-        lines.append(f"| {r['config']} | {r['s']} | {path} | {ep_cell} | {cpu_cell} | {speed} | "
+        isa = ep.get("isa", "-") if path != "native" else f"({ep.get('isa', '-')}, unused)"
+        lines.append(f"| {r['config']} | {r['s']} | {path} | {isa} | {ep_cell} | {cpu_cell} | "
+                     f"{speed} | "
                      f"{ep_m and f'{ep_m:.0f}' or '-'} | {cpu_m and f'{cpu_m:.0f}' or '-'} | "
                      f"{mem} | {gf} |")
     return lines
@@ -215,12 +233,13 @@ def targets(rows) -> list[str]:
         mem = r["cpu"]["peak_rss_mib"] / r["ep"]["peak_rss_mib"]
         grow = ((r["cpu"]["peak_rss_mib"] - r["cpu"]["base_rss_mib"])
                 / max(1.0, r["ep"]["peak_rss_mib"] - r["ep"]["base_rss_mib"]))
-        out.append(f"- S=2048, {r['config']}: {sp:.2f}x faster (target 3x: "
+        out.append(f"- S=2048, {r['config']} ({r['ep'].get('isa', '-')}): {sp:.2f}x faster (target 3x: "
                    f"{'met' if sp >= 3 else 'NOT met'}), {mem:.2f}x lower peak RSS (target 10x: "
                    f"{'met' if mem >= 10 else 'NOT met'}); counting only what the runs add "
                    f"(peak - RSS after session creation) the body takes {grow:.1f}x the EP's.")
-    for name in dict.fromkeys(r["config"] for r in rows):
-        tiled = [r for r in rows if r["config"] == name and r["ep"].get("peak_rss_mib")
+    for name, isa in dict.fromkeys((r["config"], r["ep"].get("isa")) for r in rows):
+        tiled = [r for r in rows if r["config"] == name and r["ep"].get("isa") == isa
+                 and r["ep"].get("peak_rss_mib")
                  and short_path(r["ep"].get("paths")) == "tiled"]
         if len(tiled) >= 2:
             lo, hi = tiled[0], tiled[-1]
@@ -228,7 +247,7 @@ def targets(rows) -> list[str]:
             io = [f"{8 * r['b'] * r['h'] * r['s'] * r['d'] * 4 / 2**20:.0f}" for r in tiled]
             scores = [f"{4 * r['b'] * r['h'] * r['s'] ** 2 / 2**20:.0f}" for r in tiled]
             out.append(
-                f"- {name}, tiled path, S={'/'.join(str(r['s']) for r in tiled)}: EP peak RSS "
+                f"- {name} ({isa}), tiled path, S={'/'.join(str(r['s']) for r in tiled)}: EP peak RSS "
                 f"{lo['ep']['peak_rss_mib']:.0f} -> {hi['ep']['peak_rss_mib']:.0f} MiB; growth "
                 f"during the runs (peak - RSS after session creation) {'/'.join(grow)} MiB, "
                 f"against {'/'.join(io)} MiB of O(S) inputs+outputs (8 tensors) and "
@@ -299,9 +318,12 @@ def write_outputs(data: dict, out: Path) -> None:
         "alternating EP and CPU, and the lower median is kept. Memory: peak RSS of the whole "
         "measuring process (Python + ORT + MLX + inputs; about 100 MiB before any run), the "
         "ratio is CPU / EP. The EP runs with default "
-        "settings (dense while 4*B*H*S^2 bytes <= 64 MiB, else tiled; Recompute form: native "
-        "SDPA vjp) except the `tiled` rows, which force the tiled path with "
-        "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_DENSE_LIMIT_BYTES=0. "
+        "settings (dense while 4*B*H*S^2 bytes <= 64 MiB, else tiled; both run the fused CPU "
+        "kernel on MLX's CPU backend, which recomputes Y for the Recompute form) except the "
+        "`tiled` rows, which force the tiled path with "
+        "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_DENSE_LIMIT_BYTES=0, and the kernel instruction set "
+        "(`kernel ISA`, as the EP's report names it), forced per run with "
+        "ONNXRUNTIME_EP_MLX_CPU_ISA where the command passes --isa. "
         "`capped`: the ORT CPU body is not run there (it materialises several (B, H, S, S) "
         "fp32 tensors: too slow and too large for this 2-core, 24 GiB machine shared with "
         "other work). GFLOP/s counts 10*B*H*S^2*D, halved when causal.",
@@ -327,6 +349,12 @@ def main() -> int:
     ap.add_argument("--d", type=int, default=64)
     ap.add_argument("--causal", type=int, default=0)
     ap.add_argument("--path", default="")
+    ap.add_argument("--isa", default="auto",
+                    help="comma-separated kernel instruction sets to run the EP with (auto, "
+                         "avx512, avx2, portable); each is measured against the same ORT CPU run")
+    ap.add_argument("--sizes", default="", help="comma-separated S values (default: the grid)")
+    ap.add_argument("--configs", default="",
+                    help="comma-separated substrings; only configurations whose name has one")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--quick", action="store_true")
@@ -345,29 +373,37 @@ def main() -> int:
         return 0
 
     sizes = QUICK_SIZES if args.quick else SIZES
+    if args.sizes:
+        sizes = [int(x) for x in args.sizes.split(",")]
+    isas = [x.strip() for x in args.isa.split(",") if x.strip()]
+    configs = [c for c in CONFIGS
+               if not args.configs or any(k in c[0] for k in args.configs.split(","))]
     rows = []
     started = time.time()
     load0 = os.getloadavg()[0]
     build = versions()  # at the start: commits landing during the run must not be credited
-    for name, b, h, d, causal, path, cpu_max, *ep_max in CONFIGS:
+    for name, b, h, d, causal, path, cpu_max, *ep_max in configs:
         for s in sizes:
             if ep_max and s > ep_max[0]:
                 continue
             cpu_path = "recompute" if path == "recompute" else ""
-            eps, cpus = [], []
-            for _ in range(args.repeat):  # alternate, so both see the same background load
-                eps.append(measure("ep", b, h, s, d, causal, path, args.timeout))
+            eps, cpus = {isa: [] for isa in isas}, []
+            for _ in range(args.repeat):  # alternate, so all see the same background load
+                for isa in isas:
+                    eps[isa].append(measure("ep", b, h, s, d, causal, path, args.timeout, isa))
                 if s <= cpu_max:
                     cpus.append(measure("cpu", b, h, s, d, causal, cpu_path, args.timeout))
-            ep = min(eps, key=lambda r: r.get("median_s", float("inf")))
             cpu = min(cpus, key=lambda r: r.get("median_s", float("inf"))) if cpus else None
-            row = {"config": name, "b": b, "h": h, "d": d, "causal": causal, "s": s,
-                   "forced_path": path, "flops": flops(b, h, s, d, causal), "ep": ep, "cpu": cpu}
-            rows.append(row)
-            print(table([row])[-1], flush=True)
-    cmd = "ORTMLX_LIBRARY=$PWD/build/libortmlx.so .venv/bin/python bench/attention_vjp.py" + (
-        " --quick" if args.quick else "") + (
-        f" --repeat {args.repeat}" if args.repeat != 3 else "")
+            for isa in isas:
+                ep = min(eps[isa], key=lambda r: r.get("median_s", float("inf")))
+                ep.setdefault("isa", isa)
+                row = {"config": name, "b": b, "h": h, "d": d, "causal": causal, "s": s,
+                       "forced_path": path, "flops": flops(b, h, s, d, causal), "ep": ep,
+                       "cpu": cpu}
+                rows.append(row)
+                print(table([row])[-1], flush=True)
+    cmd = "ORTMLX_LIBRARY=$PWD/build/libortmlx.so .venv/bin/python " + shlex.join(
+        ["bench/attention_vjp.py", *sys.argv[1:]])
     data = {"command": cmd, "machine": machine(), "versions": build,
             "elapsed_s": time.time() - started, "repeat": args.repeat,
             "loadavg": [load0, os.getloadavg()[0]], "rows": rows}

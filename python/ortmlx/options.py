@@ -18,7 +18,7 @@ PREFIX = "ep.mlxexecutionprovider."
 class Option:
     key: str      # provider option key (after PREFIX)
     env: str      # environment variable (same names as the reference MLX EP)
-    kind: str     # "flag", "path", "integer", "auto|flag", "auto|kernel|blocked", "auto|all"
+    kind: str     # "flag", "path", "integer", "auto|flag", "auto|kernel|blocked", "auto|all", "auto|avx512|avx2|portable"
     meaning: str
     example: str  # a valid value (tests create a session with it)
 
@@ -59,6 +59,10 @@ OPTIONS: tuple[Option, ...] = (
            "what the EP claims on MLX's CPU backend: auto (default: only what runs at least as "
            "fast there as on ORT's CPU EP, today the AttentionVJP training kernels) or all (every "
            "node it can run exactly); GPU backends claim everything they can", "all"),
+    Option("cpu_isa", "ONNXRUNTIME_EP_MLX_CPU_ISA", "auto|avx512|avx2|portable",
+           "instruction set of the fused CPU kernels (AttentionVJP): auto (default: the fastest "
+           "this CPU runs) or one forced (benchmarks, tests; one the CPU lacks is an error)",
+           "auto"),
     Option("tf32", "ONNXRUNTIME_EP_MLX_TF32", "flag",
            "TF32 fp32 matmuls on CUDA (default off: exact fp32); process-wide, decided when the "
            "library loads: a session value that differs from the process mode fails", "0"),

@@ -12,11 +12,11 @@
 // threads, so no path needs a BLAS library (whose thread pool would fight the workers).
 //   AVX-512: 6 rows x 64 columns of accumulators (24 of the 32 zmm registers).
 //   AVX2:    6 rows x 16 columns (12 of the 16 ymm registers: the BLIS Haswell shape).
-//   portable: 4 rows x 16 columns of plain floats, which the compiler vectorises for the target's
-//            baseline (SSE2 on x86-64, NEON on AArch64).
+//   portable: 4 rows x 8 columns in GCC/Clang vector types (SSE2 on x86-64, NEON on AArch64).
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "ortmlx/ops/attention_vjp/cpu_rows.h"
 
@@ -215,27 +215,38 @@ ORTMLX_AVX2 inline void block256(int64_t m, int64_t cols, const float* a, int64_
 #endif
 
 // ---- portable ---------------------------------------------------------------------------------
-// One MR x NC tile (NC = 16, or the block's column count for the last block: kFull false).
+// GCC/Clang vector extensions: 4-lane float vectors the compiler maps to the target's baseline
+// SIMD (SSE2 on x86-64, NEON on AArch64), so the accumulators stay in registers.
+using Vec4 = float __attribute__((vector_size(16)));
+inline constexpr int kPortableCols = 8;
+
+// One MR x 8 tile (the first `cols` columns are read and written; 8 when kFull).
 template <int MR, bool kFull>
 inline void micro_portable(const float* a, int64_t a_row, int64_t a_col, const float* b,
                            int64_t ldb, float* c, int64_t ldc, int64_t k_len, float alpha,
                            bool accumulate, int64_t cols) {
-  constexpr int NR = 16;
-  const int64_t nc = kFull ? NR : cols;
-  float acc[MR][NR] = {};
+  const size_t bytes = static_cast<size_t>(kFull ? kPortableCols : cols) * sizeof(float);
+  Vec4 acc[MR][2] = {};
   for (int64_t k = 0; k < k_len; ++k) {
-    const float* bk = b + k * ldb;
-    float bv[NR] = {};
-    for (int64_t j = 0; j < nc; ++j) bv[j] = bk[j];
+    Vec4 bv[2] = {};
+    std::memcpy(bv, b + k * ldb, bytes);
     const float* ak = a + k * a_col;
     for (int r = 0; r < MR; ++r) {
       const float av = ak[r * a_row];
-      for (int j = 0; j < NR; ++j) acc[r][j] += av * bv[j];
+      acc[r][0] += av * bv[0];
+      acc[r][1] += av * bv[1];
     }
   }
   for (int r = 0; r < MR; ++r) {
     float* cr = c + r * ldc;
-    for (int64_t j = 0; j < nc; ++j) cr[j] = alpha * acc[r][j] + (accumulate ? cr[j] : 0.f);
+    Vec4 x[2] = {alpha * acc[r][0], alpha * acc[r][1]};
+    if (accumulate) {
+      Vec4 old[2] = {};
+      std::memcpy(old, cr, bytes);
+      x[0] += old[0];
+      x[1] += old[1];
+    }
+    std::memcpy(cr, x, bytes);
   }
 }
 
@@ -256,7 +267,7 @@ inline void rows_portable(int64_t m, const float* a, int64_t a_row, int64_t a_co
 inline void block_portable(int64_t m, int64_t cols, const float* a, int64_t a_row, int64_t a_col,
                            const float* b, int64_t ldb, float* c, int64_t ldc, int64_t k_len,
                            float alpha, bool accumulate) {
-  if (cols == 16)
+  if (cols == kPortableCols)
     rows_portable<true>(m, a, a_row, a_col, b, ldb, c, ldc, k_len, alpha, accumulate, cols);
   else
     rows_portable<false>(m, a, a_row, a_col, b, ldb, c, ldc, k_len, alpha, accumulate, cols);
@@ -275,7 +286,7 @@ inline void run(Isa isa, int64_t m, int64_t n, int64_t k_len, float alpha, const
   using Block = void (*)(int64_t, int64_t, const float*, int64_t, int64_t, const float*, int64_t,
                          float*, int64_t, int64_t, float, bool);
   Block block = block_portable;
-  int64_t width = 16;
+  int64_t width = kPortableCols;
 #ifdef ORTMLX_AVJP_X86
   if (isa == Isa::kAvx512) block = block512, width = 64;
   if (isa == Isa::kAvx2) block = block256, width = 16;
