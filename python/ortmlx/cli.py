@@ -164,6 +164,10 @@ def _doctor_run(line) -> list[str]:
     backend, precision = describe_report(report.raw)
     line("backend", backend)
     line("precision", precision)
+    if report.raw.get("backend") != "gpu" and report.raw.get("cpu_isa"):
+        # The fused CPU kernels' instruction set (option cpu_isa); cpu_claim=auto claims them
+        # only with one measured faster than ORT's CPU EP (docs/ATTENTION_VJP.md).
+        line("cpu kernels", report.raw["cpu_isa"])
     m = x.astype(np.float64) @ w
     err = float(np.max(np.abs(got - (np.tanh(m) + m))))
     ran = report.executed_count()

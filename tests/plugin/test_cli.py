@@ -20,7 +20,8 @@ def test_doctor_passes_in_a_working_setup():
     r = subprocess.run([sys.executable, "-m", "ortmlx", "doctor"], capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    for label in ("onnxruntime", "mlx wheels", "library", "backend", "precision", "tiny model"):
+    for label in ("onnxruntime", "mlx wheels", "library", "backend", "precision", "cpu kernels",
+                  "tiny model"):
         assert f"  {label} " in r.stdout, label
     assert "3/3 nodes on the EP" in r.stdout
     assert r.stdout.rstrip().endswith("runs a model wholly on MLX")
