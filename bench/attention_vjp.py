@@ -237,6 +237,7 @@ def targets(rows) -> list[str]:
                    f"{'met' if sp >= 3 else 'NOT met'}), {mem:.2f}x lower peak RSS (target 10x: "
                    f"{'met' if mem >= 10 else 'NOT met'}); counting only what the runs add "
                    f"(peak - RSS after session creation) the body takes {grow:.1f}x the EP's.")
+    out += per_isa(rows)
     for name, isa in dict.fromkeys((r["config"], r["ep"].get("isa")) for r in rows):
         tiled = [r for r in rows if r["config"] == name and r["ep"].get("isa") == isa
                  and r["ep"].get("peak_rss_mib")
@@ -255,6 +256,24 @@ def targets(rows) -> list[str]:
     return out
 
 
+def per_isa(rows) -> list[str]:
+    """Per kernel instruction set, the smallest speed-up at S >= 1024 over the non-causal and
+    the causal rows that have an ORT CPU time (targets: 1.5x and 2.5x)."""
+    out = []
+    for isa in dict.fromkeys(r["ep"].get("isa") for r in rows):
+        for causal, goal in ((0, 1.5), (1, 2.5)):
+            cells = [(r["cpu"]["median_s"] / r["ep"]["median_s"], r) for r in rows
+                     if r["ep"].get("isa") == isa and r["causal"] == causal and r["s"] >= 1024
+                     and r["cpu"] and r["cpu"].get("median_s") and r["ep"].get("median_s")]
+            if not cells:
+                continue
+            sp, worst = min(cells, key=lambda c: c[0])
+            out.append(f"- {isa}, {'causal' if causal else 'non-causal'} rows at S >= 1024: "
+                       f"smallest speed-up {sp:.2f}x ({worst['config']}, S={worst['s']}; target "
+                       f"{goal}x: {'met' if sp >= goal else 'NOT met'}), over {len(cells)} cells.")
+    return out
+
+
 def plot(rows, path: Path) -> bool:
     try:
         import matplotlib
@@ -265,12 +284,17 @@ def plot(rows, path: Path) -> bool:
         return False
     fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(13, 5))
     configs = list(dict.fromkeys(r["config"] for r in rows))
+    isas = list(dict.fromkeys(r["ep"].get("isa") for r in rows))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, name in enumerate(configs):
         rs = [r for r in rows if r["config"] == name]
         c = colors[i % len(colors)]
-        for key, style, label in (("ep", "-o", "EP"), ("cpu", "--s", "ORT CPU body")):
-            pts = [(r["s"], r[key]) for r in rs if r[key] and r[key].get("median_s")]
+        # One EP line per kernel instruction set (dotted after the first), one ORT CPU line.
+        series = [("ep", isa, "-o" if j == 0 else ":^", f"EP {isa}" if len(isas) > 1 else "EP")
+                  for j, isa in enumerate(isas)] + [("cpu", isas[0], "--s", "ORT CPU body")]
+        for key, isa, style, label in series:
+            pts = [(r["s"], r[key]) for r in rs
+                   if r["ep"].get("isa") == isa and r[key] and r[key].get("median_s")]
             if not pts:
                 continue
             xs = [p[0] for p in pts]
@@ -311,6 +335,7 @@ def write_outputs(data: dict, out: Path) -> None:
         "",
         f"Versions: {data['versions']}",
         "",
+        *([data["note"], ""] if data.get("note") else []),
         "Plain form (`AttentionVJP_r3_..._o012_m0`, Y given; the `Recompute` rows use "
         "`AttentionVJPRecompute_...`), Sq = Sk = S, HQ = HK, fp32, "
         "random inputs rotated between runs. Times: median after one warm-up run (which also "
@@ -361,6 +386,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="fresh processes per cell and runner")
     ap.add_argument("--timeout", type=int, default=420)
     ap.add_argument("--out", default=str(RESULTS / "attention_vjp"))
+    ap.add_argument("--note", default="", help="a paragraph for the report (machine caveats)")
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite the .md/.png from the .json of an earlier run")
     args = ap.parse_args()
@@ -369,7 +395,10 @@ def main() -> int:
         return 0
     out = Path(args.out)
     if args.report_only:
-        write_outputs(json.loads(out.with_suffix(".json").read_text()), out)
+        data = json.loads(out.with_suffix(".json").read_text())
+        if args.note:
+            data["note"] = args.note
+        write_outputs(data, out)
         return 0
 
     sizes = QUICK_SIZES if args.quick else SIZES
@@ -406,7 +435,7 @@ def main() -> int:
         ["bench/attention_vjp.py", *sys.argv[1:]])
     data = {"command": cmd, "machine": machine(), "versions": build,
             "elapsed_s": time.time() - started, "repeat": args.repeat,
-            "loadavg": [load0, os.getloadavg()[0]], "rows": rows}
+            "loadavg": [load0, os.getloadavg()[0]], "rows": rows, "note": args.note}
     write_outputs(data, out)
     return 0
 

@@ -123,9 +123,10 @@ ORTMLX_AVX512 inline void block512(int64_t m, int64_t cols, const float* a, int6
 }
 
 // ---- AVX2 + FMA ---------------------------------------------------------------------------------
-// One MR x (NV*8) tile; lanes of the last vector column outside `last` (all ones when full) are
-// neither read nor written.
-template <int MR, int NV>
+// One MR x (NV*8) tile. kMasked (the last column block only): lanes of the last vector column
+// outside `last` are neither read nor written. Full blocks use plain loads and stores: masked ones
+// cost a register in the loop and are microcoded on some AMD cores.
+template <int MR, int NV, bool kMasked>
 ORTMLX_AVX2 inline void micro256(const float* a, int64_t a_row, int64_t a_col, const float* b,
                                  int64_t ldb, float* c, int64_t ldc, int64_t k_len, float alpha,
                                  bool accumulate, __m256i last) {
@@ -134,13 +135,13 @@ ORTMLX_AVX2 inline void micro256(const float* a, int64_t a_row, int64_t a_col, c
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
-  const __m256i full = _mm256_set1_epi32(-1);
   for (int64_t k = 0; k < k_len; ++k) {
     const float* bk = b + k * ldb;
     __m256 bv[NV];
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v)
-      bv[v] = v + 1 < NV ? _mm256_loadu_ps(bk + 8 * v) : _mm256_maskload_ps(bk + 8 * v, last);
+      bv[v] = kMasked && v + 1 == NV ? _mm256_maskload_ps(bk + 8 * v, last)
+                                     : _mm256_loadu_ps(bk + 8 * v);
     const float* ak = a + k * a_col;
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
@@ -155,40 +156,44 @@ ORTMLX_AVX2 inline void micro256(const float* a, int64_t a_row, int64_t a_col, c
     float* cr = c + r * ldc;
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) {
-      const __m256i m = v + 1 < NV ? full : last;
       __m256 x = _mm256_mul_ps(al, acc[r][v]);
-      if (accumulate) x = _mm256_add_ps(x, _mm256_maskload_ps(cr + 8 * v, m));
-      _mm256_maskstore_ps(cr + 8 * v, m, x);
+      if (kMasked && v + 1 == NV) {
+        if (accumulate) x = _mm256_add_ps(x, _mm256_maskload_ps(cr + 8 * v, last));
+        _mm256_maskstore_ps(cr + 8 * v, last, x);
+      } else {
+        if (accumulate) x = _mm256_add_ps(x, _mm256_loadu_ps(cr + 8 * v));
+        _mm256_storeu_ps(cr + 8 * v, x);
+      }
     }
   }
 }
 
-template <int NV>
+template <int NV, bool kMasked>
 ORTMLX_AVX2 inline void rows256(int64_t m, const float* a, int64_t a_row, int64_t a_col,
                                 const float* b, int64_t ldb, float* c, int64_t ldc, int64_t k_len,
                                 float alpha, bool accumulate, __m256i last) {
   constexpr int MR = 6;
   int64_t i = 0;
   for (; i + MR <= m; i += MR)
-    micro256<MR, NV>(a + i * a_row, a_row, a_col, b, ldb, c + i * ldc, ldc, k_len, alpha,
-                     accumulate, last);
+    micro256<MR, NV, kMasked>(a + i * a_row, a_row, a_col, b, ldb, c + i * ldc, ldc, k_len, alpha,
+                              accumulate, last);
   const float* ai = a + i * a_row;
   float* ci = c + i * ldc;
   switch (m - i) {
     case 5:
-      micro256<5, NV>(ai, a_row, a_col, b, ldb, ci, ldc, k_len, alpha, accumulate, last);
+      micro256<5, NV, kMasked>(ai, a_row, a_col, b, ldb, ci, ldc, k_len, alpha, accumulate, last);
       break;
     case 4:
-      micro256<4, NV>(ai, a_row, a_col, b, ldb, ci, ldc, k_len, alpha, accumulate, last);
+      micro256<4, NV, kMasked>(ai, a_row, a_col, b, ldb, ci, ldc, k_len, alpha, accumulate, last);
       break;
     case 3:
-      micro256<3, NV>(ai, a_row, a_col, b, ldb, ci, ldc, k_len, alpha, accumulate, last);
+      micro256<3, NV, kMasked>(ai, a_row, a_col, b, ldb, ci, ldc, k_len, alpha, accumulate, last);
       break;
     case 2:
-      micro256<2, NV>(ai, a_row, a_col, b, ldb, ci, ldc, k_len, alpha, accumulate, last);
+      micro256<2, NV, kMasked>(ai, a_row, a_col, b, ldb, ci, ldc, k_len, alpha, accumulate, last);
       break;
     case 1:
-      micro256<1, NV>(ai, a_row, a_col, b, ldb, ci, ldc, k_len, alpha, accumulate, last);
+      micro256<1, NV, kMasked>(ai, a_row, a_col, b, ldb, ci, ldc, k_len, alpha, accumulate, last);
       break;
     default:
       break;
@@ -204,10 +209,14 @@ ORTMLX_AVX2 inline void block256(int64_t m, int64_t cols, const float* a, int64_
   // Lane j is active when rem > j (maskload/maskstore read the sign bit).
   const __m256i last =
       _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  if (nv == 2)
-    rows256<2>(m, a, a_row, a_col, b, ldb, c, ldc, k_len, alpha, accumulate, last);
+  if (cols == 16)
+    rows256<2, false>(m, a, a_row, a_col, b, ldb, c, ldc, k_len, alpha, accumulate, last);
+  else if (nv == 2)
+    rows256<2, true>(m, a, a_row, a_col, b, ldb, c, ldc, k_len, alpha, accumulate, last);
+  else if (cols == 8)
+    rows256<1, false>(m, a, a_row, a_col, b, ldb, c, ldc, k_len, alpha, accumulate, last);
   else
-    rows256<1>(m, a, a_row, a_col, b, ldb, c, ldc, k_len, alpha, accumulate, last);
+    rows256<1, true>(m, a, a_row, a_col, b, ldb, c, ldc, k_len, alpha, accumulate, last);
 }
 
 #pragma GCC diagnostic pop
