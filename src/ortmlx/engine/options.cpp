@@ -232,7 +232,7 @@ bool cpu_isa_supported(EpOptions::CpuIsa isa) {
 }
 
 bool cpu_isa_beats_ort_cpu(EpOptions::CpuIsa isa) {
-  return isa == EpOptions::CpuIsa::kAvx512 || isa == EpOptions::CpuIsa::kAvx2;
+  return isa == EpOptions::CpuIsa::kAvx512;
 }
 
 EpOptions::CpuIsa EpOptions::resolved_cpu_isa() const {

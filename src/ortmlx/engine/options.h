@@ -87,8 +87,12 @@ const char* cpu_isa_name(EpOptions::CpuIsa isa);
 // Whether this CPU runs an instruction set's kernels (kAuto and kPortable: always).
 bool cpu_isa_supported(EpOptions::CpuIsa isa);
 // Whether the fused CPU kernels in this instruction set were measured at least as fast as ORT's
-// CPU EP running the contract body (bench/results/attention_vjp*.md): AVX-512 and AVX2 yes; the
-// portable code has no such measurement, so cpu_claim=auto leaves the nodes to ORT there.
+// CPU EP running the contract body on a machine that has it (bench/results/attention_vjp*.md):
+// AVX-512 only, so far. AVX2 + FMA has been measured only forced on an AVX-512 machine, against
+// ORT's AVX-512 code, where the non-causal rows were slower; the one AVX2-only measurement (the
+// earlier OpenBLAS fallback) was slower too. Until an AVX2-only machine shows the kernels faster,
+// cpu_claim=auto leaves the contract to ORT there (and with the portable code): no machine gets
+// slower by default; cpu_claim=all runs the kernels anyway.
 bool cpu_isa_beats_ort_cpu(EpOptions::CpuIsa isa);
 
 // Environment flag semantics: any non-empty value other than "0"/"false"/"off" -> true.

@@ -207,8 +207,8 @@ void register_attention_vjp_ops(OpRegistry& r) {
   // Shape-keyed: the dense/tiled choice and the fused kernels' tiles, work split and output
   // shapes depend on concrete B, Sq and Sk (custom kernels have no shapeless output_shapes).
   e.shape_keyed = true;
-  // The fused CPU kernel beats ORT CPU running the body with AVX-512 and AVX2 + FMA
-  // (bench/results/attention_vjp.md, attention_vjp_avx2.md), not measured so with portable code.
+  // The fused CPU kernel beats ORT CPU running the body with AVX-512 (bench/results/
+  // attention_vjp.md); not yet shown with AVX2 + FMA or the portable code (cpu_isa_beats_ort_cpu).
   e.cpu_default = true;
   e.cpu_default_needs_fast_isa = true;
   r.add(std::move(e));
