@@ -361,6 +361,13 @@ class NNGen:
                 sizes = [shape[0], shape[1]] + huge_shape(r, len(shape) - 2)
             arrays = [x, roi if roi is not None else None, np.zeros((0,), np.float32)
                       if self.opset < 13 else None, np.asarray(sizes, np.int64)]
+        if self.opset >= 18 and r.random() < 0.3:
+            # The axes attribute: scales/sizes for the listed (spatial, maybe negative) axes only.
+            rank = len(shape)
+            axes = [a - rank if r.random() < 0.5 else a for a in range(2, rank)]
+            attrs["axes"] = axes
+            i = 2 if arrays[2] is not None else 3
+            arrays[i] = np.asarray(arrays[i][2:], arrays[i].dtype)
         return self.emit(cid, "Resize", arrays, attrs, const_idx={1, 2, 3}, const_p=0.0,
                          tol_scale=LOOSE, mag=[self._mag(x) * 2])
 
