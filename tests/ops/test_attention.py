@@ -226,7 +226,8 @@ def test_mha_float16(rng):
 
 # ---------------------------------------------------------------- GroupQueryAttention
 
-def gqa_case(rng, B, S, P, Hq, Hk, D, seqlens, total, packed=False, dtype=np.float32):
+def gqa_case(rng, B, S, P, Hq, Hk, D, seqlens, total, packed=False, dtype=np.float32, attrs=None,
+             rotary_rows=0, rotary_half=0):
     if packed:
         ins = {"q": random_array(rng, (B, S, (Hq + 2 * Hk) * D), dtype), "k": None, "v": None}
     else:
@@ -238,7 +239,11 @@ def gqa_case(rng, B, S, P, Hq, Hk, D, seqlens, total, packed=False, dtype=np.flo
     else:
         ins.update(pk=random_array(rng, (B, Hk, P, D), dtype), pv=random_array(rng, (B, Hk, P, D), dtype))
     ins.update(seqlens=np.array(seqlens, np.int32), total=np.array(total, np.int32))
-    model = contrib_model("GroupQueryAttention", ins, {"num_heads": Hq, "kv_num_heads": Hk},
+    if rotary_rows:
+        angles = rng.uniform(0, 6.3, (rotary_rows, rotary_half))
+        ins.update(cos=np.cos(angles).astype(dtype), sin=np.sin(angles).astype(dtype))
+    model = contrib_model("GroupQueryAttention", ins,
+                          {"num_heads": Hq, "kv_num_heads": Hk, **(attrs or {})},
                           outputs=("out0", "out1", "out2"))
     return model, feeds_of(ins)
 
@@ -300,9 +305,61 @@ def test_gqa_scale(rng):
     check_on_ep(model, feeds_of(ins), **TOL)
 
 
-@pytest.mark.parametrize("attrs,word", [({"local_window_size": 3}, "window"),
-                                        ({"softcap": 5.0}, "softcap"),
-                                        ({"do_rotary": 1}, "rotary")], ids=str)
+@pytest.mark.parametrize("softcap", [0.0, 1.5, 30.0])
+@pytest.mark.parametrize("window", [-1, 0, 2, 5])
+@pytest.mark.parametrize("phase", ["prefill", "decode", "chunk"])
+def test_gqa_softcap_local_window(softcap, window, phase, rng):
+    attrs = {"softcap": softcap, "local_window_size": window}
+    if softcap and window >= 0:
+        model, _ = gqa_case(rng, 1, 2, 0, 2, 1, 8, [1], 2, attrs=attrs)
+        assert "softcap together with local_window_size" in refusal(
+            model, "com.microsoft.GroupQueryAttention")
+        return
+    if phase == "prefill":
+        model, feeds = gqa_case(rng, 2, 7, 0, 4, 2, 8, [6, 3], 7, attrs=attrs)
+    elif phase == "decode":
+        model, feeds = gqa_case(rng, 2, 1, 8, 4, 2, 8, [7, 4], 8, attrs=attrs)
+    else:
+        model, feeds = gqa_case(rng, 1, 3, 5, 6, 2, 8, [7], 8, attrs=attrs)
+    check_on_ep(model, feeds, **TOL)
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+# ORT's kernel: head size a multiple of 16, cos_cache width a multiple of 8 (the whole head of 16
+# or half of a head of 32).
+@pytest.mark.parametrize("D", [16, 32])
+@pytest.mark.parametrize("phase", ["prefill", "padded", "decode", "chunk", "packed"])
+def test_gqa_rotary(interleaved, D, phase, rng):
+    attrs = {"do_rotary": 1, "rotary_interleaved": interleaved}
+    kw = dict(attrs=attrs, rotary_rows=16, rotary_half=8)
+    if phase == "prefill":
+        model, feeds = gqa_case(rng, 2, 5, None, 4, 2, D, [4, 4], 5, **kw)
+    elif phase == "padded":
+        model, feeds = gqa_case(rng, 2, 6, 0, 4, 2, D, [5, 2], 6, **kw)
+    elif phase == "decode":
+        model, feeds = gqa_case(rng, 2, 1, 9, 4, 2, D, [8, 5], 9, **kw)
+    elif phase == "chunk":
+        model, feeds = gqa_case(rng, 1, 3, 4, 4, 2, D, [6], 7, **kw)
+    else:
+        model, feeds = gqa_case(rng, 2, 4, 0, 4, 2, D, [3, 3], 4, packed=True, **kw)
+    check_on_ep(model, feeds, **TOL)
+
+
+def test_gqa_rotary_float16(rng):
+    model, feeds = gqa_case(rng, 2, 1, 5, 4, 2, 16, [5, 5], 6, dtype=np.float16,
+                            attrs={"do_rotary": 1}, rotary_rows=8, rotary_half=8)
+    check_on_ep(model, feeds, rtol=2e-3, atol=2e-3)
+
+
+def test_gqa_rotary_position_beyond_the_cache_raises_like_ort(rng):
+    model, feeds = gqa_case(rng, 1, 1, 8, 2, 1, 16, [7], 8, attrs={"do_rotary": 1},
+                            rotary_rows=4, rotary_half=8)
+    good = dict(feeds, seqlens=np.array([3], np.int32), total=np.array(4, np.int32))
+    check_raises_like_cpu(model, feeds, good, match="cos/sin cache", **TOL)
+
+
+@pytest.mark.parametrize("attrs,word", [({"smooth_softmax": 1}, "smooth_softmax"),
+                                        ({"causal": 0}, "non-causal")], ids=str)
 def test_gqa_refusals(attrs, word, rng):
     model, _ = gqa_case(rng, 1, 2, 0, 2, 1, 8, [1], 2)
     node = model.graph.node[0]
