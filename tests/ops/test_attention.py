@@ -8,7 +8,7 @@ import pytest
 from contrib_model import contrib_model
 from opcheck import check_on_ep, refusal, single_node_model
 from ort_raises import check_raises_like_cpu, dynamic_dims
-from ortmlx.testing import EpRun, assert_ran_on_ep, random_array
+from ortmlx.testing import EpRun, assert_ran_on_ep, random_array, run_cpu
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 
@@ -208,11 +208,57 @@ def test_mha_bnsh_key_value(rng):
     mha_run(ins, {"num_heads": H})
 
 
-def test_mha_packed_qkv_is_refused(rng):
-    # ORT's CPU kernel does not implement packed QKV, so there is no reference: refused.
-    ins = {"q": random_array(rng, (2, 5, 3, 3, 8))}
+def _packed_vs_unpacked(packed_ins, unpacked_ins, attrs, tol=TOL):
+    """The packed form on the EP against ORT CPU on the same values unpacked: ORT's CPU kernel
+    implements no packed form ("not implemented for CPU")."""
+    model = contrib_model("MultiHeadAttention", packed_ins, attrs)
+    run = EpRun(model, strict=True)
+    try:
+        got = run.run(feeds_of(packed_ins))
+        assert_ran_on_ep(run, ["node"])
+    finally:
+        run.close()
+    want = run_cpu(contrib_model("MultiHeadAttention", unpacked_ins, attrs), feeds_of(unpacked_ins))
+    np.testing.assert_allclose(got[0], want[0], **tol)
+
+
+@pytest.mark.parametrize("unidirectional", [0, 1])
+@pytest.mark.parametrize("mask", [None, "key_padding", "attention_bias"])
+def test_mha_packed_qkv(unidirectional, mask, rng):
+    B, S, H, D = 2, 5, 3, 8
+    qkv = random_array(rng, (B, S, H, 3, D))
+    q, k, v = (np.ascontiguousarray(qkv[:, :, :, i, :]).reshape(B, S, H * D) for i in range(3))
+    extra = {}
+    if mask == "key_padding":
+        extra = {"bias": None, "mask": np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], np.int32)}
+    elif mask == "attention_bias":
+        extra = {"bias": None, "mask": None, "attn_bias": random_array(rng, (1, H, S, S))}
+    attrs = {"num_heads": H, "unidirectional": unidirectional}
+    _packed_vs_unpacked({"q": qkv, "k": None, "v": None, **extra},
+                        {"q": q, "k": k, "v": v, **extra}, attrs)
+
+
+def test_mha_packed_kv(rng):
+    B, S, L, H, D = 2, 3, 6, 2, 8
+    q = random_array(rng, (B, S, H * D))
+    kv = random_array(rng, (B, L, H, 2, D))
+    k, v = (np.ascontiguousarray(kv[:, :, :, i, :]).reshape(B, L, H * D) for i in range(2))
+    _packed_vs_unpacked({"q": q, "kv": kv}, {"q": q, "k": k, "v": v}, {"num_heads": H})
+
+
+def test_mha_packed_qkv_float16(rng):
+    B, S, H, D = 1, 4, 2, 16
+    qkv = random_array(rng, (B, S, H, 3, D), np.float16)
+    q, k, v = (np.ascontiguousarray(qkv[:, :, :, i, :]).reshape(B, S, H * D) for i in range(3))
+    _packed_vs_unpacked({"q": qkv}, {"q": q, "k": k, "v": v}, {"num_heads": H},
+                        tol=dict(rtol=2e-3, atol=2e-3))
+
+
+def test_mha_packed_with_bias_or_past_is_refused(rng):
+    ins = {"q": random_array(rng, (2, 5, 3, 3, 8)), "k": None, "v": None,
+           "bias": random_array(rng, (72,))}
     model = contrib_model("MultiHeadAttention", ins, {"num_heads": 3})
-    assert "packed" in (refusal(model, "com.microsoft.MultiHeadAttention") or "")
+    assert "bias or past" in (refusal(model, "com.microsoft.MultiHeadAttention") or "")
 
 
 def test_mha_float16(rng):

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <tuple>
 
 #include <mlx/transforms.h>
 
@@ -265,13 +266,24 @@ ClaimResult claim_mha(const ClaimContext& c) {
                  "implemented");
   ORTMLX_REQUIRE(c.has_input(6) == c.has_input(7), "past_key and past_value must come together");
   const int64_t rq = c.input_rank(0), rk = c.input_rank(1), rv = c.input_rank(2);
-  {
-    // Packed QKV [B,S,H,3,D] is refused: ORT's CPU kernel does not implement it either, so the EP
-    // has no reference to match.
-    ORTMLX_REQUIRE(rq == 3, "query must be 3-D (packed QKV is not implemented)");
-    ORTMLX_REQUIRE(c.has_input(1) && c.has_input(2),
-                   "key and value are required (packed KV is "
-                   "not implemented)");
+  if (rq == 5 || (c.has_input(1) && rk == 5)) {
+    // Packed QKV [B,S,N,3,H] (no key/value) or packed KV [B,L,N,2,H] (no value): unpacked into
+    // the 3-D form. ORT's CPU kernel implements neither ("not implemented for CPU"); the tests
+    // compare with ORT CPU on the unpacked inputs. Without projection bias or past caches.
+    const TensorInfo* p = c.input(rq == 5 ? 0 : 1);
+    ORTMLX_REQUIRE(
+        p && p->has_shape && p->shape[3] == (rq == 5 ? 3 : 2),
+        rq == 5 ? "packed QKV must be [B, S, N, 3, H]" : "packed KV must be [B, L, N, 2, H]");
+    ORTMLX_REQUIRE(p->shape[2] < 0 || p->shape[2] == c.node().attr_int("num_heads", 0),
+                   "packed dim 2 differs from num_heads");
+    ORTMLX_REQUIRE(rq == 5 ? !c.has_input(1) && !c.has_input(2) : rq == 3 && !c.has_input(2),
+                   rq == 5 ? "packed QKV comes without key and value"
+                           : "packed KV needs a 3-D query and no value");
+    ORTMLX_REQUIRE(!c.has_input(3) && !c.has_input(6),
+                   "packed QKV/KV with bias or past is not implemented");
+  } else {
+    ORTMLX_REQUIRE(rq == 3, "query must be 3-D, or packed QKV [B, S, N, 3, H]");
+    ORTMLX_REQUIRE(c.has_input(1) && c.has_input(2), "key and value are required");
     ORTMLX_REQUIRE((rk == 3 && rv == 3) || (rk == 4 && rv == 4),
                    "key/value must be both 3-D or "
                    "both 4-D (BNSH)");
@@ -290,13 +302,23 @@ ClaimResult claim_mha(const ClaimContext& c) {
     // ORT's CPU kernel masks cross-length causal rows irregularly (checked: S=3, L=7 lets rows
     // 0 and 1 see keys j <= i and row 2 every key), so only self-attention lengths S == L and
     // single-token S == 1 are claimed, which needs both lengths static.
-    const TensorInfo *qi = c.input(0), *ki = c.input(1);
-    const int64_t S = qi && qi->rank() == 3 ? qi->shape[1] : -1;
+    const TensorInfo *qi = c.input(0), *ki = c.has_input(1) ? c.input(1) : c.input(0);
+    const int64_t S = qi && (qi->rank() == 3 || qi->rank() == 5) ? qi->shape[1] : -1;
     const int64_t L = ki && ki->rank() >= 3 ? ki->shape[ki->rank() == 4 ? 2 : 1] : -1;
     ORTMLX_REQUIRE(S == 1 || (S > 0 && S == L),
                    "unidirectional needs static query/key lengths with S == L or S == 1");
   }
   return ClaimResult::yes();
+}
+
+// [B, S, N, parts, H] -> `parts` arrays [B, S, N * H] (the third is x itself for 2 parts).
+std::tuple<mx::array, mx::array, mx::array> unpack_heads(const mx::array& x, int parts,
+                                                         mx::StreamOrDevice s) {
+  if (x.ndim() != 5 || x.shape(3) != parts)
+    throw std::runtime_error("packed input must be [B, S, N, " + std::to_string(parts) + ", H]");
+  const mx::Shape flat{x.shape(0), x.shape(1), x.shape(2) * x.shape(4)};
+  auto part = [&](int i) { return mx::reshape(mx::take(x, i, 3, s), flat, s); };
+  return {part(0), part(1), parts == 3 ? part(2) : x};
 }
 
 void translate_mha(TranslationContext& ctx, const NodeDesc& n) {
@@ -306,8 +328,14 @@ void translate_mha(TranslationContext& ctx, const NodeDesc& n) {
   const mx::Dtype dt = q.dtype();
   mx::array k = q, v = q;
   {
-    k = ctx.input(n, 1);
-    v = ctx.input(n, 2);
+    if (q.ndim() == 5) {  // packed QKV [B, S, N, 3, H]
+      std::tie(q, k, v) = unpack_heads(q, 3, s);
+    } else if (ctx.input(n, 1).ndim() == 5) {  // packed KV [B, L, N, 2, H]
+      std::tie(k, v, std::ignore) = unpack_heads(ctx.input(n, 1), 2, s);
+    } else {
+      k = ctx.input(n, 1);
+      v = ctx.input(n, 2);
+    }
     if (present(n, 3)) {
       const mx::array b = ctx.input(n, 3);
       const int hq = q.shape(2), hk = k.shape(2), hv = v.shape(2);
