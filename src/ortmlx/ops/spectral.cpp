@@ -1,4 +1,8 @@
-// Spectral family: HannWindow, HammingWindow, BlackmanWindow (opset 17).
+// Spectral family: HannWindow, HammingWindow, BlackmanWindow (opset 17), DFT (opsets 17, 20).
+//
+// DFT runs MLX's FFT (mx::fft) in complex64: forward, inverse (scaled by 1/n, as ONNX defines it),
+// or onesided for real input (the first n/2 + 1 bins). The signal is padded with zeros or
+// truncated to dft_length first. Results differ from ORT's own FFT in float32 rounding only.
 //
 // The windows are computed on the host, the way ORT's CPU kernel computes them (its
 // window_functions.cc): the cosine-sum a0 - a1 cos(t i) + a2 cos(2 t i) in double, with
@@ -12,6 +16,10 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <complex>
+
+#include <mlx/fft.h>
 
 #include "ortmlx/ops/common.h"
 #include "ortmlx/ops/host_values.h"
@@ -72,9 +80,94 @@ TranslateFn translate_window(CosineSum w) {
   };
 }
 
+// ---------------------------------------------------------------- DFT
+
+ClaimResult claim_dft(const ClaimContext& c) {
+  const bool axis_input = c.node().since_version >= 20;
+  ORTMLX_REQUIRE(c.num_inputs() >= 1 && c.num_inputs() <= (axis_input ? 3u : 2u),
+                 "unexpected inputs");
+  ORTMLX_REQUIRE(c.num_outputs() == 1, "expects 1 output");
+  auto r = axis_input ? refuse_unknown_attrs(c, {"inverse", "onesided"})
+                      : refuse_unknown_attrs(c, {"axis", "inverse", "onesided"});
+  if (!r.ok) return r;
+  r = require_input_type(
+      c, 0, [](ElemType t) { return t == ElemType::kFloat; },
+      "float32 only (MLX's FFT is complex64)");
+  if (!r.ok) return r;
+  const int64_t rank = c.input_rank(0);
+  ORTMLX_REQUIRE(rank >= 2, "input rank must be known and at least 2");
+  const TensorInfo* x = c.input(0);
+  const int64_t last = x->shape.back();
+  ORTMLX_REQUIRE(last == 1 || last == 2, "the last dim must be a static 1 (real) or 2 (complex)");
+  const int64_t inverse = c.node().attr_int("inverse", 0);
+  const int64_t onesided = c.node().attr_int("onesided", 0);
+  ORTMLX_REQUIRE(inverse == 0 || inverse == 1, "inverse must be 0 or 1");
+  ORTMLX_REQUIRE(onesided == 0 || onesided == 1, "onesided must be 0 or 1");
+  ORTMLX_REQUIRE(onesided == 0 || (inverse == 0 && last == 1),
+                 "onesided is implemented for a forward DFT of real input only");
+  if (c.has_input(1)) {
+    r = require_input_type(
+        c, 1, [](ElemType t) { return t == ElemType::kInt32 || t == ElemType::kInt64; },
+        "dft_length must be int32 or int64");
+    if (!r.ok) return r;
+  }
+  if (axis_input && c.has_input(2)) {
+    r = require_input_type(
+        c, 2, [](ElemType t) { return t == ElemType::kInt64; }, "axis must be int64");
+    if (!r.ok) return r;
+  }
+  if (!axis_input) {
+    const int64_t axis = c.node().attr_int("axis", 1);
+    ORTMLX_REQUIRE(axis >= 1 && axis <= rank - 2, "axis must be a signal axis (1 .. rank - 2)");
+  }
+  return ClaimResult::yes();
+}
+
+void translate_dft(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  const mx::array x = ctx.input(n, 0);
+  const int rank = static_cast<int>(x.ndim());
+  if (rank < 2 || (x.shape(-1) != 1 && x.shape(-1) != 2))
+    throw std::runtime_error("DFT input's last dim must be 1 (real) or 2 (complex)");
+  int64_t axis = 1;
+  if (n.since_version >= 20) {
+    axis = n.inputs.size() > 2 && !n.inputs[2].empty() ? host_int(ctx, n, 2, "axis") : -2;
+    // Opset 20: [-r, -2] or [0, r - 2], counted on the input's rank (its last dim is re/im).
+    if (axis < -rank || axis > rank - 2 || axis == -1)
+      throw std::runtime_error("axis " + std::to_string(axis) + " is out of range");
+    if (axis < 0) axis += rank;
+  } else {
+    axis = n.attr_int("axis", 1);
+  }
+  if (axis < 0 || axis > rank - 2) throw std::runtime_error("axis is not a signal axis");
+  const int ax = static_cast<int>(axis);
+  int64_t length = x.shape(ax);
+  if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
+    length = host_int(ctx, n, 1, "dft_length");
+    if (length <= 0) throw std::runtime_error("dft_length must be positive");
+  }
+  const int len = checked_int(length, "dft_length");
+  const mx::array re = mx::take(x, 0, rank - 1, s);
+  mx::array z = mx::astype(re, mx::complex64, s);
+  if (x.shape(-1) == 2) {
+    const mx::array im = mx::astype(mx::take(x, 1, rank - 1, s), mx::complex64, s);
+    z = mx::add(z, mx::multiply(im, mx::array(std::complex<float>(0.f, 1.f)), s), s);
+  }
+  mx::array y = mx::zeros({}, mx::complex64, s);
+  if (n.attr_int("inverse", 0) == 1) {
+    y = mx::fft::ifft(z, len, ax, mx::fft::FFTNorm::Backward, s);
+  } else if (n.attr_int("onesided", 0) == 1) {
+    y = mx::fft::rfft(re, len, ax, mx::fft::FFTNorm::Backward, s);
+  } else {
+    y = mx::fft::fft(z, len, ax, mx::fft::FFTNorm::Backward, s);
+  }
+  ctx.bind_output(n, 0, mx::stack({mx::real(y, s), mx::imag(y, s)}, -1, s));
+}
+
 }  // namespace
 
 void register_spectral_ops(OpRegistry& r) {
+  r.add("", "DFT", 17, 1 << 30, claim_dft, translate_dft);
   r.add("", "HannWindow", 17, 1 << 30, claim_window, translate_window(kHann));
   r.add("", "HammingWindow", 17, 1 << 30, claim_window, translate_window(kHamming));
   r.add("", "BlackmanWindow", 17, 1 << 30, claim_window, translate_window(kBlackman));
