@@ -45,6 +45,11 @@ EXCLUDED = {
     **{name: "the Loop carries a sequence: refused (runs on ORT CPU, the nodes of its body on "
              "the EP); the output is a sequence, which this gate's tensor comparison does not read"
        for name in ("test_loop13_seq", "test_loop16_seq_none")},
+    **{name: "ONNX expects exact zeros (imaginary parts of real-signal bins) at atol 1e-7; MLX's "
+             "float32 FFT leaves up to 1.9e-6 there, on bins of magnitude up to 45 (4e-8 of the "
+             "scale). ORT CPU's own DFT misses this case by up to 3.4e-4 (20 values); "
+             "tests/ops/test_spectral.py compares the EP with ORT CPU"
+       for name in ("test_dft", "test_dft_axis", "test_dft_opset19", "test_dft_axis_opset19")},
 }
 
 # Outcome counts for the terminal summary (conftest.py): total / claimed / passed, and why the

@@ -336,6 +336,37 @@ class NNGen:
         return self._skip_norm(cid, "SkipSimplifiedLayerNormalization")
 
     # ---- Resize --------------------------------------------------------------------------------
+    def gen_DFT(self, cid):
+        """DFT (opsets 17, 20): real or complex signal, forward/inverse/onesided, dft_length
+        padding or truncating (sometimes 0, negative or huge), axis attribute or input."""
+        if self.opset < 17:
+            return None
+        r = self.rng
+        cplx = r.random() < 0.5
+        shape = (int(r.integers(1, 3)), int(r.integers(1, 9)), int(r.integers(1, 5)),
+                 2 if cplx else 1)
+        x = floats(r, shape, F32, -2, 2)
+        attrs = {}
+        if r.random() < 0.4:
+            attrs["inverse"] = 1
+        if not cplx and r.random() < 0.3:
+            attrs["onesided"] = 1
+        axis = int(r.choice([1, 2]))
+        length = None
+        if r.random() < 0.4:
+            length = int(r.integers(1, 12))
+            if r.random() < 0.1:
+                length = hpick(r, [0, -1])
+        arrays = [x, None if length is None else np.asarray(length, np.int64)]
+        if self.opset >= 20:
+            arrays.append(np.asarray(axis - 4 if r.random() < 0.5 else axis, np.int64))
+        else:
+            attrs["axis"] = axis
+        while arrays and arrays[-1] is None:
+            arrays.pop()
+        return self.emit(cid, "DFT", arrays, attrs, const_p=0.3, tol_scale=LOOSE,
+                         mag=[self._mag(x) * shape[axis] * 4])
+
     def gen_Resize(self, cid):
         t = self.types_for("Resize", lambda t: ([t, F32, F32, I64], [t]), (F32, F32, U8, I8))
         if t is None or self.opset < 11:
@@ -361,6 +392,13 @@ class NNGen:
                 sizes = [shape[0], shape[1]] + huge_shape(r, len(shape) - 2)
             arrays = [x, roi if roi is not None else None, np.zeros((0,), np.float32)
                       if self.opset < 13 else None, np.asarray(sizes, np.int64)]
+        if self.opset >= 18 and r.random() < 0.3:
+            # The axes attribute: scales/sizes for the listed (spatial, maybe negative) axes only.
+            rank = len(shape)
+            axes = [a - rank if r.random() < 0.5 else a for a in range(2, rank)]
+            attrs["axes"] = axes
+            i = 2 if arrays[2] is not None else 3
+            arrays[i] = np.asarray(arrays[i][2:], arrays[i].dtype)
         return self.emit(cid, "Resize", arrays, attrs, const_idx={1, 2, 3}, const_p=0.0,
                          tol_scale=LOOSE, mag=[self._mag(x) * 2])
 

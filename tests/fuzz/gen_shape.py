@@ -1,6 +1,6 @@
 """Op generators (mixin of gen_ops.OpCases): shape and data movement (Shape, Size, Slice, Split,
-Tile, Expand, ConstantOfShape, EyeLike, Range, Pad, DepthToSpace, SpaceToDepth, ReverseSequence,
-Trilu, OneHot) and indexing (Gather*, Scatter*), with huge targets and out-of-range indices."""
+Tile, Expand, ConstantOfShape, EyeLike, Range, Hann/Hamming/BlackmanWindow, Pad, DepthToSpace,
+SpaceToDepth, ReverseSequence, Trilu, OneHot) and indexing (Gather*, Scatter*), with huge targets and out-of-range indices."""
 
 from __future__ import annotations
 
@@ -185,6 +185,34 @@ class ShapeGen:
         arrays = [np.asarray(start, npt), np.asarray(limit, npt), np.asarray(delta, npt)]
         return self.emit(cid, "Range", arrays, const_p=0.6,
                          label=f"{start}:{limit}:{delta}")
+
+    def _window(self, cid, op):
+        """Hann/Hamming/BlackmanWindow (opset 17): a scalar size (sometimes negative or 0..1),
+        periodic or symmetric, sometimes a non-float32 output_datatype (refused)."""
+        if self.opset < 17:
+            return None
+        r = self.rng
+        t = int(r.choice([I64, I64, I32]))
+        size = int(r.integers(0, 40))
+        if r.random() < 0.08:
+            mark()
+            size = int(r.choice([-1, -5, 1]))
+        attrs = {}
+        if r.random() < 0.6:
+            attrs["periodic"] = int(r.integers(2))
+        if r.random() < 0.1:
+            attrs["output_datatype"] = int(r.choice([F64, I32, U8]))
+        return self.emit(cid, op, [np.asarray(size, NP_OF[t])], attrs, const_p=0.5,
+                         label=f"size={size}")
+
+    def gen_HannWindow(self, cid):
+        return self._window(cid, "HannWindow")
+
+    def gen_HammingWindow(self, cid):
+        return self._window(cid, "HammingWindow")
+
+    def gen_BlackmanWindow(self, cid):
+        return self._window(cid, "BlackmanWindow")
 
     def gen_Pad(self, cid):
         t = self._any("Pad", [I64])

@@ -8,7 +8,7 @@ import pytest
 from contrib_model import contrib_model
 from opcheck import check_on_ep, refusal, single_node_model
 from ort_raises import check_raises_like_cpu, dynamic_dims
-from ortmlx.testing import EpRun, assert_ran_on_ep, random_array
+from ortmlx.testing import EpRun, assert_ran_on_ep, random_array, run_cpu
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 
@@ -208,11 +208,57 @@ def test_mha_bnsh_key_value(rng):
     mha_run(ins, {"num_heads": H})
 
 
-def test_mha_packed_qkv_is_refused(rng):
-    # ORT's CPU kernel does not implement packed QKV, so there is no reference: refused.
-    ins = {"q": random_array(rng, (2, 5, 3, 3, 8))}
+def _packed_vs_unpacked(packed_ins, unpacked_ins, attrs, tol=TOL):
+    """The packed form on the EP against ORT CPU on the same values unpacked: ORT's CPU kernel
+    implements no packed form ("not implemented for CPU")."""
+    model = contrib_model("MultiHeadAttention", packed_ins, attrs)
+    run = EpRun(model, strict=True)
+    try:
+        got = run.run(feeds_of(packed_ins))
+        assert_ran_on_ep(run, ["node"])
+    finally:
+        run.close()
+    want = run_cpu(contrib_model("MultiHeadAttention", unpacked_ins, attrs), feeds_of(unpacked_ins))
+    np.testing.assert_allclose(got[0], want[0], **tol)
+
+
+@pytest.mark.parametrize("unidirectional", [0, 1])
+@pytest.mark.parametrize("mask", [None, "key_padding", "attention_bias"])
+def test_mha_packed_qkv(unidirectional, mask, rng):
+    B, S, H, D = 2, 5, 3, 8
+    qkv = random_array(rng, (B, S, H, 3, D))
+    q, k, v = (np.ascontiguousarray(qkv[:, :, :, i, :]).reshape(B, S, H * D) for i in range(3))
+    extra = {}
+    if mask == "key_padding":
+        extra = {"bias": None, "mask": np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], np.int32)}
+    elif mask == "attention_bias":
+        extra = {"bias": None, "mask": None, "attn_bias": random_array(rng, (1, H, S, S))}
+    attrs = {"num_heads": H, "unidirectional": unidirectional}
+    _packed_vs_unpacked({"q": qkv, "k": None, "v": None, **extra},
+                        {"q": q, "k": k, "v": v, **extra}, attrs)
+
+
+def test_mha_packed_kv(rng):
+    B, S, L, H, D = 2, 3, 6, 2, 8
+    q = random_array(rng, (B, S, H * D))
+    kv = random_array(rng, (B, L, H, 2, D))
+    k, v = (np.ascontiguousarray(kv[:, :, :, i, :]).reshape(B, L, H * D) for i in range(2))
+    _packed_vs_unpacked({"q": q, "kv": kv}, {"q": q, "k": k, "v": v}, {"num_heads": H})
+
+
+def test_mha_packed_qkv_float16(rng):
+    B, S, H, D = 1, 4, 2, 16
+    qkv = random_array(rng, (B, S, H, 3, D), np.float16)
+    q, k, v = (np.ascontiguousarray(qkv[:, :, :, i, :]).reshape(B, S, H * D) for i in range(3))
+    _packed_vs_unpacked({"q": qkv}, {"q": q, "k": k, "v": v}, {"num_heads": H},
+                        tol=dict(rtol=2e-3, atol=2e-3))
+
+
+def test_mha_packed_with_bias_or_past_is_refused(rng):
+    ins = {"q": random_array(rng, (2, 5, 3, 3, 8)), "k": None, "v": None,
+           "bias": random_array(rng, (72,))}
     model = contrib_model("MultiHeadAttention", ins, {"num_heads": 3})
-    assert "packed" in (refusal(model, "com.microsoft.MultiHeadAttention") or "")
+    assert "bias or past" in (refusal(model, "com.microsoft.MultiHeadAttention") or "")
 
 
 def test_mha_float16(rng):
@@ -226,7 +272,8 @@ def test_mha_float16(rng):
 
 # ---------------------------------------------------------------- GroupQueryAttention
 
-def gqa_case(rng, B, S, P, Hq, Hk, D, seqlens, total, packed=False, dtype=np.float32):
+def gqa_case(rng, B, S, P, Hq, Hk, D, seqlens, total, packed=False, dtype=np.float32, attrs=None,
+             rotary_rows=0, rotary_half=0):
     if packed:
         ins = {"q": random_array(rng, (B, S, (Hq + 2 * Hk) * D), dtype), "k": None, "v": None}
     else:
@@ -238,7 +285,11 @@ def gqa_case(rng, B, S, P, Hq, Hk, D, seqlens, total, packed=False, dtype=np.flo
     else:
         ins.update(pk=random_array(rng, (B, Hk, P, D), dtype), pv=random_array(rng, (B, Hk, P, D), dtype))
     ins.update(seqlens=np.array(seqlens, np.int32), total=np.array(total, np.int32))
-    model = contrib_model("GroupQueryAttention", ins, {"num_heads": Hq, "kv_num_heads": Hk},
+    if rotary_rows:
+        angles = rng.uniform(0, 6.3, (rotary_rows, rotary_half))
+        ins.update(cos=np.cos(angles).astype(dtype), sin=np.sin(angles).astype(dtype))
+    model = contrib_model("GroupQueryAttention", ins,
+                          {"num_heads": Hq, "kv_num_heads": Hk, **(attrs or {})},
                           outputs=("out0", "out1", "out2"))
     return model, feeds_of(ins)
 
@@ -300,9 +351,61 @@ def test_gqa_scale(rng):
     check_on_ep(model, feeds_of(ins), **TOL)
 
 
-@pytest.mark.parametrize("attrs,word", [({"local_window_size": 3}, "window"),
-                                        ({"softcap": 5.0}, "softcap"),
-                                        ({"do_rotary": 1}, "rotary")], ids=str)
+@pytest.mark.parametrize("softcap", [0.0, 1.5, 30.0])
+@pytest.mark.parametrize("window", [-1, 0, 2, 5])
+@pytest.mark.parametrize("phase", ["prefill", "decode", "chunk"])
+def test_gqa_softcap_local_window(softcap, window, phase, rng):
+    attrs = {"softcap": softcap, "local_window_size": window}
+    if softcap and window >= 0:
+        model, _ = gqa_case(rng, 1, 2, 0, 2, 1, 8, [1], 2, attrs=attrs)
+        assert "softcap together with local_window_size" in refusal(
+            model, "com.microsoft.GroupQueryAttention")
+        return
+    if phase == "prefill":
+        model, feeds = gqa_case(rng, 2, 7, 0, 4, 2, 8, [6, 3], 7, attrs=attrs)
+    elif phase == "decode":
+        model, feeds = gqa_case(rng, 2, 1, 8, 4, 2, 8, [7, 4], 8, attrs=attrs)
+    else:
+        model, feeds = gqa_case(rng, 1, 3, 5, 6, 2, 8, [7], 8, attrs=attrs)
+    check_on_ep(model, feeds, **TOL)
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+# ORT's kernel: head size a multiple of 16, cos_cache width a multiple of 8 (the whole head of 16
+# or half of a head of 32).
+@pytest.mark.parametrize("D", [16, 32])
+@pytest.mark.parametrize("phase", ["prefill", "padded", "decode", "chunk", "packed"])
+def test_gqa_rotary(interleaved, D, phase, rng):
+    attrs = {"do_rotary": 1, "rotary_interleaved": interleaved}
+    kw = dict(attrs=attrs, rotary_rows=16, rotary_half=8)
+    if phase == "prefill":
+        model, feeds = gqa_case(rng, 2, 5, None, 4, 2, D, [4, 4], 5, **kw)
+    elif phase == "padded":
+        model, feeds = gqa_case(rng, 2, 6, 0, 4, 2, D, [5, 2], 6, **kw)
+    elif phase == "decode":
+        model, feeds = gqa_case(rng, 2, 1, 9, 4, 2, D, [8, 5], 9, **kw)
+    elif phase == "chunk":
+        model, feeds = gqa_case(rng, 1, 3, 4, 4, 2, D, [6], 7, **kw)
+    else:
+        model, feeds = gqa_case(rng, 2, 4, 0, 4, 2, D, [3, 3], 4, packed=True, **kw)
+    check_on_ep(model, feeds, **TOL)
+
+
+def test_gqa_rotary_float16(rng):
+    model, feeds = gqa_case(rng, 2, 1, 5, 4, 2, 16, [5, 5], 6, dtype=np.float16,
+                            attrs={"do_rotary": 1}, rotary_rows=8, rotary_half=8)
+    check_on_ep(model, feeds, rtol=2e-3, atol=2e-3)
+
+
+def test_gqa_rotary_position_beyond_the_cache_raises_like_ort(rng):
+    model, feeds = gqa_case(rng, 1, 1, 8, 2, 1, 16, [7], 8, attrs={"do_rotary": 1},
+                            rotary_rows=4, rotary_half=8)
+    good = dict(feeds, seqlens=np.array([3], np.int32), total=np.array(4, np.int32))
+    check_raises_like_cpu(model, feeds, good, match="cos/sin cache", **TOL)
+
+
+@pytest.mark.parametrize("attrs,word", [({"smooth_softmax": 1}, "smooth_softmax"),
+                                        ({"causal": 0}, "non-causal")], ids=str)
 def test_gqa_refusals(attrs, word, rng):
     model, _ = gqa_case(rng, 1, 2, 0, 2, 1, 8, [1], 2)
     node = model.graph.node[0]

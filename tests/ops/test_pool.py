@@ -87,7 +87,7 @@ def test_pool_refusals(rng):
     x = random_array(rng, (1, 2, 6, 6))
     model = _typed_model("MaxPool", x, {"kernel_shape": [2, 2]},
                          [("out0", 1, [1, 2, 5, 5]), ("out1", 7, [1, 2, 5, 5])])
-    assert "Indices" in refusal(model, "MaxPool")
+    assert refusal(model, "MaxPool") is None  # Indices are implemented
     x64 = rng.uniform(size=(1, 2, 6, 6))
     assert "float32" in refusal(single_node_model("MaxPool", {"x": x64},
                                                   attrs={"kernel_shape": [2, 2]}), "MaxPool")
@@ -238,3 +238,50 @@ def test_global_lp_pool_empty_spatial_dim_is_an_error():
 def test_global_pool_empty_batch(op, shape):
     x = np.zeros(shape, np.float32)
     check_on_ep(single_node_model(op, {"x": x}), {"x": x})
+
+
+# ---------------------------------------------------------------- MaxPool Indices
+
+def _indices_model(x, attrs):
+    return single_node_model("MaxPool", {"x": x}, attrs=attrs, n_outputs=2)
+
+
+@pytest.mark.parametrize("case", POOL_CASES + DILATED, ids=str)
+@pytest.mark.parametrize("storage_order", [0, 1])
+def test_max_pool_indices(case, storage_order, rng):
+    shape, attrs = case
+    x = random_array(rng, shape)
+    check_on_ep(_indices_model(x, dict(attrs, storage_order=storage_order)), {"x": x})
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_max_pool_indices_integers_with_ties(dtype, rng):
+    # Few distinct values: ties everywhere, where ORT keeps the first position in the window.
+    x = rng.integers(0, 3, size=(2, 3, 7, 6)).astype(dtype)
+    attrs = {"kernel_shape": [3, 3], "strides": [2, 1], "pads": [1, 1, 1, 1]}
+    check_on_ep(_indices_model(x, attrs), {"x": x})
+
+
+@pytest.mark.parametrize("storage_order", [0, 1])
+def test_max_pool_indices_nan_inf_and_windows_in_the_padding(storage_order, rng):
+    # A NaN wins only as the first element of its window on the data; -inf windows keep their
+    # first element; a window wholly in the padding gives the lowest finite value and position
+    # -1 in every dim (ORT's CPU kernel, measured).
+    x = random_array(rng, (2, 3, 6, 5))
+    x[0, 0, 0, :] = np.nan
+    x[0, 1, 2, 1] = np.nan
+    x[1, 2, :2, :2] = -np.inf
+    x[1, 0] = np.round(x[1, 0])  # ties
+    attrs = {"kernel_shape": [2, 2], "storage_order": storage_order, "pads": [1, 1, 0, 1]}
+    check_on_ep(_indices_model(x, attrs), {"x": x})
+    attrs = {"kernel_shape": [2, 2], "pads": [1, 1, 1, 1], "dilations": [6, 5],
+             "storage_order": storage_order}
+    check_on_ep(_indices_model(x, attrs), {"x": x})
+    x1 = random_array(rng, (1, 2, 2))
+    check_on_ep(_indices_model(x1, {"kernel_shape": [2], "pads": [1, 1], "dilations": [3]}),
+                {"x": x1})
+
+
+def test_max_pool_indices_empty_batch():
+    x = np.zeros((0, 2, 4, 4), np.float32)
+    check_on_ep(_indices_model(x, {"kernel_shape": [2, 2]}), {"x": x})

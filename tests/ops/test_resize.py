@@ -207,3 +207,27 @@ def test_resize_empty_input_or_output_like_cpu(rng):
                         {"roi": np.zeros(0, np.float32), "scales": scales})
     r = check_hostile(model, {"x": random_array(rng, (5, 2, 2, 1))}, op_type="Resize")
     assert r["outputs"][0].shape == (5, 2, 0, 1)
+
+
+# ---------------------------------------------------------------- axes (opset 18+)
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("axes,scales", [([2, 3], [2.0, 0.6]), ([-1], [1.5]), ([3, 2], [2.0, 3.0])],
+                         ids=str)
+def test_resize_axes_scales(mode, axes, scales, rng):
+    x = random_array(rng, (1, 2, 4, 5))
+    check_on_ep(resize_model(x, {"mode": mode, "axes": axes}, scales=scales), {"x": x},
+                rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("axes,sizes", [([2, 3], [7, 3]), ([-2], [9]), ([1], [5])], ids=str)
+def test_resize_axes_sizes(mode, axes, sizes, rng):
+    x = random_array(rng, (1, 2, 4, 5))
+    if mode == "linear" and axes == [1]:
+        m = resize_model(x, {"mode": mode, "axes": axes}, sizes=sizes)
+        assert "innermost" in refusal(m, "Resize")
+        return
+    check_on_ep(resize_model(x, {"mode": mode, "axes": axes}, sizes=sizes), {"x": x},
+                rtol=1e-5, atol=1e-5)
+

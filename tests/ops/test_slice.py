@@ -191,10 +191,41 @@ def test_pad_axes_opset18(mode, rng):
     check_on_ep(model, feeds)
 
 
-def test_pad_wrap_is_refused(rng):
+WRAP_PADS = [
+    ((3, 4), [1, 2, 0, 1]),
+    ((3, 4), [3, 4, 5, 9]),  # leading pads equal to the dim, trailing pads beyond it
+    ((2, 3, 4), [0, 1, 2, 1, 0, 3]),
+    ((1, 5), [1, 0, 7, 0]),
+    ((3, 4), [0, 0, 0, 0]),
+]
+
+
+@pytest.mark.parametrize("case", WRAP_PADS, ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.uint8])
+def test_pad_wrap(case, dtype, rng):
+    shape, pads = case
+    x = random_array(rng, shape, dtype)
+    model, feeds = model_with("Pad", x, {"pads": np.array(pads, I64)}, attrs={"mode": "wrap"})
+    check_on_ep(model, feeds)
+
+
+def test_pad_wrap_axes_opset18(rng):
+    x = random_array(rng, (3, 4, 5))
+    consts = {"pads": np.array([2, 1, 3, 6], I64), "value": None, "axes": np.array([-1, 1], I64)}
+    model, feeds = model_with("Pad", x, consts, attrs={"mode": "wrap"}, opset=18)
+    check_on_ep(model, feeds)
+
+
+def test_pad_wrap_refusals(rng):
     x = random_array(rng, (3, 4))
-    model, _ = model_with("Pad", x, {"pads": np.array([1, 1, 1, 1], I64)}, attrs={"mode": "wrap"})
-    assert "wrap" in refusal(model, "Pad")
+    # ORT copies a leading pad larger than the dim from outside the input (uninitialised values).
+    model, _ = model_with("Pad", x, {"pads": np.array([4, 0, 0, 0], I64)}, attrs={"mode": "wrap"})
+    assert "larger than the dim" in refusal(model, "Pad")
+    model, _ = model_with("Pad", x, {"pads": np.array([1, 1, 1, 1], I64)}, runtime=("pads",),
+                          attrs={"mode": "wrap"})
+    assert "constant pads" in refusal(model, "Pad")
+    model, _ = model_with("Pad", x, {"pads": np.array([-1, 0, 0, 0], I64)}, attrs={"mode": "wrap"})
+    assert "negative pads" in refusal(model, "Pad")
 
 
 # ---------------------------------------------------------------- Tile
@@ -316,3 +347,15 @@ def test_split_num_outputs_beyond_the_dim_raises_like_cpu(rng):
     good = {"x": rng.integers(0, 255, (1, 7)).astype(np.uint8)}
     check_hostile(model, {"x": rng.integers(0, 255, (1, 2)).astype(np.uint8)}, good,
                   op_type="Split", error="num_outputs")
+
+
+def test_pad_wrap_empty_input_raises_like_cpu(rng):
+    from ort_raises import check_raises_like_cpu
+
+    node = h.make_node("Pad", ["x", "pads"], ["out0"], name="node", mode="wrap")
+    graph = h.make_graph([node], "g", [h.make_tensor_value_info("x", T.FLOAT, ["n", 3])],
+                         [h.make_tensor_value_info("out0", T.FLOAT, None)],
+                         [onnx.numpy_helper.from_array(np.array([0, 1, 0, 2], I64), "pads")])
+    model = make_model(graph, opset=21, check=False)
+    check_raises_like_cpu(model, {"x": np.zeros((0, 3), np.float32)},
+                          {"x": random_array(rng, (2, 3))}, match="empty")

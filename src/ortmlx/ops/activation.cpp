@@ -17,8 +17,11 @@ using namespace ortmlx::ops;
 // y = f(x in float32, node) for one input.
 using ActFn = std::function<mx::array(const mx::array&, const NodeDesc&, mx::StreamOrDevice)>;
 
+// float16 and bfloat16 are widened to float32 and the result rounded once (ORT's CPU EP runs
+// float16 activations through float32 too; it has no bfloat16 kernels, so bfloat16 is tested
+// against its float32 result rounded to bfloat16).
 bool f32_f16(ElemType t) {
-  return t == ElemType::kFloat || t == ElemType::kFloat16;
+  return is_float_type(t);
 }
 bool f32_only(ElemType t) {
   return t == ElemType::kFloat;
@@ -33,7 +36,7 @@ ClaimFn claim_act(std::initializer_list<const char*> attrs, bool half = true) {
       for (const char* k : known) ok = ok || name == k;
       ORTMLX_REQUIRE(ok, "attribute '" + name + "' is not implemented");
     }
-    auto r = half ? require_input_type(c, 0, f32_f16, "float32/float16 only")
+    auto r = half ? require_input_type(c, 0, f32_f16, "float16/bfloat16/float32 only")
                   : require_input_type(c, 0, f32_only, "float32 only");
     if (!r.ok) return r;
     return require_same_types(c);
@@ -137,7 +140,7 @@ ClaimResult claim_prelu(const ClaimContext& c) {
   auto r = refuse_unknown_attrs(c, {});
   if (!r.ok) return r;
   for (size_t i = 0; i < 2; ++i) {
-    r = require_input_type(c, i, f32_f16, "float32/float16 only");
+    r = require_input_type(c, i, f32_f16, "float16/bfloat16/float32 only");
     if (!r.ok) return r;
   }
   r = require_same_types(c);
@@ -217,7 +220,7 @@ void register_activation_ops(OpRegistry& r) {
   r.add("", "Softsign", 1, 1 << 30, claim_act({}), translate_act(softsign));
   r.add("", "Mish", 18, 1 << 30, claim_act({}), translate_act(mish));
   r.add("", "ThresholdedRelu", 10, 1 << 30, claim_act({"alpha"}), translate_act(thresholded_relu));
-  r.add("", "Swish", 24, 1 << 30, claim_act({"alpha"}, false), translate_act(swish));
+  r.add("", "Swish", 24, 1 << 30, claim_act({"alpha"}), translate_act(swish));
 
   // com.microsoft contrib ops (opset 1), float32 (ORT's CPU kernels are float32 only).
   r.add("com.microsoft", "Gelu", 1, 1 << 30, claim_contrib_gelu(BiasUse::kNone),

@@ -8,10 +8,12 @@
 // and grouped-query heads (q head h reads kv head h / (Hq / Hk)) need no repeated K/V copies
 // (the group is a broadcast batch dimension of the matmul). Half inputs are computed in float32
 // and rounded once.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <tuple>
 
 #include <mlx/transforms.h>
 
@@ -264,13 +266,24 @@ ClaimResult claim_mha(const ClaimContext& c) {
                  "implemented");
   ORTMLX_REQUIRE(c.has_input(6) == c.has_input(7), "past_key and past_value must come together");
   const int64_t rq = c.input_rank(0), rk = c.input_rank(1), rv = c.input_rank(2);
-  {
-    // Packed QKV [B,S,H,3,D] is refused: ORT's CPU kernel does not implement it either, so the EP
-    // has no reference to match.
-    ORTMLX_REQUIRE(rq == 3, "query must be 3-D (packed QKV is not implemented)");
-    ORTMLX_REQUIRE(c.has_input(1) && c.has_input(2),
-                   "key and value are required (packed KV is "
-                   "not implemented)");
+  if (rq == 5 || (c.has_input(1) && rk == 5)) {
+    // Packed QKV [B,S,N,3,H] (no key/value) or packed KV [B,L,N,2,H] (no value): unpacked into
+    // the 3-D form. ORT's CPU kernel implements neither ("not implemented for CPU"); the tests
+    // compare with ORT CPU on the unpacked inputs. Without projection bias or past caches.
+    const TensorInfo* p = c.input(rq == 5 ? 0 : 1);
+    ORTMLX_REQUIRE(
+        p && p->has_shape && p->shape[3] == (rq == 5 ? 3 : 2),
+        rq == 5 ? "packed QKV must be [B, S, N, 3, H]" : "packed KV must be [B, L, N, 2, H]");
+    ORTMLX_REQUIRE(p->shape[2] < 0 || p->shape[2] == c.node().attr_int("num_heads", 0),
+                   "packed dim 2 differs from num_heads");
+    ORTMLX_REQUIRE(rq == 5 ? !c.has_input(1) && !c.has_input(2) : rq == 3 && !c.has_input(2),
+                   rq == 5 ? "packed QKV comes without key and value"
+                           : "packed KV needs a 3-D query and no value");
+    ORTMLX_REQUIRE(!c.has_input(3) && !c.has_input(6),
+                   "packed QKV/KV with bias or past is not implemented");
+  } else {
+    ORTMLX_REQUIRE(rq == 3, "query must be 3-D, or packed QKV [B, S, N, 3, H]");
+    ORTMLX_REQUIRE(c.has_input(1) && c.has_input(2), "key and value are required");
     ORTMLX_REQUIRE((rk == 3 && rv == 3) || (rk == 4 && rv == 4),
                    "key/value must be both 3-D or "
                    "both 4-D (BNSH)");
@@ -289,13 +302,23 @@ ClaimResult claim_mha(const ClaimContext& c) {
     // ORT's CPU kernel masks cross-length causal rows irregularly (checked: S=3, L=7 lets rows
     // 0 and 1 see keys j <= i and row 2 every key), so only self-attention lengths S == L and
     // single-token S == 1 are claimed, which needs both lengths static.
-    const TensorInfo *qi = c.input(0), *ki = c.input(1);
-    const int64_t S = qi && qi->rank() == 3 ? qi->shape[1] : -1;
+    const TensorInfo *qi = c.input(0), *ki = c.has_input(1) ? c.input(1) : c.input(0);
+    const int64_t S = qi && (qi->rank() == 3 || qi->rank() == 5) ? qi->shape[1] : -1;
     const int64_t L = ki && ki->rank() >= 3 ? ki->shape[ki->rank() == 4 ? 2 : 1] : -1;
     ORTMLX_REQUIRE(S == 1 || (S > 0 && S == L),
                    "unidirectional needs static query/key lengths with S == L or S == 1");
   }
   return ClaimResult::yes();
+}
+
+// [B, S, N, parts, H] -> `parts` arrays [B, S, N * H] (the third is x itself for 2 parts).
+std::tuple<mx::array, mx::array, mx::array> unpack_heads(const mx::array& x, int parts,
+                                                         mx::StreamOrDevice s) {
+  if (x.ndim() != 5 || x.shape(3) != parts)
+    throw std::runtime_error("packed input must be [B, S, N, " + std::to_string(parts) + ", H]");
+  const mx::Shape flat{x.shape(0), x.shape(1), x.shape(2) * x.shape(4)};
+  auto part = [&](int i) { return mx::reshape(mx::take(x, i, 3, s), flat, s); };
+  return {part(0), part(1), parts == 3 ? part(2) : x};
 }
 
 void translate_mha(TranslationContext& ctx, const NodeDesc& n) {
@@ -305,8 +328,14 @@ void translate_mha(TranslationContext& ctx, const NodeDesc& n) {
   const mx::Dtype dt = q.dtype();
   mx::array k = q, v = q;
   {
-    k = ctx.input(n, 1);
-    v = ctx.input(n, 2);
+    if (q.ndim() == 5) {  // packed QKV [B, S, N, 3, H]
+      std::tie(q, k, v) = unpack_heads(q, 3, s);
+    } else if (ctx.input(n, 1).ndim() == 5) {  // packed KV [B, L, N, 2, H]
+      std::tie(k, v, std::ignore) = unpack_heads(ctx.input(n, 1), 2, s);
+    } else {
+      k = ctx.input(n, 1);
+      v = ctx.input(n, 2);
+    }
     if (present(n, 3)) {
       const mx::array b = ctx.input(n, 3);
       const int hq = q.shape(2), hk = k.shape(2), hv = v.shape(2);
@@ -382,10 +411,20 @@ void translate_mha(TranslationContext& ctx, const NodeDesc& n) {
 // present length), so the node runs eagerly rather than compiled.
 ClaimResult claim_gqa(const ClaimContext& c) {
   ORTMLX_REQUIRE(c.num_inputs() >= 7, "expects at least 7 inputs");
-  for (size_t i = 7; i < c.num_inputs(); ++i)
+  const bool rotary = c.node().attr_int("do_rotary", 0) == 1;
+  for (size_t i = 7; i < c.num_inputs(); ++i) {
+    if (rotary && (i == 7 || i == 8)) continue;
     ORTMLX_REQUIRE(!c.has_input(i), "optional input " + std::to_string(i) +
-                                        " (rotary caches, position_ids, attention_bias, head_sink, "
-                                        "KV scales, QK norm weights) is not implemented");
+                                        " (position_ids, attention_bias, head_sink, KV scales, QK "
+                                        "norm weights; rotary caches without do_rotary) is not "
+                                        "implemented");
+  }
+  if (rotary) {
+    ORTMLX_REQUIRE(c.has_input(7) && c.has_input(8), "do_rotary needs cos_cache and sin_cache");
+    ORTMLX_REQUIRE(c.input_rank(7) == 2 && c.input_rank(8) == 2, "cos_cache/sin_cache must be 2-D");
+    ORTMLX_REQUIRE(c.input_type(7) == c.input_type(0) && c.input_type(8) == c.input_type(0),
+                   "cos_cache/sin_cache type differs from query");
+  }
   ORTMLX_REQUIRE(c.num_outputs() >= 1 && c.num_outputs() <= 3, "output_qk is not implemented");
   auto r = refuse_unknown_attrs(
       c, {"num_heads", "kv_num_heads", "scale", "softcap", "local_window_size", "do_rotary",
@@ -395,11 +434,17 @@ ClaimResult claim_gqa(const ClaimContext& c) {
   const auto& nd = c.node();
   const int64_t hq = nd.attr_int("num_heads", 0), hk = nd.attr_int("kv_num_heads", 0);
   ORTMLX_REQUIRE(hq > 0 && hk > 0 && hq % hk == 0, "num_heads must be a multiple of kv_num_heads");
-  ORTMLX_REQUIRE(nd.attr_float("softcap", 0.f) == 0.f, "softcap is not implemented");
-  ORTMLX_REQUIRE(nd.attr_int("local_window_size", -1) == -1,
-                 "local (sliding window) attention "
-                 "is not implemented");
-  ORTMLX_REQUIRE(nd.attr_int("do_rotary", 0) == 0, "in-op rotary is not implemented");
+  ORTMLX_REQUIRE(nd.attr_float("softcap", 0.f) >= 0.f, "negative softcap");
+  ORTMLX_REQUIRE(nd.attr_int("local_window_size", -1) >= -1, "local_window_size below -1");
+  // Both together: ORT 1.30's padded query rows of a right-padded first prompt come out
+  // differently (not reproduced); each alone matches.
+  ORTMLX_REQUIRE(nd.attr_float("softcap", 0.f) == 0.f || nd.attr_int("local_window_size", -1) < 0,
+                 "softcap together with local_window_size is not implemented");
+  ORTMLX_REQUIRE(nd.attr_int("do_rotary", 0) == 0 || nd.attr_int("do_rotary", 0) == 1,
+                 "do_rotary must be 0 or 1");
+  ORTMLX_REQUIRE(
+      nd.attr_int("rotary_interleaved", 0) == 0 || nd.attr_int("rotary_interleaved", 0) == 1,
+      "rotary_interleaved must be 0 or 1");
   ORTMLX_REQUIRE(nd.attr_int("causal", 1) == 1, "non-causal GQA is not implemented");
   ORTMLX_REQUIRE(nd.attr_int("smooth_softmax", -1) <= 0, "smooth_softmax is not implemented");
   ORTMLX_REQUIRE(nd.attr_int("qk_output", 0) == 0, "qk_output is not implemented");
@@ -435,6 +480,60 @@ int host_scalar_int(TranslationContext& ctx, const NodeDesc& n, size_t i) {
   return a.data<int32_t>()[0];
 }
 
+// do_rotary positions [B, S] as ORT's CPU kernel derives them without position_ids: the first
+// prompt counts from 0; later chunks from the past length seqlens_k[b] + 1 - S.
+mx::array gqa_positions(TranslationContext& ctx, const NodeDesc& n, int B, int S, int total) {
+  const auto s = ctx.stream();
+  const mx::array i = mx::reshape(mx::arange(S, mx::int32, s), {1, S}, s);
+  if (S == total) return mx::broadcast_to(i, {B, S}, s);
+  const mx::array seqlens = mx::astype(ctx.input(n, 5), mx::int32, s);
+  const mx::array past = mx::subtract(mx::add(seqlens, mx::array(1), s), mx::array(S), s);
+  return mx::add(mx::reshape(past, {B, 1}, s), i, s);
+}
+
+// In-op rotary of GroupQueryAttention on x [B, H, S, D]: the first 2 * cos_cache.shape[1] features
+// of each head, pairs (x[i], x[i + half]) or (x[2i], x[2i + 1]) with rotary_interleaved. Rows of
+// the caches are gathered by position; a position outside them raises (as ORT does).
+mx::array gqa_rotary(TranslationContext& ctx, const NodeDesc& n, const mx::array& x,
+                     const mx::array& pos) {
+  const auto s = ctx.stream();
+  const mx::array cosc = f32(ctx.input(n, 7), s), sinc = f32(ctx.input(n, 8), s);
+  if (cosc.ndim() != 2 || sinc.shape() != cosc.shape())
+    throw std::runtime_error("cos_cache/sin_cache must be 2-D of one shape");
+  const int half = cosc.shape(1), rows = cosc.shape(0), D = x.shape(3);
+  const int rot = 2 * half;
+  if (rot == 0 || rot > D)
+    throw std::runtime_error("cos_cache width " + std::to_string(half) +
+                             " does not fit the head size " + std::to_string(D));
+  if (rows == 0) throw std::runtime_error("cos_cache/sin_cache are empty");
+  ctx.require(n,
+              mx::logical_and(mx::greater_equal(pos, mx::array(0), s),
+                              mx::less(pos, mx::array(rows), s), s),
+              "a rotary position is outside the cos/sin cache [0, " + std::to_string(rows) + ")");
+  const mx::array p = mx::clip(pos, mx::array(0), mx::array(rows - 1), s);
+  const int B = x.shape(0), S = x.shape(2);
+  const mx::array c = mx::reshape(mx::take(cosc, p, 0, s), {B, 1, S, half}, s);
+  const mx::array sn = mx::reshape(mx::take(sinc, p, 0, s), {B, 1, S, half}, s);
+  const mx::array xf = f32(x, s);
+  const mx::array xr = mx::slice(xf, {0, 0, 0, 0}, {B, x.shape(1), S, rot}, s);
+  mx::array x1 = xr, x2 = xr;
+  const bool interleaved = n.attr_int("rotary_interleaved", 0) == 1;
+  if (interleaved) {
+    const mx::array pr = mx::reshape(xr, {B, x.shape(1), S, half, 2}, s);
+    x1 = mx::take(pr, 0, 4, s);
+    x2 = mx::take(pr, 1, 4, s);
+  } else {
+    x1 = mx::slice(xr, {0, 0, 0, 0}, {B, x.shape(1), S, half}, s);
+    x2 = mx::slice(xr, {0, 0, 0, half}, {B, x.shape(1), S, rot}, s);
+  }
+  const mx::array o1 = mx::subtract(mx::multiply(x1, c, s), mx::multiply(x2, sn, s), s);
+  const mx::array o2 = mx::add(mx::multiply(x2, c, s), mx::multiply(x1, sn, s), s);
+  mx::array out = interleaved ? mx::reshape(mx::stack({o1, o2}, 4, s), xr.shape(), s)
+                              : mx::concatenate({o1, o2}, 3, s);
+  if (rot < D) out = mx::concatenate({out, mx::slice(xf, {0, 0, 0, rot}, xf.shape(), s)}, 3, s);
+  return to_type(out, x.dtype(), s);
+}
+
 void translate_gqa(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   const int Hq = static_cast<int>(n.attr_int("num_heads", 0));
@@ -458,6 +557,11 @@ void translate_gqa(TranslationContext& ctx, const NodeDesc& n) {
   v = split_heads(v, Hk, s, "value");
   const int D = q.shape(3);
   const int total = host_scalar_int(ctx, n, 6);
+  if (n.attr_int("do_rotary", 0) == 1) {
+    const mx::array pos = gqa_positions(ctx, n, B, S, total);
+    q = gqa_rotary(ctx, n, q, pos);
+    k = gqa_rotary(ctx, n, k, pos);
+  }
   if (total <= 0)
     throw std::runtime_error("total_sequence_length must be positive, got " +
                              std::to_string(total));
@@ -512,14 +616,22 @@ void translate_gqa(TranslationContext& ctx, const NodeDesc& n) {
   // Query i (absolute position past_b + i) attends keys j <= past_b + i with j < total_b.
   const mx::array qi = mx::reshape(mx::arange(S, mx::int32, s), {1, 1, S, 1}, s);
   const mx::array kj = mx::reshape(mx::arange(Tp, mx::int32, s), {1, 1, 1, Tp}, s);
-  const mx::array ok =
+  mx::array ok =
       mx::logical_and(mx::less_equal(kj, mx::add(qi, past_b, s), s), mx::less(kj, total_b, s), s);
+  // local_window_size W (ORT 1.30 CPU, measured): the query at position p sees the W keys
+  // p - W < j <= p (none for W = 0: a zero row, like any fully masked one).
+  if (const int64_t w = n.attr_int("local_window_size", -1); w >= 0) {
+    const int wc = checked_int(std::min<int64_t>(w, std::numeric_limits<int32_t>::max() / 2),
+                               "local_window_size");
+    ok = mx::logical_and(
+        ok, mx::greater(kj, mx::subtract(mx::add(qi, past_b, s), mx::array(wc), s), s), s);
+  }
   const mx::array bias = mx::where(ok, mx::array(0.0f), mx::array(kNegInf), s);
   const float scale = n.has_attr("scale") && n.attr_float("scale", 0.f) != 0.f
                           ? n.attr_float("scale", 1.f)
                           : 1.0f / std::sqrt(static_cast<float>(D));
-  AttnResult a = attend(f32(q, s), f32(pk, s), f32(pv, s), scale, 0.f, bias,
-                        /*guard_masked_rows=*/true, s);
+  AttnResult a = attend(f32(q, s), f32(pk, s), f32(pv, s), scale, n.attr_float("softcap", 0.f),
+                        bias, /*guard_masked_rows=*/true, s);
   ctx.bind_output(n, 0, to_type(merge_heads(a.y, s), dt, s));
 }
 

@@ -1,6 +1,6 @@
 // Channel normalisation family: BatchNormalization (inference form), InstanceNormalization,
 // GroupNormalization (opset 18: scale/bias per group; opset 21: per channel), LpNormalization
-// (p = 1 or 2). float32.
+// (p = 1 or 2). float32, and float16/bfloat16 through float32.
 //
 // BatchNormalization folds the statistics into one scale and bias per channel, as ORT's CPU
 // kernel does (scale / sqrt(var + eps), B - mean * that), so the rounding matches closely.
@@ -21,11 +21,22 @@ using namespace ortmlx::ops;
 
 ClaimResult require_all_float32(const ClaimContext& c) {
   for (size_t i = 0; i < c.num_inputs(); ++i) {
-    auto r = require_input_type(c, i, [](ElemType t) { return t == ElemType::kFloat; },
-                                "float32 only");
+    auto r = require_input_type(c, i, is_float_type, "float16/bfloat16/float32 only");
     if (!r.ok) return r;
   }
   return require_same_types(c);
+}
+
+// Half types are normalised in float32 and rounded once (ORT's CPU EP runs float16 through
+// float32; it has no bfloat16 kernels, so bfloat16 is tested against its float32 result).
+mx::array in32(const TranslationContext& ctx, const NodeDesc& n, size_t i) {
+  const mx::array a = ctx.input(n, i);
+  return a.dtype() == mx::float32 ? a : mx::astype(a, mx::float32, ctx.stream());
+}
+
+void bind_narrowed(TranslationContext& ctx, const NodeDesc& n, const mx::array& y) {
+  const mx::Dtype dt = ctx.input(n, 0).dtype();
+  ctx.bind_output(n, 0, y.dtype() == dt ? y : mx::astype(y, dt, ctx.stream()));
 }
 
 // (C) -> (C, 1, ..., 1) so it broadcasts along axis 1 of a rank-`rank` array.
@@ -63,11 +74,11 @@ ClaimResult claim_batch_norm(const ClaimContext& c) {
 
 void translate_batch_norm(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
-  mx::array x = ctx.input(n, 0);
+  mx::array x = in32(ctx, n, 0);
   const int rank = static_cast<int>(x.ndim());
   const int ch = x.shape(1);
-  mx::array scale = ctx.input(n, 1), bias = ctx.input(n, 2), mean = ctx.input(n, 3),
-            var = ctx.input(n, 4);
+  mx::array scale = in32(ctx, n, 1), bias = in32(ctx, n, 2), mean = in32(ctx, n, 3),
+            var = in32(ctx, n, 4);
   check_channel_param(scale, ch, "scale");
   check_channel_param(bias, ch, "B");
   check_channel_param(mean, ch, "input_mean");
@@ -76,7 +87,7 @@ void translate_batch_norm(TranslationContext& ctx, const NodeDesc& n) {
   mx::array k = mx::divide(scale, mx::sqrt(mx::add(var, mx::array(eps), s), s), s);
   mx::array b = mx::subtract(bias, mx::multiply(mean, k, s), s);
   mx::array y = mx::add(mx::multiply(x, per_channel(k, rank, s), s), per_channel(b, rank, s), s);
-  ctx.bind_output(n, 0, y);
+  bind_narrowed(ctx, n, y);
 }
 
 // ---------------------------------------------------------------- InstanceNormalization
@@ -103,16 +114,16 @@ mx::array normalize(const mx::array& x, const std::vector<int>& axes, float eps,
 
 void translate_instance_norm(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
-  mx::array x = ctx.input(n, 0);
+  mx::array x = in32(ctx, n, 0);
   const int rank = static_cast<int>(x.ndim());
-  mx::array scale = ctx.input(n, 1), bias = ctx.input(n, 2);
+  mx::array scale = in32(ctx, n, 1), bias = in32(ctx, n, 2);
   check_channel_param(scale, x.shape(1), "scale");
   check_channel_param(bias, x.shape(1), "B");
   std::vector<int> axes;
   for (int i = 2; i < rank; ++i) axes.push_back(i);
   mx::array y = normalize(x, axes, n.attr_float("epsilon", 1e-5f), s);
   y = mx::add(mx::multiply(y, per_channel(scale, rank, s), s), per_channel(bias, rank, s), s);
-  ctx.bind_output(n, 0, y);
+  bind_narrowed(ctx, n, y);
 }
 
 // ---------------------------------------------------------------- GroupNormalization
@@ -137,15 +148,17 @@ ClaimResult claim_group_norm(const ClaimContext& c) {
 TranslateFn translate_group_norm(bool per_group) {
   return [per_group](TranslationContext& ctx, const NodeDesc& n) {
     const auto s = ctx.stream();
-    mx::array x = ctx.input(n, 0);
+    mx::array x = in32(ctx, n, 0);
     const int rank = static_cast<int>(x.ndim());
     const int ch = x.shape(1);
     const int groups = checked_int(n.attr_int("num_groups", 1), "num_groups");
     if (groups < 1) throw std::runtime_error("num_groups must be positive");
     if (ch % groups != 0)
-      throw std::runtime_error("channels (" + std::to_string(ch) + ") are not divisible by "
-                               "num_groups (" + std::to_string(groups) + ")");
-    mx::array scale = ctx.input(n, 1), bias = ctx.input(n, 2);
+      throw std::runtime_error("channels (" + std::to_string(ch) +
+                               ") are not divisible by "
+                               "num_groups (" +
+                               std::to_string(groups) + ")");
+    mx::array scale = in32(ctx, n, 1), bias = in32(ctx, n, 2);
     const int want = per_group ? groups : ch;
     if (scale.shape(0) != want || bias.shape(0) != want)
       throw std::runtime_error(std::string("scale and bias must have one value per ") +
@@ -162,7 +175,7 @@ TranslateFn translate_group_norm(bool per_group) {
     mx::array xg = mx::reshape(x, grouped, s);
     mx::array y = mx::reshape(normalize(xg, {2}, n.attr_float("epsilon", 1e-5f), s), x.shape(), s);
     y = mx::add(mx::multiply(y, per_channel(scale, rank, s), s), per_channel(bias, rank, s), s);
-    ctx.bind_output(n, 0, y);
+    bind_narrowed(ctx, n, y);
   };
 }
 
@@ -185,16 +198,16 @@ ClaimResult claim_lp_norm(const ClaimContext& c) {
 
 void translate_lp_norm(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
-  mx::array x = ctx.input(n, 0);
+  mx::array x = in32(ctx, n, 0);
   const int axis = normalize_axis(n.attr_int("axis", -1), static_cast<int>(x.ndim()));
   mx::array norm = n.attr_int("p", 2) == 1
                        ? mx::sum(mx::abs(x, s), {axis}, true, s)
                        : mx::sqrt(mx::sum(mx::square(x, s), {axis}, true, s), s);
   // ORT leaves a zero vector at zero (no division by a zero norm).
   const mx::array zero = mx::equal(norm, mx::array(0.0f), s);
-  mx::array y = mx::where(zero, mx::array(0.0f), mx::divide(x, mx::where(zero, mx::array(1.0f),
-                                                                          norm, s), s), s);
-  ctx.bind_output(n, 0, y);
+  mx::array y = mx::where(zero, mx::array(0.0f),
+                          mx::divide(x, mx::where(zero, mx::array(1.0f), norm, s), s), s);
+  bind_narrowed(ctx, n, y);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // Convolution family: Conv and ConvTranspose (1-D, 2-D, 3-D; groups incl. depthwise; dilations,
-// strides, asymmetric pads, auto_pad; optional bias), float32.
+// strides, asymmetric pads, auto_pad; optional bias), float32; float16 and bfloat16 are computed
+// in float32 and rounded once (ORT's CPU EP runs float16 Conv through float32 on x86; it has no
+// bfloat16 kernel, so bfloat16 is tested against its float32 result rounded to bfloat16).
 //
 // ONNX is channels-first (N, C, spatial...), MLX convolutions are channels-last
 // (N, spatial..., C) with weights (O, kernel..., I/groups): inputs and weights are transposed
@@ -38,8 +40,7 @@ ClaimResult claim_conv_common(const ClaimContext& c, bool transpose) {
   if (!r.ok) return r;
   for (size_t i = 0; i < c.num_inputs(); ++i) {
     if (!c.has_input(i)) continue;
-    r = require_input_type(c, i, [](ElemType t) { return t == ElemType::kFloat; },
-                           "float32 only");
+    r = require_input_type(c, i, is_float_type, "float16/bfloat16/float32 only");
     if (!r.ok) return r;
   }
   r = require_same_types(c);
@@ -195,10 +196,15 @@ void check_kernel_shape(const NodeDesc& n, const mx::array& w) {
         throw std::runtime_error("kernel_shape does not match W's spatial shape");
 }
 
+// Half inputs in float32 (see the top).
+mx::array widen(const mx::array& a, mx::StreamOrDevice s) {
+  return a.dtype() == mx::float32 ? a : mx::astype(a, mx::float32, s);
+}
+
 mx::array add_bias(TranslationContext& ctx, const NodeDesc& n, mx::array y_cl) {
   // y is channels-last here: the bias broadcasts along the last axis.
   if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
-    mx::array b = ctx.input(n, 2);
+    mx::array b = widen(ctx.input(n, 2), ctx.stream());
     if (b.ndim() != 1 || b.shape(0) != y_cl.shape(-1))
       throw std::runtime_error("B must have one value per output channel");
     y_cl = mx::add(y_cl, b, ctx.stream());
@@ -208,8 +214,9 @@ mx::array add_bias(TranslationContext& ctx, const NodeDesc& n, mx::array y_cl) {
 
 void translate_conv(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
-  mx::array x = ctx.input(n, 0);
-  mx::array w = ctx.input(n, 1);
+  const mx::Dtype dt = ctx.input(n, 0).dtype();
+  mx::array x = widen(ctx.input(n, 0), s);
+  mx::array w = widen(ctx.input(n, 1), s);
   const size_t rank = x.ndim();
   if (w.ndim() != rank) throw std::runtime_error("W rank differs from X rank");
   check_kernel_shape(n, w);
@@ -237,13 +244,15 @@ void translate_conv(TranslationContext& ctx, const NodeDesc& n) {
                    groups, /*flip=*/false, s);
   }
   y_cl = add_bias(ctx, n, y_cl);
-  ctx.bind_output(n, 0, mx::transpose(y_cl, to_channels_first(rank), s));
+  mx::array y = mx::transpose(y_cl, to_channels_first(rank), s);
+  ctx.bind_output(n, 0, dt == mx::float32 ? y : mx::astype(y, dt, s));
 }
 
 void translate_conv_transpose(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
-  mx::array x = ctx.input(n, 0);
-  mx::array w = ctx.input(n, 1);
+  const mx::Dtype dt = ctx.input(n, 0).dtype();
+  mx::array x = widen(ctx.input(n, 0), s);
+  mx::array w = widen(ctx.input(n, 1), s);
   const size_t rank = x.ndim();
   const size_t nd = rank - 2;
   if (w.ndim() != rank) throw std::runtime_error("W rank differs from X rank");
@@ -335,7 +344,8 @@ void translate_conv_transpose(TranslationContext& ctx, const NodeDesc& n) {
     if (crop) y_cl = mx::slice(y_cl, start, stop, s);
   }
   y_cl = add_bias(ctx, n, y_cl);
-  ctx.bind_output(n, 0, mx::transpose(y_cl, to_channels_first(rank), s));
+  mx::array y = mx::transpose(y_cl, to_channels_first(rank), s);
+  ctx.bind_output(n, 0, dt == mx::float32 ? y : mx::astype(y, dt, s));
 }
 
 }  // namespace

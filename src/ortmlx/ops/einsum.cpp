@@ -91,8 +91,7 @@ ClaimResult claim_einsum(const ClaimContext& c) {
   if (!r.ok) return r;
   ORTMLX_REQUIRE(c.node().has_attr("equation"), "the equation attribute is missing");
   for (size_t i = 0; i < c.num_inputs(); ++i) {
-    r = require_input_type(c, i, [](ElemType t) { return t == ElemType::kFloat; },
-                           "float32 only");
+    r = require_input_type(c, i, is_float_type, "float16/bfloat16/float32 only");
     if (!r.ok) return r;
   }
   Equation eq;
@@ -163,6 +162,16 @@ mx::array merge_axes(const mx::array& x, int from, int count, mx::StreamOrDevice
   return mx::reshape(x, shape, s);
 }
 
+// Half types: summed in float32, rounded once (ORT's CPU EP runs float16 Einsum through float32;
+// bfloat16, which it has no kernel for, is tested against its float32 result).
+mx::array in32(const mx::array& a, mx::StreamOrDevice s) {
+  return a.dtype() == mx::float32 ? a : mx::astype(a, mx::float32, s);
+}
+
+mx::array narrowed(const mx::array& y, mx::Dtype dt, mx::StreamOrDevice s) {
+  return y.dtype() == dt ? y : mx::astype(y, dt, s);
+}
+
 void translate_einsum(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   Equation eq;
@@ -170,13 +179,13 @@ void translate_einsum(TranslationContext& ctx, const NodeDesc& n) {
   if (!why.empty()) throw std::runtime_error("Einsum: " + why);
   if (eq.inputs.size() == 1) {
     std::string l = eq.inputs[0];
-    mx::array x = reduce_operand(ctx.input(n, 0), l, eq.output, s);
-    ctx.bind_output(n, 0, to_order(x, l, eq.output, s));
+    mx::array x = reduce_operand(in32(ctx.input(n, 0), s), l, eq.output, s);
+    ctx.bind_output(n, 0, narrowed(to_order(x, l, eq.output, s), ctx.input(n, 0).dtype(), s));
     return;
   }
   std::string la = eq.inputs[0], lb = eq.inputs[1];
-  mx::array a = reduce_operand(ctx.input(n, 0), la, eq.output + lb, s);
-  mx::array b = reduce_operand(ctx.input(n, 1), lb, eq.output + la, s);
+  mx::array a = reduce_operand(in32(ctx.input(n, 0), s), la, eq.output + lb, s);
+  mx::array b = reduce_operand(in32(ctx.input(n, 1), s), lb, eq.output + la, s);
   auto in = [](const std::string& str, char ch) { return str.find(ch) != std::string::npos; };
   // Letter groups: batch (both operands, output), left (a only), right (b only), contracted
   // (both, not the output). After reduce_operand every letter is in the output or in both.
@@ -229,7 +238,7 @@ void translate_einsum(TranslationContext& ctx, const NodeDesc& n) {
     y = mx::reshape(matmul_any(a, b, s), shape, s);
     ly = batch + left + right;
   }
-  ctx.bind_output(n, 0, to_order(y, ly, eq.output, s));
+  ctx.bind_output(n, 0, narrowed(to_order(y, ly, eq.output, s), ctx.input(n, 0).dtype(), s));
 }
 
 }  // namespace

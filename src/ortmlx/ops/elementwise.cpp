@@ -206,10 +206,11 @@ void translate_gelu(TranslationContext& ctx, const NodeDesc& n) {
       n, 0, gelu(ctx.input(n, 0), n.attr_string("approximate", "none") == "tanh", ctx.stream()));
 }
 
-// ---- Types for the ops added in issue 9: what is implemented and tested against ORT's CPU EP.
-// bfloat16 is left out there (no test path); ORT's CPU EP has no int16/uint16 Min/Max kernel.
+// ---- Types for the ops added in issue 9: what is implemented and tested against ORT's CPU EP
+// (bfloat16, which ORT's CPU EP has no kernels for, against its float32 result rounded to
+// bfloat16). ORT's CPU EP has no int16/uint16 Min/Max kernel.
 bool f32_f16(ElemType t) {
-  return t == ElemType::kFloat || t == ElemType::kFloat16;
+  return is_float_type(t);
 }
 bool f32_f16_or_int(ElemType t) {
   return f32_f16(t) || is_int_type(t);
@@ -239,14 +240,22 @@ ClaimFn claim_variadic(bool (*pred)(ElemType), const char* what) {
 
 // Folds left to right (input 0 op input 1, then op input 2, ...), the order ORT's CPU EP adds in.
 // Mean divides the sum by the input count.
+// bfloat16 Sum/Mean accumulate in float32 and round once (the float32 reference: ORT's CPU EP
+// has no bfloat16 kernel); Min/Max are exact in any type.
 TranslateFn translate_variadic(BinaryFn fn, bool mean) {
   return [fn, mean](TranslationContext& ctx, const NodeDesc& n) {
     const auto s = ctx.stream();
     mx::array acc = ctx.input(n, 0);
-    for (size_t i = 1; i < n.inputs.size(); ++i) acc = fn(acc, ctx.input(n, i), s);
+    const mx::Dtype dt = acc.dtype();
+    const bool widen = dt == mx::bfloat16 && fn == static_cast<BinaryFn>(mx::add);
+    if (widen) acc = mx::astype(acc, mx::float32, s);
+    for (size_t i = 1; i < n.inputs.size(); ++i) {
+      const mx::array next = ctx.input(n, i);
+      acc = fn(acc, widen ? mx::astype(next, mx::float32, s) : next, s);
+    }
     if (mean && n.inputs.size() > 1)
       acc = mx::divide(acc, mx::array(static_cast<float>(n.inputs.size()), acc.dtype()), s);
-    ctx.bind_output(n, 0, acc);
+    ctx.bind_output(n, 0, widen ? mx::astype(acc, dt, s) : acc);
   };
 }
 
@@ -261,7 +270,7 @@ ClaimResult claim_mod(const ClaimContext& c) {
   const int64_t fmod = c.node().attr_int("fmod", 0);
   ORTMLX_REQUIRE(fmod == 0 || fmod == 1, "fmod must be 0 or 1");
   for (size_t i = 0; i < 2; ++i) {
-    r = require_input_type(c, i, f32_f16_or_int, "float32, float16 or integer");
+    r = require_input_type(c, i, f32_f16_or_int, "float16/bfloat16/float32 or integer");
     if (!r.ok) return r;
   }
   r = require_same_types(c);
@@ -317,7 +326,7 @@ ClaimResult claim_clip(const ClaimContext& c) {
   auto r = refuse_unknown_attrs(c, {});
   if (!r.ok) return r;
   // int16/uint16: ORT's CPU EP has no Clip kernel for them to match against.
-  r = require_input_type(c, 0, clip_type, "float32, float16, int8/32/64 or uint8/32/64");
+  r = require_input_type(c, 0, clip_type, "float16/bfloat16/float32, int8/32/64 or uint8/32/64");
   if (!r.ok) return r;
   for (size_t i = 1; i < c.num_inputs(); ++i) {
     if (!c.has_input(i)) continue;
@@ -336,8 +345,10 @@ void translate_clip(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   mx::array y = ctx.input(n, 0);
   const bool is_float = mx::issubdtype(y.dtype(), mx::floating);
-  const double finite_max = y.dtype() == mx::float16 ? 65504.0
-                                                     : double(std::numeric_limits<float>::max());
+  // The type's largest finite value (float32's rounds to inf in bfloat16).
+  const double finite_max = y.dtype() == mx::float16    ? 65504.0
+                            : y.dtype() == mx::bfloat16 ? 3.3895313892515355e38
+                                                        : double(std::numeric_limits<float>::max());
   auto bound = [&](size_t i, double fallback) -> std::optional<mx::array> {
     if (n.inputs.size() > i && !n.inputs[i].empty())
       return mx::reshape(ctx.input(n, i), {}, s);
@@ -355,8 +366,9 @@ ClaimFn claim_unary_new(bool ints) {
     ORTMLX_REQUIRE(c.num_inputs() == 1, "expects 1 input");
     auto r = refuse_unknown_attrs(c, {});
     if (!r.ok) return r;
-    r = require_input_type(c, 0, ints ? f32_f16_or_int : f32_f16,
-                           ints ? "float32, float16 or integer" : "float32/float16 only");
+    r = require_input_type(
+        c, 0, ints ? f32_f16_or_int : f32_f16,
+        ints ? "float16/bfloat16/float32 or integer" : "float16/bfloat16/float32 only");
     if (!r.ok) return r;
     return require_same_types(c);
   };
@@ -396,7 +408,7 @@ ClaimResult claim_dropout(const ClaimContext& c) {
   ORTMLX_REQUIRE(c.num_inputs() >= 1 && c.num_inputs() <= 3, "expects 1 to 3 inputs");
   auto r = refuse_unknown_attrs(c, {"seed"});
   if (!r.ok) return r;
-  r = require_input_type(c, 0, f32_f16, "float32/float16 only");
+  r = require_input_type(c, 0, f32_f16, "float16/bfloat16/float32 only");
   if (!r.ok) return r;
   if (c.has_input(2)) {
     const ConstTensor* t = c.constant_input(2);
@@ -443,14 +455,16 @@ void register_elementwise_ops(OpRegistry& r) {
   r.add("", "Gelu", 20, 1 << 30, claim_gelu, translate_gelu);
   // Issue 9 coverage; opsets from 13 (the first version for later ops).
   r.add("", "Max", 13, 1 << 30,
-        claim_variadic(min_max_type, "float32, float16, int8, int32, int64, uint8, uint32, uint64"),
+        claim_variadic(min_max_type,
+                       "float16/bfloat16/float32, int8, int32, int64, uint8, uint32, uint64"),
         translate_variadic(mx::maximum, false));
   r.add("", "Min", 13, 1 << 30,
-        claim_variadic(min_max_type, "float32, float16, int8, int32, int64, uint8, uint32, uint64"),
+        claim_variadic(min_max_type,
+                       "float16/bfloat16/float32, int8, int32, int64, uint8, uint32, uint64"),
         translate_variadic(mx::minimum, false));
-  r.add("", "Sum", 13, 1 << 30, claim_variadic(f32_f16, "float32/float16 only"),
+  r.add("", "Sum", 13, 1 << 30, claim_variadic(f32_f16, "float16/bfloat16/float32 only"),
         translate_variadic(mx::add, false));
-  r.add("", "Mean", 13, 1 << 30, claim_variadic(f32_f16, "float32/float16 only"),
+  r.add("", "Mean", 13, 1 << 30, claim_variadic(f32_f16, "float16/bfloat16/float32 only"),
         translate_variadic(mx::add, true));
   r.add("", "Mod", 13, 1 << 30, claim_mod, translate_mod);
   r.add("", "Clip", 13, 1 << 30, claim_clip, translate_clip);

@@ -1,5 +1,8 @@
 // Local normalisation family: LRN (cross-channel window), MeanVarianceNormalization, and
-// ReverseSequence (a gather along the time axis). float32 (ReverseSequence also int64).
+// ReverseSequence (a gather along the time axis). float32 (ReverseSequence also int64); LRN and
+// MeanVarianceNormalization take float16/bfloat16 too, computed in float32 and rounded once (ORT's
+// CPU EP runs float16 through float32; bfloat16, which it has no kernel for, is tested against
+// its float32 result).
 //
 // LRN sums x^2 over the channel window [c - floor((size-1)/2), c + ceil((size-1)/2)] clipped to
 // [0, C): the squares are zero-padded along axis 1 and `size` shifted slices added up.
@@ -26,7 +29,7 @@ ClaimResult claim_lrn(const ClaimContext& c) {
   ORTMLX_REQUIRE(c.num_inputs() == 1 && c.num_outputs() == 1, "expects 1 input and 1 output");
   auto r = refuse_unknown_attrs(c, {"alpha", "beta", "bias", "size"});
   if (!r.ok) return r;
-  r = require_input_type(c, 0, [](ElemType t) { return t == ElemType::kFloat; }, "float32 only");
+  r = require_input_type(c, 0, is_float_type, "float16/bfloat16/float32 only");
   if (!r.ok) return r;
   r = require_same_types(c);
   if (!r.ok) return r;
@@ -41,9 +44,18 @@ ClaimResult claim_lrn(const ClaimContext& c) {
   return ClaimResult::yes();
 }
 
+mx::array in32(const mx::array& a, mx::StreamOrDevice s) {
+  return a.dtype() == mx::float32 ? a : mx::astype(a, mx::float32, s);
+}
+
+mx::array narrowed(const mx::array& y, mx::Dtype dt, mx::StreamOrDevice s) {
+  return y.dtype() == dt ? y : mx::astype(y, dt, s);
+}
+
 void translate_lrn(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
-  mx::array x = ctx.input(n, 0);
+  const mx::Dtype dt = ctx.input(n, 0).dtype();
+  mx::array x = in32(ctx.input(n, 0), s);
   const int64_t size = n.attr_int("size", 1);
   if (size < 1) throw std::runtime_error("size must be positive");
   const float alpha = n.attr_float("alpha", 1e-4f);
@@ -64,7 +76,7 @@ void translate_lrn(TranslationContext& ctx, const NodeDesc& n) {
   }
   mx::array denom = mx::add(mx::multiply(sum, mx::array(alpha / static_cast<float>(size)), s),
                             mx::array(bias), s);
-  ctx.bind_output(n, 0, mx::divide(x, mx::power(denom, mx::array(beta), s), s));
+  ctx.bind_output(n, 0, narrowed(mx::divide(x, mx::power(denom, mx::array(beta), s), s), dt, s));
 }
 
 // ---------------------------------------------------------------- MeanVarianceNormalization
@@ -73,7 +85,7 @@ ClaimResult claim_mvn(const ClaimContext& c) {
   ORTMLX_REQUIRE(c.num_inputs() == 1 && c.num_outputs() == 1, "expects 1 input and 1 output");
   auto r = refuse_unknown_attrs(c, {"axes"});
   if (!r.ok) return r;
-  r = require_input_type(c, 0, [](ElemType t) { return t == ElemType::kFloat; }, "float32 only");
+  r = require_input_type(c, 0, is_float_type, "float16/bfloat16/float32 only");
   if (!r.ok) return r;
   r = require_same_types(c);
   if (!r.ok) return r;
@@ -87,7 +99,8 @@ ClaimResult claim_mvn(const ClaimContext& c) {
 
 void translate_mvn(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
-  mx::array x = ctx.input(n, 0);
+  const mx::Dtype dt = ctx.input(n, 0).dtype();
+  mx::array x = in32(ctx.input(n, 0), s);
   const int rank = static_cast<int>(x.ndim());
   const auto attr = n.attr_ints("axes");
   std::vector<int64_t> a = attr ? *attr : std::vector<int64_t>{0, 2, 3};
@@ -99,7 +112,7 @@ void translate_mvn(TranslationContext& ctx, const NodeDesc& n) {
   mx::array d = mx::subtract(x, mean, s);
   mx::array var = mx::mean(mx::square(d, s), axes, true, s);
   mx::array den = mx::add(mx::sqrt(var, s), mx::array(1e-9f), s);
-  ctx.bind_output(n, 0, mx::divide(d, den, s));
+  ctx.bind_output(n, 0, narrowed(mx::divide(d, den, s), dt, s));
 }
 
 // ---------------------------------------------------------------- ReverseSequence

@@ -1,5 +1,6 @@
-// Pooling family: MaxPool, AveragePool (1-D to 3-D windows: kernel, strides, pads, dilations,
-// ceil_mode, auto_pad, count_include_pad), LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool.
+// Pooling family: MaxPool (with its Indices output), AveragePool (1-D to 3-D windows: kernel,
+// strides, pads, dilations, ceil_mode, auto_pad, count_include_pad), LpPool, GlobalAveragePool,
+// GlobalMaxPool, GlobalLpPool.
 //
 // Windows are taken as a strided view (mx::as_strided) of the padded NCHW input:
 // (N, C, out..., k...) with stride*s along the output axes and dilation*s along the window axes,
@@ -27,10 +28,10 @@ using namespace ortmlx::ops;
 
 ClaimResult claim_pool(const ClaimContext& c, bool is_max, bool is_lp = false) {
   ORTMLX_REQUIRE(c.num_inputs() == 1, "expects 1 input");
-  ORTMLX_REQUIRE(c.num_outputs() == 1, is_max ? "the Indices output is not implemented"
-                                              : "expects 1 output");
-  auto r = is_max ? refuse_unknown_attrs(c, {"auto_pad", "ceil_mode", "dilations", "kernel_shape",
-                                             "pads", "storage_order", "strides"})
+  ORTMLX_REQUIRE(c.num_outputs() == 1 || (is_max && c.num_outputs() == 2),
+                 is_max ? "expects 1 or 2 outputs" : "expects 1 output");
+  auto r = is_max  ? refuse_unknown_attrs(c, {"auto_pad", "ceil_mode", "dilations", "kernel_shape",
+                                              "pads", "storage_order", "strides"})
            : is_lp ? refuse_unknown_attrs(c, {"auto_pad", "ceil_mode", "dilations", "kernel_shape",
                                               "p", "pads", "strides"})
                    : refuse_unknown_attrs(c, {"auto_pad", "ceil_mode", "count_include_pad",
@@ -41,12 +42,11 @@ ClaimResult claim_pool(const ClaimContext& c, bool is_max, bool is_lp = false) {
     r = require_input_type(
         c, 0,
         [](ElemType t) {
-          return t == ElemType::kFloat || t == ElemType::kInt8 || t == ElemType::kUInt8;
+          return is_float_type(t) || t == ElemType::kInt8 || t == ElemType::kUInt8;
         },
-        "float32, int8 or uint8 only");
+        "float16/bfloat16/float32, int8 or uint8 only");
   } else {
-    r = require_input_type(c, 0, [](ElemType t) { return t == ElemType::kFloat; },
-                           "float32 only");
+    r = require_input_type(c, 0, is_float_type, "float16/bfloat16/float32 only");
   }
   if (!r.ok) return r;
   r = require_same_types(c);
@@ -80,8 +80,12 @@ ClaimResult claim_pool(const ClaimContext& c, bool is_max, bool is_lp = false) {
   const int64_t ceil_mode = n.attr_int("ceil_mode", 0);
   ORTMLX_REQUIRE(ceil_mode == 0 || ceil_mode == 1, "ceil_mode must be 0 or 1");
   if (is_max) {
-    ORTMLX_REQUIRE(n.attr_int("storage_order", 0) == 0 || c.num_outputs() == 1,
-                   "storage_order only matters for Indices");
+    const int64_t so = n.attr_int("storage_order", 0);
+    ORTMLX_REQUIRE(so == 0 || so == 1, "storage_order must be 0 or 1");
+    if (c.num_outputs() == 2 && !n.outputs[1].empty()) {
+      const ElemType it = c.output_type(1);
+      ORTMLX_REQUIRE(it == ElemType::kUndefined || it == ElemType::kInt64, "Indices must be int64");
+    }
   } else if (!is_lp) {
     const int64_t cip = n.attr_int("count_include_pad", 0);
     ORTMLX_REQUIRE(cip == 0 || cip == 1, "count_include_pad must be 0 or 1");
@@ -89,12 +93,26 @@ ClaimResult claim_pool(const ClaimContext& c, bool is_max, bool is_lp = false) {
   return ClaimResult::yes();
 }
 
+// Half types: max pools are exact in them; the averaging pools are computed in float32 and
+// rounded once (ORT's CPU EP runs float16 pools through float32; it has no bfloat16 kernels, so
+// bfloat16 is tested against its float32 result rounded to bfloat16).
+mx::array widen(const mx::array& a, mx::StreamOrDevice s) {
+  return a.dtype() == mx::float32 || !mx::issubdtype(a.dtype(), mx::floating)
+             ? a
+             : mx::astype(a, mx::float32, s);
+}
+
+void bind_narrowed(TranslationContext& ctx, const NodeDesc& n, const mx::array& y, mx::Dtype dt) {
+  ctx.bind_output(n, 0, y.dtype() == dt ? y : mx::astype(y, dt, ctx.stream()));
+}
+
 // ORT's pools accept an empty input only through N = 0 (pool_attributes.h: "Only N can be
 // zero"); an empty channel or spatial dim is an error there, so it is one here too.
 void require_only_n_empty(const mx::array& x) {
   if (x.size() == 0 && x.shape(0) != 0)
-    throw std::runtime_error("an empty input must have N = 0 (ORT rejects an empty channel or "
-                             "spatial dim)");
+    throw std::runtime_error(
+        "an empty input must have N = 0 (ORT rejects an empty channel or "
+        "spatial dim)");
 }
 
 struct PoolGeometry {
@@ -228,13 +246,114 @@ void translate_max_pool(TranslationContext& ctx, const NodeDesc& n) {
   ctx.bind_output(n, 0, mx::max(windows(xp, g, s), window_axes(x.ndim() - 2), false, s));
 }
 
-void translate_avg_pool(TranslationContext& ctx, const NodeDesc& n) {
+// The lowest finite value of the type: ORT's value for a window that lies wholly in the padding.
+mx::array lowest_finite(mx::Dtype dt) {
+  if (dt == mx::float16) return mx::array(-65504.0f, mx::float16);
+  if (dt == mx::float32) return mx::array(std::numeric_limits<float>::lowest(), mx::float32);
+  return lowest(dt);
+}
+
+// MaxPool with its Indices output, as ORT's CPU kernel computes both (measured on ORT 1.30): in
+// each window the first element that lies on the data (scanning the window row-major) is taken,
+// then only a strictly greater one replaces it. So a NaN wins only when it comes first, ties keep
+// the first position, and a window wholly in the padding gives the type's lowest finite value
+// with position -1 in every spatial dim. The index is (n * C + c) * prod(spatial) plus the
+// position flattened row-major (storage_order 0) or column-major (storage_order 1).
+void translate_max_pool_indices(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   mx::array x = ctx.input(n, 0);
   const PoolGeometry g = pool_geometry(n, x);
   const mx::Shape out = output_shape(x, g);
+  const size_t nd = x.ndim() - 2;
   if (x.size() == 0 || std::any_of(out.begin(), out.end(), [](int d) { return d == 0; })) {
     ctx.bind_output(n, 0, mx::zeros(out, x.dtype(), s));
+    ctx.bind_output(n, 1, mx::zeros(out, mx::int64, s));
+    return;
+  }
+  // (N, C, out..., K) windows of the data and of a mask of the positions on the data.
+  mx::Shape flat = out;
+  int64_t window_size = 1;
+  for (int64_t k : g.kernel) window_size = checked_mul(window_size, k, "kernel size");
+  flat.push_back(checked_int(window_size, "kernel size"));
+  const int last = static_cast<int>(flat.size()) - 1;
+  const mx::array w =
+      mx::reshape(windows(pad_for_windows(x, g, mx::array(0, x.dtype()), s), g, s), flat, s);
+  mx::Shape mshape{1, 1};
+  for (size_t i = 0; i < nd; ++i) mshape.push_back(x.shape(2 + static_cast<int>(i)));
+  mx::Shape mflat{1, 1};
+  for (size_t i = 0; i < nd; ++i) mflat.push_back(out[2 + i]);
+  mflat.push_back(flat.back());
+  const mx::array valid = mx::reshape(
+      windows(pad_for_windows(mx::ones(mshape, mx::bool_, s), g, mx::array(false), s), g, s), mflat,
+      s);
+  mx::Shape one = flat;
+  one.back() = 1;
+  const mx::array first = mx::broadcast_to(mx::argmax(valid, last, true, s), one, s);
+  const mx::array any_valid = mx::broadcast_to(mx::any(valid, last, true, s), one, s);
+  const bool is_float = mx::issubdtype(x.dtype(), mx::floating);
+  // The best later candidate: the first maximum over the data's non-NaN elements.
+  const mx::array low = lowest(x.dtype());
+  mx::array candidate = mx::broadcast_to(valid, flat, s);
+  if (is_float) candidate = mx::logical_and(candidate, mx::logical_not(mx::isnan(w, s), s), s);
+  const mx::array key = mx::where(candidate, w, low, s);
+  const mx::array best = mx::argmax(key, last, true, s);
+  // The first element stays when it is NaN or when nothing is greater than the lowest value
+  // (it is then the lowest value itself, or every other element is NaN).
+  mx::array keep_first = mx::equal(mx::max(key, last, true, s), low, s);
+  if (is_float)
+    keep_first =
+        mx::logical_or(keep_first, mx::isnan(mx::take_along_axis(w, first, last, s), s), s);
+  const mx::array k = mx::astype(mx::where(keep_first, first, best, s), mx::int64, s);
+  const mx::array value =
+      mx::where(any_valid, mx::take_along_axis(w, k, last, s), lowest_finite(x.dtype()), s);
+  // Spatial positions: output position * stride - leading pad + kernel offset * dilation, or -1
+  // in every dim for a window wholly in the padding.
+  mx::array index = mx::zeros(one, mx::int64, s);
+  int64_t inner = window_size;  // product of the kernel dims after dim i
+  int64_t coef_row = 1, coef_col = 1;
+  std::vector<int64_t> coef(nd);
+  for (size_t i = nd; i-- > 0;) {
+    coef[i] = coef_row;
+    coef_row *= x.shape(2 + static_cast<int>(i));
+  }
+  const bool col_major = n.attr_int("storage_order", 0) == 1;
+  for (size_t i = 0; i < nd; ++i) {
+    if (col_major) {
+      coef[i] = coef_col;
+      coef_col *= x.shape(2 + static_cast<int>(i));
+    }
+    inner /= g.kernel[i];
+    const mx::array offset =
+        mx::remainder(mx::floor_divide(k, mx::array(inner), s), mx::array(g.kernel[i]), s);
+    mx::Shape oshape(flat.size(), 1);
+    oshape[2 + i] = out[2 + i];
+    const mx::array o =
+        mx::reshape(mx::arange(0.0, double(out[2 + i]), 1.0, mx::int64, s), oshape, s);
+    mx::array pos =
+        mx::add(mx::subtract(mx::multiply(o, mx::array(g.stride[i]), s), mx::array(g.pad_lo[i]), s),
+                mx::multiply(offset, mx::array(g.dil[i]), s), s);
+    pos = mx::where(any_valid, pos, mx::array(int64_t{-1}), s);
+    index = mx::add(index, mx::multiply(pos, mx::array(coef[i]), s), s);
+  }
+  const int64_t x_step = coef_row;
+  mx::Shape nshape(flat.size(), 1);
+  nshape[0] = out[0];
+  nshape[1] = out[1];
+  const mx::array nc = mx::reshape(
+      mx::arange(0.0, double(checked_mul(out[0], out[1], "N * C")), 1.0, mx::int64, s), nshape, s);
+  index = mx::add(index, mx::multiply(nc, mx::array(x_step), s), s);
+  ctx.bind_output(n, 0, mx::squeeze(value, last, s));
+  ctx.bind_output(n, 1, mx::squeeze(index, last, s));
+}
+
+void translate_avg_pool(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  const mx::Dtype dt = ctx.input(n, 0).dtype();
+  mx::array x = widen(ctx.input(n, 0), s);
+  const PoolGeometry g = pool_geometry(n, x);
+  const mx::Shape out = output_shape(x, g);
+  if (x.size() == 0 || std::any_of(out.begin(), out.end(), [](int d) { return d == 0; })) {
+    ctx.bind_output(n, 0, mx::zeros(out, dt, s));
     return;
   }
   const size_t nd = x.ndim() - 2;
@@ -259,22 +378,23 @@ void translate_avg_pool(TranslationContext& ctx, const NodeDesc& n) {
     mask = mx::pad(mask, pax, lo, hi, mx::array(1.0f), "constant", s);
     mx::array mp = pad_for_windows(mask, inner, mx::array(0.0f), s);
     mx::array count = mx::sum(windows(mp, g, s), axes, false, s);
-    ctx.bind_output(n, 0, mx::divide(sum, count, s));
+    bind_narrowed(ctx, n, mx::divide(sum, count, s), dt);
     return;
   }
   mx::array mp = pad_for_windows(mask, g, mx::array(0.0f), s);
   mx::array count = mx::sum(windows(mp, g, s), axes, false, s);
-  ctx.bind_output(n, 0, mx::divide(sum, count, s));
+  bind_narrowed(ctx, n, mx::divide(sum, count, s), dt);
 }
 
 // LpPool: (sum over the window of |x|^p)^(1/p); pads add nothing (zero fill).
 void translate_lp_pool(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
-  mx::array x = ctx.input(n, 0);
+  const mx::Dtype dt = ctx.input(n, 0).dtype();
+  mx::array x = widen(ctx.input(n, 0), s);
   const PoolGeometry g = pool_geometry(n, x);
   const mx::Shape out = output_shape(x, g);
   if (x.size() == 0 || std::any_of(out.begin(), out.end(), [](int d) { return d == 0; })) {
-    ctx.bind_output(n, 0, mx::zeros(out, x.dtype(), s));
+    ctx.bind_output(n, 0, mx::zeros(out, dt, s));
     return;
   }
   const float p = static_cast<float>(n.attr_int("p", 2));
@@ -285,7 +405,7 @@ void translate_lp_pool(TranslationContext& ctx, const NodeDesc& n) {
   mx::array y = p == 1.0f   ? sum
                 : p == 2.0f ? mx::sqrt(sum, s)
                             : mx::power(sum, mx::array(1.0f / p), s);
-  ctx.bind_output(n, 0, y);
+  bind_narrowed(ctx, n, y, dt);
 }
 
 ClaimResult claim_global_pool(const ClaimContext& c, bool is_lp = false) {
@@ -293,7 +413,7 @@ ClaimResult claim_global_pool(const ClaimContext& c, bool is_lp = false) {
   auto r = is_lp ? refuse_unknown_attrs(c, {"p"}) : refuse_unknown_attrs(c, {});
   if (!r.ok) return r;
   if (is_lp) ORTMLX_REQUIRE(c.node().attr_int("p", 2) >= 1, "p must be at least 1");
-  r = require_input_type(c, 0, [](ElemType t) { return t == ElemType::kFloat; }, "float32 only");
+  r = require_input_type(c, 0, is_float_type, "float16/bfloat16/float32 only");
   if (!r.ok) return r;
   r = require_same_types(c);
   if (!r.ok) return r;
@@ -319,9 +439,10 @@ bool bind_empty_global(TranslationContext& ctx, const NodeDesc& n, const mx::arr
 }
 
 void translate_global_avg(TranslationContext& ctx, const NodeDesc& n) {
-  mx::array x = ctx.input(n, 0);
+  const mx::array x = ctx.input(n, 0);
   if (bind_empty_global(ctx, n, x)) return;
-  ctx.bind_output(n, 0, mx::mean(x, spatial_axes(x), true, ctx.stream()));
+  bind_narrowed(ctx, n, mx::mean(widen(x, ctx.stream()), spatial_axes(x), true, ctx.stream()),
+                x.dtype());
 }
 
 void translate_global_max(TranslationContext& ctx, const NodeDesc& n) {
@@ -332,32 +453,45 @@ void translate_global_max(TranslationContext& ctx, const NodeDesc& n) {
 
 void translate_global_lp(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
-  mx::array x = mx::abs(ctx.input(n, 0), s);
-  if (bind_empty_global(ctx, n, x)) return;
+  const mx::Dtype dt = ctx.input(n, 0).dtype();
+  mx::array x = mx::abs(widen(ctx.input(n, 0), s), s);
+  if (bind_empty_global(ctx, n, ctx.input(n, 0))) return;
   const float p = static_cast<float>(n.attr_int("p", 2));
   mx::array pw = p == 1.0f ? x : p == 2.0f ? mx::square(x, s) : mx::power(x, mx::array(p), s);
   mx::array sum = mx::sum(pw, spatial_axes(x), true, s);
   mx::array y = p == 1.0f   ? sum
                 : p == 2.0f ? mx::sqrt(sum, s)
                             : mx::power(sum, mx::array(1.0f / p), s);
-  ctx.bind_output(n, 0, y);
+  bind_narrowed(ctx, n, y, dt);
 }
 
 }  // namespace
 
 void register_pool_ops(OpRegistry& r) {
-  r.add("", "MaxPool", 12, 1 << 30, [](const ClaimContext& c) { return claim_pool(c, true); },
-        translate_max_pool);
-  r.add("", "AveragePool", 11, 1 << 30, [](const ClaimContext& c) { return claim_pool(c, false); },
-        translate_avg_pool);
-  r.add("", "GlobalAveragePool", 1, 1 << 30,
-        [](const ClaimContext& c) { return claim_global_pool(c); }, translate_global_avg);
-  r.add("", "GlobalMaxPool", 1, 1 << 30,
-        [](const ClaimContext& c) { return claim_global_pool(c); }, translate_global_max);
-  r.add("", "LpPool", 11, 1 << 30,
-        [](const ClaimContext& c) { return claim_pool(c, false, true); }, translate_lp_pool);
-  r.add("", "GlobalLpPool", 2, 1 << 30,
-        [](const ClaimContext& c) { return claim_global_pool(c, true); }, translate_global_lp);
+  r.add(
+      "", "MaxPool", 12, 1 << 30, [](const ClaimContext& c) { return claim_pool(c, true); },
+      [](TranslationContext& ctx, const NodeDesc& n) {
+        if (n.outputs.size() > 1 && !n.outputs[1].empty()) {
+          translate_max_pool_indices(ctx, n);
+        } else {
+          translate_max_pool(ctx, n);
+        }
+      });
+  r.add(
+      "", "AveragePool", 11, 1 << 30, [](const ClaimContext& c) { return claim_pool(c, false); },
+      translate_avg_pool);
+  r.add(
+      "", "GlobalAveragePool", 1, 1 << 30,
+      [](const ClaimContext& c) { return claim_global_pool(c); }, translate_global_avg);
+  r.add(
+      "", "GlobalMaxPool", 1, 1 << 30, [](const ClaimContext& c) { return claim_global_pool(c); },
+      translate_global_max);
+  r.add(
+      "", "LpPool", 11, 1 << 30, [](const ClaimContext& c) { return claim_pool(c, false, true); },
+      translate_lp_pool);
+  r.add(
+      "", "GlobalLpPool", 2, 1 << 30,
+      [](const ClaimContext& c) { return claim_global_pool(c, true); }, translate_global_lp);
 }
 
 }  // namespace ortmlx

@@ -38,6 +38,17 @@ bool input_is_empty_const(const ClaimContext& c, size_t i) {
   return t && t->numel() == 0;
 }
 
+// Resize's axes attribute (opset 18): scales/sizes list only those axes, the others keep their
+// size. Spreads `v` over a rank-long vector, `keep` elsewhere (v as is without axes).
+template <typename T>
+std::vector<T> full_rank(const std::vector<T>& v, const std::vector<int>& axes, int64_t rank,
+                         T keep) {
+  if (axes.empty()) return v;
+  std::vector<T> out(static_cast<size_t>(rank), keep);
+  for (size_t i = 0; i < axes.size() && i < v.size(); ++i) out[static_cast<size_t>(axes[i])] = v[i];
+  return out;
+}
+
 ClaimResult claim_resize(const ClaimContext& c) {
   ORTMLX_REQUIRE(c.num_inputs() >= 1 && c.num_inputs() <= 4 && c.num_outputs() == 1,
                  "expects 1 to 4 inputs and 1 output");
@@ -54,19 +65,29 @@ ClaimResult claim_resize(const ClaimContext& c) {
     r = require_input_type(
         c, 0,
         [](ElemType t) {
-          return t == ElemType::kFloat || t == ElemType::kUInt8 || t == ElemType::kInt8 ||
+          return is_float_type(t) || t == ElemType::kUInt8 || t == ElemType::kInt8 ||
                  t == ElemType::kInt32;
         },
-        "nearest: float32, uint8, int8 or int32");
+        "nearest: float16/bfloat16/float32, uint8, int8 or int32");
   } else {
-    r = require_input_type(c, 0, [](ElemType t) { return t == ElemType::kFloat; },
-                           "linear/cubic: float32 only");
+    // Half types are interpolated in float32 and rounded once (ORT's CPU EP runs float16
+    // Resize through float32; bfloat16, which it has no kernel for, is tested against that).
+    r = require_input_type(c, 0, is_float_type, "linear/cubic: float16/bfloat16/float32 only");
   }
   if (!r.ok) return r;
   ORTMLX_REQUIRE(c.output_type(0) == ElemType::kUndefined || c.output_type(0) == c.input_type(0),
                  "output type differs from X");
   ORTMLX_REQUIRE(n.attr_int("antialias", 0) == 0, "antialias=1 is not implemented");
-  ORTMLX_REQUIRE(!n.has_attr("axes"), "the axes attribute is not implemented");
+  std::vector<int> axes;
+  if (n.has_attr("axes")) {
+    ORTMLX_REQUIRE(n.since_version >= 18, "the axes attribute before opset 18");
+    ORTMLX_REQUIRE(c.input_rank(0) >= 1, "X rank must be known");
+    std::string why;
+    auto a =
+        normalize_axes(n.attr_ints("axes").value_or(std::vector<int64_t>{}), c.input_rank(0), &why);
+    ORTMLX_REQUIRE(a, "axes: " + why);
+    axes = *a;
+  }
   const std::string ctm = n.attr_string("coordinate_transformation_mode", "half_pixel");
   ORTMLX_REQUIRE(ctm == "half_pixel" || ctm == "half_pixel_symmetric" ||
                      ctm == "pytorch_half_pixel" || ctm == "align_corners" || ctm == "asymmetric",
@@ -97,12 +118,16 @@ ClaimResult claim_resize(const ClaimContext& c) {
     ORTMLX_REQUIRE(scales->dtype == ElemType::kFloat && scales->shape.size() == 1,
                    "scales must be a 1-D float32 tensor");
     sc = *scales->as_double();
-    ORTMLX_REQUIRE(static_cast<int64_t>(sc.size()) == rank, "scales length differs from X rank");
+    ORTMLX_REQUIRE(static_cast<int64_t>(sc.size()) ==
+                       (axes.empty() ? rank : static_cast<int64_t>(axes.size())),
+                   "scales length differs from X rank (or the axes count)");
+    sc = full_rank(sc, axes, rank, 1.0);
     for (double v : sc) ORTMLX_REQUIRE(v > 0 && std::isfinite(v), "scales must be positive");
   } else {
     ORTMLX_REQUIRE(sizes->dtype == ElemType::kInt64 && sizes->shape.size() == 1,
                    "sizes must be a 1-D int64 tensor");
-    ORTMLX_REQUIRE(sizes->numel() == rank, "sizes length differs from X rank");
+    ORTMLX_REQUIRE(sizes->numel() == (axes.empty() ? rank : static_cast<int64_t>(axes.size())),
+                   "sizes length differs from X rank (or the axes count)");
     ORTMLX_REQUIRE(n.attr_string("keep_aspect_ratio_policy", "stretch") == "stretch",
                    "keep_aspect_ratio_policy other than stretch is not implemented");
     const std::vector<int64_t> sz = *sizes->as_int64();
@@ -120,11 +145,14 @@ ClaimResult claim_resize(const ClaimContext& c) {
                                    : (rank == 2 || rank == 4 || rank == 5 || rank == 3),
                    "mode '" + mode + "' with rank " + std::to_string(rank) + " is not implemented");
     const TensorInfo* xi = c.input(0);
-    const std::vector<int64_t> sz_all =
-        sizes ? *sizes->as_int64() : std::vector<int64_t>(static_cast<size_t>(rank), 0);
+    // -1: an axis left out of `axes`, which keeps its size.
+    const std::vector<int64_t> sz_all = sizes
+                                            ? full_rank(*sizes->as_int64(), axes, rank, int64_t{-1})
+                                            : std::vector<int64_t>(static_cast<size_t>(rank), 0);
     for (int64_t i = 0; i < rank - inner; ++i) {
-      const bool same = scales ? sc[i] == 1.0
-                               : (xi && xi->has_shape && xi->shape[i] == sz_all[i]);
+      const bool same =
+          scales ? sc[i] == 1.0
+                 : (sz_all[i] == -1 || (xi && xi->has_shape && xi->shape[i] == sz_all[i]));
       ORTMLX_REQUIRE(same, "mode '" + mode + "' only resizes the innermost " +
                                std::to_string(inner) + " axes (outer sizes must be static and kept)");
     }
@@ -253,8 +281,13 @@ void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
   if (sizes_t && sizes_t->numel() == 0) sizes_t = nullptr;
   std::vector<float> scale(rank);
   std::vector<int64_t> out(rank);
+  std::vector<int> axes;
+  if (n.has_attr("axes")) axes = normalize_axes_or_throw(*n.attr_ints("axes"), rank);
+  const size_t listed = axes.empty() ? static_cast<size_t>(rank) : axes.size();
   if (scales_t) {
-    const auto v = *scales_t->as_double();
+    auto v = *scales_t->as_double();
+    if (v.size() != listed) throw std::runtime_error("scales length differs from X rank");
+    v = full_rank(v, axes, rank, 1.0);
     for (int i = 0; i < rank; ++i) {
       scale[i] = static_cast<float>(v[i]);
       // ORT: the output size is the float product, truncated. Checked before the cast, which
@@ -267,8 +300,10 @@ void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
     }
   } else if (sizes_t) {
     out = *sizes_t->as_int64();
-    if (static_cast<int>(out.size()) != rank)
-      throw std::runtime_error("sizes length differs from X rank");
+    if (out.size() != listed) throw std::runtime_error("sizes length differs from X rank");
+    out = full_rank(out, axes, rank, int64_t{-1});
+    for (int i = 0; i < rank; ++i)
+      if (out[i] == -1) out[i] = x.shape(i);
     for (int i = 0; i < rank; ++i)
       scale[i] = static_cast<float>(out[i]) / static_cast<float>(x.shape(i));
   } else {
@@ -288,14 +323,15 @@ void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
     return;
   }
   if (x.size() == 0) throw std::runtime_error("input dim is zero but the output dim is not");
-  mx::array y = x;
+  const bool widen = mode != "nearest" && x.dtype() != mx::float32;
+  mx::array y = widen ? mx::astype(x, mx::float32, s) : x;
   for (int i = 0; i < rank; ++i) {
     // An axis that keeps its size is left as is, as ORT does (measured: with scale 7/6 on a
     // size-5 axis the output is the input, not a shifted nearest/linear sampling).
     if (out[i] == x.shape(i)) continue;
     y = resize_axis(y, i, x.shape(i), out[i], scale[i], sizes_t != nullptr, n, s);
   }
-  ctx.bind_output(n, 0, y);
+  ctx.bind_output(n, 0, widen ? mx::astype(y, x.dtype(), s) : y);
 }
 
 // ---------------------------------------------------------------- DepthToSpace, SpaceToDepth
@@ -364,10 +400,12 @@ void translate_space_to_depth(TranslationContext& ctx, const NodeDesc& n) {
 
 void register_resize_ops(OpRegistry& r) {
   r.add("", "Resize", 13, 1 << 30, claim_resize, translate_resize);
-  r.add("", "DepthToSpace", 13, 1 << 30,
-        [](const ClaimContext& c) { return claim_block(c, true); }, translate_depth_to_space);
-  r.add("", "SpaceToDepth", 13, 1 << 30,
-        [](const ClaimContext& c) { return claim_block(c, false); }, translate_space_to_depth);
+  r.add(
+      "", "DepthToSpace", 13, 1 << 30, [](const ClaimContext& c) { return claim_block(c, true); },
+      translate_depth_to_space);
+  r.add(
+      "", "SpaceToDepth", 13, 1 << 30, [](const ClaimContext& c) { return claim_block(c, false); },
+      translate_space_to_depth);
 }
 
 }  // namespace ortmlx

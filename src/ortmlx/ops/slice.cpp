@@ -76,9 +76,9 @@ ClaimResult claim_slice(const ClaimContext& c) {
     if (const ConstTensor* t = c.constant_input(4)) {
       for (int64_t v : t->as_int64().value_or(std::vector<int64_t>{})) {
         ORTMLX_REQUIRE(v != 0, "steps must not be 0");
-        ORTMLX_REQUIRE(v > std::numeric_limits<int32_t>::min() &&
-                           v <= std::numeric_limits<int32_t>::max(),
-                       "steps must fit int32");
+        ORTMLX_REQUIRE(
+            v > std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max(),
+            "steps must fit int32");
       }
     }
   }
@@ -209,6 +209,42 @@ void translate_split(TranslationContext& ctx, const NodeDesc& n) {
 
 // ---------------------------------------------------------------- Pad
 
+// Wrap mode. ORT's CPU kernel (1.30) copies a leading pad larger than the dim from outside the
+// input (measured: uninitialised values), so wrap is claimed only where every leading pad is
+// known not to exceed its dim: constant pads (and axes), static dims. Trailing pads of any size
+// wrap around correctly there.
+ClaimResult claim_wrap_pads(const ClaimContext& c) {
+  const ConstTensor* pt = c.input_is_constant(1) ? c.constant_input(1) : nullptr;
+  const auto pads = pt ? pt->as_int64() : std::nullopt;
+  ORTMLX_REQUIRE(pads,
+                 "wrap needs constant pads (a leading pad beyond the dim is not exact in ORT)");
+  const TensorInfo* x = c.input(0);
+  ORTMLX_REQUIRE(x && x->has_shape, "wrap needs the data's rank");
+  const int64_t rank = x->rank();
+  std::vector<int64_t> axes_raw;
+  if (c.has_input(3)) {
+    const ConstTensor* at = c.input_is_constant(3) ? c.constant_input(3) : nullptr;
+    const auto a = at ? at->as_int64() : std::nullopt;
+    ORTMLX_REQUIRE(a, "wrap needs constant axes");
+    axes_raw = *a;
+  } else {
+    for (int64_t i = 0; i < rank; ++i) axes_raw.push_back(i);
+  }
+  std::string why;
+  const auto axes = normalize_axes(axes_raw, rank, &why);
+  ORTMLX_REQUIRE(axes, why);
+  ORTMLX_REQUIRE(pads->size() == 2 * axes->size(), "pads length is not twice the axes count");
+  for (size_t i = 0; i < axes->size(); ++i) {
+    const int64_t dim = x->shape[static_cast<size_t>((*axes)[i])];
+    const int64_t lo = (*pads)[i];
+    if (lo == 0) continue;
+    ORTMLX_REQUIRE(dim >= 0, "wrap needs static dims where it pads before the data");
+    ORTMLX_REQUIRE(lo <= dim,
+                   "a leading wrap pad larger than the dim (ORT reads outside the input there)");
+  }
+  return ClaimResult::yes();
+}
+
 ClaimResult claim_pad(const ClaimContext& c) {
   ORTMLX_REQUIRE(c.num_inputs() >= 2 && c.num_inputs() <= 4, "expects 2 to 4 inputs");
   ORTMLX_REQUIRE(c.num_outputs() == 1, "expects 1 output");
@@ -217,8 +253,8 @@ ClaimResult claim_pad(const ClaimContext& c) {
   r = claim_data(c);
   if (!r.ok) return r;
   const std::string mode = c.node().attr_string("mode", "constant");
-  ORTMLX_REQUIRE(mode == "constant" || mode == "reflect" || mode == "edge",
-                 "mode '" + mode + "' is not implemented (constant, reflect, edge)");
+  ORTMLX_REQUIRE(mode == "constant" || mode == "reflect" || mode == "edge" || mode == "wrap",
+                 "mode '" + mode + "' is not implemented (constant, reflect, edge, wrap)");
   r = claim_index_list(c, 1, "pads");
   if (!r.ok) return r;
   if (c.has_input(2))
@@ -227,6 +263,10 @@ ClaimResult claim_pad(const ClaimContext& c) {
     ORTMLX_REQUIRE(c.node().since_version >= 18, "axes input before opset 18");
     r = claim_index_list(c, 3, "axes", /*allow_int32=*/true);
     if (!r.ok) return r;
+  }
+  if (mode == "wrap") {
+    auto w = claim_wrap_pads(c);
+    if (!w.ok) return w;
   }
   if (mode != "constant" && c.input_is_constant(1)) {
     if (const ConstTensor* t = c.constant_input(1))
@@ -250,6 +290,21 @@ mx::array reflect_axis(const mx::array& x, int axis, int64_t lo, int64_t hi,
   return parts.size() == 1 ? x : mx::concatenate(std::move(parts), axis, s);
 }
 
+// Wrap padding of one axis by (lo, hi): output position j reads x[(j - lo) mod dim], gathered
+// with host-built indices. As ORT: an empty dim cannot be wrapped, and a leading pad larger than
+// the dim is not exact there (refused at claim time; checked again here).
+mx::array wrap_axis(const mx::array& x, int axis, int64_t lo, int64_t hi, mx::StreamOrDevice s) {
+  const int64_t dim = x.shape(axis);
+  if (dim == 0) throw std::runtime_error("wrap padding of an empty dim");
+  if (lo > dim) throw std::runtime_error("a leading wrap pad larger than the dim");
+  const int64_t total = checked_add(checked_add(dim, lo, "padded dim"), hi, "padded dim");
+  std::vector<int32_t> idx(static_cast<size_t>(total));
+  for (int64_t j = 0; j < total; ++j)
+    idx[static_cast<size_t>(j)] = static_cast<int32_t>((((j - lo) % dim) + dim) % dim);
+  const mx::array indices(idx.begin(), {checked_int(total, "padded dim")}, mx::int32);
+  return mx::take(x, indices, axis, s);
+}
+
 void translate_pad(TranslationContext& ctx, const NodeDesc& n) {
   mx::array x = ctx.input(n, 0);
   const int64_t rank = static_cast<int64_t>(x.ndim());
@@ -265,6 +320,8 @@ void translate_pad(TranslationContext& ctx, const NodeDesc& n) {
     throw std::runtime_error("pads has " + std::to_string(pads.size()) + " values for " +
                              std::to_string(k) + " axes");
   const std::string mode = n.attr_string("mode", "constant");
+  if (mode == "wrap" && x.size() == 0)
+    throw std::runtime_error("wrap padding of an empty input (ORT raises too)");
   // Negative pads crop (constant mode only, as claimed); then the positive pads are added. The
   // output dim is dim + lo + hi (ORT raises when it is negative); a crop past the input's end
   // that the other side's padding makes up for leaves only padding on that axis.
@@ -321,6 +378,10 @@ void translate_pad(TranslationContext& ctx, const NodeDesc& n) {
         throw std::runtime_error("edge padding of an empty dim");
     ctx.bind_output(n, 0,
                     mx::pad(x, pad_axes, low, high, mx::array(0, x.dtype()), "edge", ctx.stream()));
+  } else if (mode == "wrap") {
+    for (size_t i = 0; i < pad_axes.size(); ++i)
+      x = wrap_axis(x, pad_axes[i], low[i], high[i], ctx.stream());
+    ctx.bind_output(n, 0, x);
   } else {
     for (size_t i = 0; i < pad_axes.size(); ++i)
       x = reflect_axis(x, pad_axes[i], low[i], high[i], ctx.stream());

@@ -1,0 +1,176 @@
+// Spectral family: HannWindow, HammingWindow, BlackmanWindow (opset 17), DFT (opsets 17, 20).
+//
+// DFT runs MLX's FFT (mx::fft) in complex64: forward, inverse (scaled by 1/n, as ONNX defines it),
+// or onesided for real input (the first n/2 + 1 bins). The signal is padded with zeros or
+// truncated to dft_length first. Results differ from ORT's own FFT in float32 rounding only.
+//
+// The windows are computed on the host, the way ORT's CPU kernel computes them (its
+// window_functions.cc): the cosine-sum a0 - a1 cos(t i) + a2 cos(2 t i) in double, with
+// t = 2 * 3.14159265 / N (ORT's truncated pi, N = size when periodic, size - 1 otherwise) and
+// the coefficients rounded to float first, then one cast to the output type. Doing the same
+// arithmetic gives ORT's values bit for bit (a symmetric window of size 1 divides by zero and
+// is NaN there as here).
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <complex>
+
+#include <mlx/fft.h>
+
+#include "ortmlx/ops/common.h"
+#include "ortmlx/ops/host_values.h"
+#include "ortmlx/ops/ops.h"
+
+namespace ortmlx {
+namespace {
+
+using namespace ortmlx::ops;
+
+struct CosineSum {
+  float a0, a1, a2;
+};
+
+// ORT's coefficients, as floats (the kernel declares them float).
+constexpr CosineSum kHann{.5f, .5f, 0.f};
+constexpr CosineSum kHamming{25.f / 46.f, 1.f - 25.f / 46.f, 0.f};
+constexpr CosineSum kBlackman{.5f - .16f / 2.f, .5f, .16f / 2.f};
+
+ClaimResult claim_window(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() == 1 && c.num_outputs() == 1, "expects 1 input and 1 output");
+  auto r = refuse_unknown_attrs(c, {"output_datatype", "periodic"});
+  if (!r.ok) return r;
+  r = require_input_type(
+      c, 0, [](ElemType t) { return t == ElemType::kInt32 || t == ElemType::kInt64; },
+      "size must be int32 or int64");
+  if (!r.ok) return r;
+  ORTMLX_REQUIRE(c.input_rank(0) == 0 || c.input_rank(0) == 1, "size must be a scalar");
+  const int64_t periodic = c.node().attr_int("periodic", 1);
+  ORTMLX_REQUIRE(periodic == 0 || periodic == 1, "periodic must be 0 or 1");
+  // ORT also writes integer and float64 windows; integers would be cast from a NaN (symmetric
+  // size 1, undefined behaviour in C++) and float64 has no MLX dtype on every backend.
+  const int64_t dt = c.node().attr_int("output_datatype", 1);
+  ORTMLX_REQUIRE(dt == static_cast<int64_t>(ElemType::kFloat),
+                 "output_datatype " + std::to_string(dt) + " is not implemented (float32 only)");
+  return ClaimResult::yes();
+}
+
+TranslateFn translate_window(CosineSum w) {
+  return [w](TranslationContext& ctx, const NodeDesc& n) {
+    const int64_t size = host_int(ctx, n, 0, "size");
+    if (size < 0) throw std::runtime_error("window size " + std::to_string(size) + " is negative");
+    if (size > std::numeric_limits<int32_t>::max())
+      throw std::runtime_error("window size " + std::to_string(size) + " exceeds MLX's int32 dims");
+    const bool periodic = n.attr_int("periodic", 1) == 1;
+    constexpr double kPi = 3.14159265;  // ORT's constant, not M_PI: the values follow from it
+    const double tau = 2 * kPi;
+    // ORT divides by a size_t: size - 1 of a symmetric window of size 0 never gets used.
+    const double denominator = static_cast<double>(periodic ? size : size - 1);
+    const double step = tau / denominator;
+    std::vector<float> out(static_cast<size_t>(size));
+    for (int64_t i = 0; i < size; ++i) {
+      const double di = static_cast<double>(i);
+      const double a2_term = w.a2 == 0 ? 0.0 : w.a2 * std::cos(2 * step * di);
+      out[static_cast<size_t>(i)] = static_cast<float>(w.a0 - w.a1 * std::cos(step * di) + a2_term);
+    }
+    ctx.bind_output(n, 0, mx::array(out.begin(), {static_cast<int>(size)}, mx::float32));
+  };
+}
+
+// ---------------------------------------------------------------- DFT
+
+ClaimResult claim_dft(const ClaimContext& c) {
+  const bool axis_input = c.node().since_version >= 20;
+  ORTMLX_REQUIRE(c.num_inputs() >= 1 && c.num_inputs() <= (axis_input ? 3u : 2u),
+                 "unexpected inputs");
+  ORTMLX_REQUIRE(c.num_outputs() == 1, "expects 1 output");
+  auto r = axis_input ? refuse_unknown_attrs(c, {"inverse", "onesided"})
+                      : refuse_unknown_attrs(c, {"axis", "inverse", "onesided"});
+  if (!r.ok) return r;
+  r = require_input_type(
+      c, 0, [](ElemType t) { return t == ElemType::kFloat; },
+      "float32 only (MLX's FFT is complex64)");
+  if (!r.ok) return r;
+  const int64_t rank = c.input_rank(0);
+  ORTMLX_REQUIRE(rank >= 2, "input rank must be known and at least 2");
+  const TensorInfo* x = c.input(0);
+  const int64_t last = x->shape.back();
+  ORTMLX_REQUIRE(last == 1 || last == 2, "the last dim must be a static 1 (real) or 2 (complex)");
+  const int64_t inverse = c.node().attr_int("inverse", 0);
+  const int64_t onesided = c.node().attr_int("onesided", 0);
+  ORTMLX_REQUIRE(inverse == 0 || inverse == 1, "inverse must be 0 or 1");
+  ORTMLX_REQUIRE(onesided == 0 || onesided == 1, "onesided must be 0 or 1");
+  ORTMLX_REQUIRE(onesided == 0 || (inverse == 0 && last == 1),
+                 "onesided is implemented for a forward DFT of real input only");
+  if (c.has_input(1)) {
+    r = require_input_type(
+        c, 1, [](ElemType t) { return t == ElemType::kInt32 || t == ElemType::kInt64; },
+        "dft_length must be int32 or int64");
+    if (!r.ok) return r;
+  }
+  if (axis_input && c.has_input(2)) {
+    r = require_input_type(
+        c, 2, [](ElemType t) { return t == ElemType::kInt64; }, "axis must be int64");
+    if (!r.ok) return r;
+  }
+  if (!axis_input) {
+    const int64_t axis = c.node().attr_int("axis", 1);
+    ORTMLX_REQUIRE(axis >= 1 && axis <= rank - 2, "axis must be a signal axis (1 .. rank - 2)");
+  }
+  return ClaimResult::yes();
+}
+
+void translate_dft(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  const mx::array x = ctx.input(n, 0);
+  const int rank = static_cast<int>(x.ndim());
+  if (rank < 2 || (x.shape(-1) != 1 && x.shape(-1) != 2))
+    throw std::runtime_error("DFT input's last dim must be 1 (real) or 2 (complex)");
+  int64_t axis = 1;
+  if (n.since_version >= 20) {
+    axis = n.inputs.size() > 2 && !n.inputs[2].empty() ? host_int(ctx, n, 2, "axis") : -2;
+    // Opset 20: [-r, -2] or [0, r - 2], counted on the input's rank (its last dim is re/im).
+    if (axis < -rank || axis > rank - 2 || axis == -1)
+      throw std::runtime_error("axis " + std::to_string(axis) + " is out of range");
+    if (axis < 0) axis += rank;
+  } else {
+    axis = n.attr_int("axis", 1);
+  }
+  if (axis < 0 || axis > rank - 2) throw std::runtime_error("axis is not a signal axis");
+  const int ax = static_cast<int>(axis);
+  int64_t length = x.shape(ax);
+  if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
+    length = host_int(ctx, n, 1, "dft_length");
+    if (length <= 0) throw std::runtime_error("dft_length must be positive");
+  }
+  const int len = checked_int(length, "dft_length");
+  const mx::array re = mx::take(x, 0, rank - 1, s);
+  mx::array z = mx::astype(re, mx::complex64, s);
+  if (x.shape(-1) == 2) {
+    const mx::array im = mx::astype(mx::take(x, 1, rank - 1, s), mx::complex64, s);
+    z = mx::add(z, mx::multiply(im, mx::array(std::complex<float>(0.f, 1.f)), s), s);
+  }
+  mx::array y = mx::zeros({}, mx::complex64, s);
+  if (n.attr_int("inverse", 0) == 1) {
+    y = mx::fft::ifft(z, len, ax, mx::fft::FFTNorm::Backward, s);
+  } else if (n.attr_int("onesided", 0) == 1) {
+    y = mx::fft::rfft(re, len, ax, mx::fft::FFTNorm::Backward, s);
+  } else {
+    y = mx::fft::fft(z, len, ax, mx::fft::FFTNorm::Backward, s);
+  }
+  ctx.bind_output(n, 0, mx::stack({mx::real(y, s), mx::imag(y, s)}, -1, s));
+}
+
+}  // namespace
+
+void register_spectral_ops(OpRegistry& r) {
+  r.add("", "DFT", 17, 1 << 30, claim_dft, translate_dft);
+  r.add("", "HannWindow", 17, 1 << 30, claim_window, translate_window(kHann));
+  r.add("", "HammingWindow", 17, 1 << 30, claim_window, translate_window(kHamming));
+  r.add("", "BlackmanWindow", 17, 1 << 30, claim_window, translate_window(kBlackman));
+}
+
+}  // namespace ortmlx
