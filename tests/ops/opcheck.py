@@ -112,3 +112,19 @@ def check_error_on_ep(model, feeds: dict, match: str, node_name="node"):
         assert node_name in str(err.value), str(err.value)
     finally:
         run.close()
+
+
+def check_runs_on_ep(model, feeds_list, node_names=("node",), rtol=1e-5, atol=1e-6):
+    """One EP session run with each feeds in turn (inputs that decide shapes change between runs:
+    nothing of one run may be baked into the next); every run matches ORT CPU."""
+    run = EpRun(model, strict=True)
+    try:
+        for feeds in feeds_list:
+            got = run.run(feeds)
+            assert_ran_on_ep(run, node_names)
+            want = run_cpu(model, feeds)
+            for g, w in zip(got, want):
+                assert g.dtype == w.dtype and g.shape == w.shape, (g.shape, w.shape)
+                np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
+    finally:
+        run.close()
