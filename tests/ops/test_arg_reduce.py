@@ -198,3 +198,21 @@ def test_arg_nan_rule_matches_cpu(op, last, shape, axis, keepdims, rng):
     check_on_ep(model, {"x": x})
     x[(0,) * len(shape)] = 2.0
     check_on_ep(model, {"x": x})
+
+
+@pytest.mark.parametrize("axis,k", [(-1, 3), (0, 2), (1, 1), (1, 5)], ids=str)
+def test_topk_opset_1_k_attribute(axis, k, rng):
+    x = random_array(rng, (4, 5))
+    model = single_node_model("TopK", {"x": x}, attrs={"axis": axis, "k": k}, n_outputs=2,
+                              opset=1)
+    check_on_ep(model, {"x": x})
+
+
+def test_cumsum_axis_computed_at_run_time(rng):
+    """A runtime axis is read on the host each run (the plan runs eagerly)."""
+    from opcheck import check_runs_on_ep
+
+    x = random_array(rng, (3, 4, 5))
+    model = single_node_model("CumSum", {"x": x, "axis": np.array(1, np.int64)},
+                              attrs={"reverse": 1})
+    check_runs_on_ep(model, [{"x": x, "axis": np.array(a, np.int64)} for a in (1, -1, 0)])
