@@ -294,3 +294,19 @@ def test_reshape_target_size_overflow_raises_like_cpu(spec, rng):
                                                                np.int64)}
     check_hostile(model, {"x": np.zeros((0, 3), np.float32), "s": np.array(spec, np.int64)},
                   good, op_type="Reshape", error="")
+
+
+def test_squeeze_unsqueeze_axes_computed_at_run_time(rng):
+    """Axes fed at run time are read on the host each run (the plan runs eagerly)."""
+    from opcheck import check_runs_on_ep, drop_input_ranks
+
+    x = random_array(rng, (3, 1, 4, 1))
+    model = single_node_model("Squeeze", {"x": x, "axes": np.array([1], np.int64)}, opset=13,
+                              check=False)
+    model = drop_input_ranks(model, {"axes"})
+    check_runs_on_ep(model, [{"x": x, "axes": np.array(a, np.int64)} for a in ([1], [-1, 1], [3])])
+    x = random_array(rng, (3, 4))
+    model = single_node_model("Unsqueeze", {"x": x, "axes": np.array([0], np.int64)}, opset=13,
+                              check=False)
+    model = drop_input_ranks(model, {"axes"})
+    check_runs_on_ep(model, [{"x": x, "axes": np.array(a, np.int64)} for a in ([0], [1, -1], [2])])
