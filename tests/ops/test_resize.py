@@ -207,3 +207,16 @@ def test_resize_empty_input_or_output_like_cpu(rng):
                         {"roi": np.zeros(0, np.float32), "scales": scales})
     r = check_hostile(model, {"x": random_array(rng, (5, 2, 2, 1))}, op_type="Resize")
     assert r["outputs"][0].shape == (5, 2, 0, 1)
+
+
+@pytest.mark.parametrize("opset", [1, 11])
+def test_depth_space_old_opsets(opset, rng):
+    x = random_array(rng, (2, 8, 3, 4))
+    check_on_ep(single_node_model("DepthToSpace", {"x": x}, attrs={"blocksize": 2}, opset=opset),
+                {"x": x})
+    if opset == 11:
+        check_on_ep(single_node_model("DepthToSpace", {"x": x},
+                                      attrs={"blocksize": 2, "mode": "CRD"}, opset=11), {"x": x})
+    y = random_array(rng, (2, 3, 4, 6))
+    check_on_ep(single_node_model("SpaceToDepth", {"x": y}, attrs={"blocksize": 2}, opset=opset),
+                {"x": y})

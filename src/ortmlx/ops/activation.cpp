@@ -207,6 +207,8 @@ void register_activation_ops(OpRegistry& r) {
   // adds types).
   r.add("", "LeakyRelu", 6, 1 << 30, claim_act({"alpha"}), translate_act(leaky_relu));
   r.add("", "PRelu", 9, 1 << 30, claim_prelu, translate_prelu);
+  // PRelu 7-8: no integer types (9): the same claim.
+  r.add("", "PRelu", 7, 8, claim_prelu, translate_prelu);
   r.add("", "Elu", 6, 1 << 30, claim_act({"alpha"}), translate_act(elu));
   r.add("", "Selu", 6, 1 << 30, claim_act({"alpha", "gamma"}), translate_act(selu));
   // ORT's CPU EP runs Celu in float32 only (nothing to match float16 against).
