@@ -443,3 +443,11 @@ def test_dropout_old_opsets(opset, mask, rng):
             for d in x.shape:
                 vi.type.tensor_type.shape.dim.add().dim_value = d
     check_on_ep(model, {"x": x})
+
+
+@pytest.mark.parametrize("opset", [9, 13])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_sign_nan(opset, dtype):
+    """ORT's float16 Sign gives 0 for NaN, float32 keeps NaN."""
+    x = np.array([np.nan, -2.5, 0.0, -0.0, 3.0, np.inf], dtype)
+    check_on_ep(single_node_model("Sign", {"x": x}, opset=opset), {"x": x})

@@ -403,13 +403,16 @@ mx::array round0(const mx::array& x, mx::StreamOrDevice s) {
   return mx::round(x, 0, s);
 }
 
-// Sign: -1/0/1 as (x > 0) - (x < 0); NaN stays NaN (as on ORT's CPU EP).
+// Sign: -1/0/1 as (x > 0) - (x < 0); NaN stays NaN in float32 (as on ORT's CPU EP).
 mx::array sign_onnx(const mx::array& x, mx::StreamOrDevice s) {
   if (mx::issubdtype(x.dtype(), mx::unsignedinteger))
     return mx::astype(mx::not_equal(x, mx::zeros({}, x.dtype(), s), s), x.dtype(), s);
   const mx::array zero = mx::zeros({}, x.dtype(), s);
   const mx::array y = mx::subtract(mx::astype(mx::greater(x, zero, s), x.dtype(), s),
                                    mx::astype(mx::less(x, zero, s), x.dtype(), s), s);
+  // ORT's float16 kernel (opsets 9-13 alike, measured with ORT 1.30) gives 0 for NaN; float32
+  // keeps it.
+  if (x.dtype() == mx::float16) return y;
   return mx::issubdtype(x.dtype(), mx::floating) ? mx::where(mx::isnan(x, s), x, y, s) : y;
 }
 
