@@ -364,6 +364,10 @@ void translate_space_to_depth(TranslationContext& ctx, const NodeDesc& n) {
 
 void register_resize_ops(OpRegistry& r) {
   r.add("", "Resize", 13, 1 << 30, claim_resize, translate_resize);
+  // Resize 11-12: roi and scales are required inputs (empty ones count as absent) and
+  // tf_half_pixel_for_nn is one more coordinate mode (refused as unknown); ORT runs the same
+  // kernel, so the same claim and translator serve.
+  r.add("", "Resize", 11, 12, claim_resize, translate_resize);
   r.add(
       "", "DepthToSpace", 13, 1 << 30, [](const ClaimContext& c) { return claim_block(c, true); },
       translate_depth_to_space);
