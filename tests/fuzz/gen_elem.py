@@ -262,6 +262,9 @@ class ElemGen:
         nan = any(b is not None and t in FLOATS and np.isnan(b) for b in (lo, hi))
         inf = (lo is None or hi is None) and t in FLOATS and bool(np.isinf(x).any())
         label = " ".join(w for w, on in (("NaN bound", nan), ("Inf, absent bound", inf)) if on)
+        if self.opset < 11:  # Clip 6-10: the bounds are float attributes
+            attrs = {k: float(v) for k, v in (("min", lo), ("max", hi)) if v is not None}
+            return self.emit(cid, "Clip", [x], attrs, label=label)
         return self.emit(cid, "Clip", [x, lo, hi], const_p=0.6, label=label)
 
     def gen_Dropout(self, cid):
@@ -275,6 +278,9 @@ class ElemGen:
         training = np.asarray(False) if r.random() < 0.2 else None
         arrays = [x, ratio, training]
         attrs = {"seed": int(r.integers(100))} if r.random() < 0.2 else {}
+        if self.opset < 12:  # Dropout 7-11: ratio an attribute, inference only
+            attrs = {"ratio": float(ratio)} if ratio is not None else {}
+            return self.emit(cid, "Dropout", [x], attrs, n_out=int(r.integers(1, 3)))
         return self.emit(cid, "Dropout", arrays, attrs, n_out=int(r.integers(1, 3)),
                          const_idx={1, 2})
 
@@ -383,7 +389,8 @@ class ElemGen:
                          label=f"axis={axis}")
 
     def gen_TopK(self, cid):
-        t = self.types_for("TopK", lambda t: ([t, I64], [t, I64]), (F32, F32, F64, I32, I64))
+        t = self.types_for("TopK", lambda t: ([t, I64] if self.opset >= 10 else [t], [t, I64]),
+                           (F32, F32, F64, I32, I64))
         if t is None:
             return None
         r = self.rng
@@ -401,6 +408,11 @@ class ElemGen:
                 attrs["largest"] = int(r.integers(2))
             if r.random() < 0.2:
                 attrs["sorted"] = 1
+        if self.opset < 10:  # TopK 1-9: k an attribute
+            if x.size == 0:  # ORT's TopK-1 kernel divides by zero on an empty input (SIGFPE)
+                return None
+            k = max(k, 1)  # k=0 fails ONNX's shape inference before opset 10
+            return self.emit(cid, "TopK", [x], dict(attrs, k=k), n_out=2)
         return self.emit(cid, "TopK", [x, np.asarray([k], dtype=np.int64)], attrs, n_out=2,
                          const_idx={1} if r.random() < 0.9 else (), const_p=0.0,
                          label=f"k={k}")

@@ -51,7 +51,7 @@ class ShapeGen:
                                             or F32)])
 
     def gen_Slice(self, cid):
-        t = self._any("Slice", [I64, I64])
+        t = self._any("Slice", [I64, I64] if self.opset >= 10 else [])
         if t is None:
             return None
         r = self.rng
@@ -76,6 +76,11 @@ class ShapeGen:
                 arrays.append(np.asarray(steps, np.int64))
         elif r.random() < 0.5:
             arrays[1:] = [np.asarray(starts[:1], np.int64), np.asarray(ends[:1], np.int64)]
+        if self.opset < 10:  # Slice 1-9: starts/ends/axes attributes, no steps
+            attrs = {"starts": arrays[1].tolist(), "ends": arrays[2].tolist()}
+            if len(arrays) > 3:
+                attrs["axes"] = arrays[3].tolist()
+            return self.emit(cid, "Slice", arrays[:1], attrs, label=f"{attrs}")
         return self.emit(cid, "Slice", arrays, const_idx={1, 2, 3, 4} if r.random() < 0.85
                          else (), const_p=0.0, label=f"s={starts} e={ends} a={axes} st={steps}")
 
@@ -215,7 +220,7 @@ class ShapeGen:
         return self._window(cid, "BlackmanWindow")
 
     def gen_Pad(self, cid):
-        t = self._any("Pad", [I64])
+        t = self._any("Pad", [I64] if self.opset >= 11 else [])
         if t is None:
             return None
         r = self.rng
@@ -235,6 +240,11 @@ class ShapeGen:
             while len(arrays) < 3:
                 arrays.append(None)
             arrays.append(np.asarray(axes, np.int64))
+        if self.opset < 11:  # Pad 2-10: pads and a float value as attributes
+            attrs = {"mode": mode, "pads": pads}
+            if len(arrays) > 2 and arrays[2] is not None:
+                attrs["value"] = float(arrays[2])
+            return self.emit(cid, "Pad", arrays[:1], attrs, label=f"pads={pads}")
         return self.emit(cid, "Pad", arrays, {"mode": mode}, const_idx={1, 2, 3}, const_p=0.0,
                          label=f"pads={arrays[1].tolist()}")
 

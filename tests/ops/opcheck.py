@@ -25,7 +25,7 @@ NP_TO_ONNX = {
 
 
 def single_node_model(op_type, inputs: dict, attrs=None, n_outputs=1, initializers=None,
-                      opset=21, domain="", output_types=None):
+                      opset=21, domain="", output_types=None, check=True):
     """A model with one node named 'node'. inputs: name -> np.ndarray (graph inputs) or
     None (absent optional input). initializers: name -> np.ndarray (constant inputs, in order
     after the graph inputs unless listed in `inputs` as a name)."""
@@ -50,7 +50,8 @@ def single_node_model(op_type, inputs: dict, attrs=None, n_outputs=1, initialize
     model = make_model(graph, opset=opset, check=False)
     # ONNX shape inference fills in the output types (and shapes) so the EP sees them.
     model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
-    onnx.checker.check_model(model)
+    if check:  # check=False: outputs whose type ONNX does not infer (function ops) stay untyped
+        onnx.checker.check_model(model)
     return model
 
 
@@ -79,5 +80,51 @@ def refusal(model, op_type):
     run = EpRun(model)
     try:
         return run.report().refused().get(op_type, {}).get("reason")
+    finally:
+        run.close()
+
+
+def drop_input_ranks(model, names=None):
+    """The model with the graph inputs `names` (all when None) of unknown rank, and no inferred
+    value infos, so the EP's claim sees a rank known only at run time."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for vi in m.graph.input:
+        if names is None or vi.name in names:
+            vi.type.tensor_type.ClearField("shape")
+    for vi in m.graph.output:
+        if not vi.type.HasField("tensor_type"):  # not inferred (function ops): X's type
+            vi.type.tensor_type.elem_type = m.graph.input[0].type.tensor_type.elem_type
+        vi.type.tensor_type.ClearField("shape")
+    del m.graph.value_info[:]
+    return m
+
+
+def check_error_on_ep(model, feeds: dict, match: str, node_name="node"):
+    """Runs on the EP (strict: nothing falls back): the run fails with an error naming the node
+    and matching `match`."""
+    import pytest
+
+    run = EpRun(model, strict=True)
+    try:
+        with pytest.raises(Exception, match=match) as err:
+            run.run(feeds)
+        assert node_name in str(err.value), str(err.value)
+    finally:
+        run.close()
+
+
+def check_runs_on_ep(model, feeds_list, node_names=("node",), rtol=1e-5, atol=1e-6):
+    """One EP session run with each feeds in turn (inputs that decide shapes change between runs:
+    nothing of one run may be baked into the next); every run matches ORT CPU."""
+    run = EpRun(model, strict=True)
+    try:
+        for feeds in feeds_list:
+            got = run.run(feeds)
+            assert_ran_on_ep(run, node_names)
+            want = run_cpu(model, feeds)
+            for g, w in zip(got, want):
+                assert g.dtype == w.dtype and g.shape == w.shape, (g.shape, w.shape)
+                np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
     finally:
         run.close()

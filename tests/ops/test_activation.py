@@ -105,3 +105,11 @@ def test_swish(attrs, shape, rng):
     x = random_array(rng, shape, low=-6, high=6)
     check_on_ep(single_node_model("Swish", {"x": x}, attrs=attrs, opset=24), {"x": x},
                 rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("slope_shape", [(1,), (4, 1, 1), (5,)], ids=str)
+def test_prelu_opset_7(slope_shape, rng):
+    x = random_array(rng, (2, 4, 3, 5), low=-2, high=2)
+    slope = random_array(rng, slope_shape)
+    check_on_ep(single_node_model("PRelu", {"x": x, "slope": slope}, opset=7),
+                {"x": x, "slope": slope})

@@ -4,7 +4,7 @@ LpNormalization on the EP vs ORT CPU (GroupNormalization-18 also vs numpy: ORT m
 import numpy as np
 import pytest
 
-from opcheck import check_on_ep, refusal, single_node_model
+from opcheck import check_error_on_ep, check_on_ep, drop_input_ranks, refusal, single_node_model
 from ortmlx.testing import random_array
 
 
@@ -129,3 +129,61 @@ def test_group_norm_empty_input_raises_like_cpu(rng):
     check_hostile(model, {"x": np.zeros((3, 1, 0, 2), np.float32)},
                   {"x": random_array(rng, (3, 1, 4, 2))}, op_type="GroupNormalization",
                   error="empty")
+
+
+def _bn_params(rng, c):
+    return {"scale": random_array(rng, (c,)), "b": random_array(rng, (c,)),
+            "mean": random_array(rng, (c,)), "var": random_array(rng, (c,), low=0.1, high=2.0)}
+
+
+@pytest.mark.parametrize("opset", [7, 8])
+@pytest.mark.parametrize("shape", [(2, 3), (2, 3, 5), (1, 4, 3, 5)], ids=str)
+def test_batch_norm_opset_7_spatial(shape, opset, rng):
+    x = random_array(rng, shape)
+    params = _bn_params(rng, shape[1])
+    model = single_node_model("BatchNormalization", {"x": x, **params},
+                              attrs={"epsilon": 1e-3, "spatial": 1, "momentum": 0.8},
+                              initializers=params, opset=opset)
+    check_on_ep(model, {"x": x}, rtol=1e-5, atol=1e-5)
+
+
+def test_batch_norm_opset_7_non_spatial_is_refused(rng):
+    x = random_array(rng, (2, 3))
+    params = _bn_params(rng, 3)
+    model = single_node_model("BatchNormalization", {"x": x, **params}, attrs={"spatial": 0},
+                              initializers=params, opset=7)
+    assert "spatial=0" in refusal(model, "BatchNormalization")
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (2, 3, 5), (1, 3, 3, 5), (1, 3, 2, 2, 3)], ids=str)
+def test_channel_norms_unknown_rank(shape, rng):
+    """X's rank is known only at run time: every rank the op defines runs."""
+    x = random_array(rng, shape)
+    params = _bn_params(rng, 3)
+    bn = drop_input_ranks(single_node_model("BatchNormalization", {"x": x, **params},
+                                            initializers=params))
+    check_on_ep(bn, {"x": x}, rtol=1e-5, atol=1e-5)
+    lp = drop_input_ranks(single_node_model("LpNormalization", {"x": x}, attrs={"axis": 1}))
+    check_on_ep(lp, {"x": x}, rtol=1e-5, atol=1e-5)
+    sb = {"s": random_array(rng, (3,)), "b": random_array(rng, (3,))}
+    gn = single_node_model("GroupNormalization", {"x": x, **sb}, attrs={"num_groups": 3},
+                           initializers=sb, check=False)
+    check_on_ep(drop_input_ranks(gn), {"x": x}, rtol=1e-4, atol=1e-5)
+    if len(shape) >= 3:
+        inorm = drop_input_ranks(single_node_model("InstanceNormalization", {"x": x, **sb},
+                                                   initializers=sb))
+        check_on_ep(inorm, {"x": x}, rtol=1e-4, atol=1e-5)
+
+
+def test_channel_norms_unknown_rank_too_low_is_an_error(rng):
+    x = random_array(rng, (2, 3, 4))
+    sb = {"s": random_array(rng, (3,)), "b": random_array(rng, (3,))}
+    inorm = drop_input_ranks(single_node_model("InstanceNormalization", {"x": x, **sb},
+                                               initializers=sb))
+    check_error_on_ep(inorm, {"x": random_array(rng, (2, 3))}, "rank 2 is below 3")
+    params = _bn_params(rng, 3)
+    bn = drop_input_ranks(single_node_model("BatchNormalization", {"x": x, **params},
+                                            initializers=params))
+    check_error_on_ep(bn, {"x": random_array(rng, (3,))}, "rank 1 is below 2")
+    lp = drop_input_ranks(single_node_model("LpNormalization", {"x": x}, attrs={"axis": 2}))
+    check_error_on_ep(lp, {"x": random_array(rng, (2, 3))}, "out of range")

@@ -4,7 +4,7 @@ asymmetric pads, auto_pad, bias; weights as graph inputs and as initializers).""
 import numpy as np
 import pytest
 
-from opcheck import check_on_ep, refusal, single_node_model
+from opcheck import check_error_on_ep, check_on_ep, drop_input_ranks, refusal, single_node_model
 from ortmlx.testing import random_array
 
 TOL = dict(rtol=1e-5, atol=1e-5)  # fp32 sums in a different order (as MatMul)
@@ -175,3 +175,48 @@ def test_conv_int64_attrs_beyond_int32_are_refused(op, attrs, rng):
     x = {"x": random_array(rng, (1, 2, 5, 5))}
     # ORT's CPU EP is the reference: it raises for most, and takes strides 2^32 as they are.
     check_hostile(model, x, op_type=op, refused="outside [")
+
+
+@pytest.mark.parametrize("opset", [1, 7, 9])
+@pytest.mark.parametrize("case", [CONV_CASES[1], CONV_CASES[3], CONV_CASES[8], CONV_CASES[11]],
+                         ids=str)
+def test_conv_old_opsets(case, opset, rng):
+    xs, ws, attrs = case
+    inputs = {"x": random_array(rng, xs), "w": random_array(rng, ws), "b": random_array(rng, (ws[0],))}
+    check_on_ep(single_node_model("Conv", inputs, attrs=attrs, opset=opset), inputs, **TOL)
+
+
+@pytest.mark.parametrize("opset", [1, 9])
+def test_conv_transpose_old_opsets(opset, rng):
+    x = random_array(rng, (1, 3, 5, 6))
+    w = random_array(rng, (3, 4, 3, 2))
+    attrs = {"strides": [2, 1], "pads": [1, 0, 0, 1], "output_padding": [1, 0]}
+    check_on_ep(single_node_model("ConvTranspose", {"x": x, "w": w}, attrs=attrs, opset=opset),
+                {"x": x, "w": w}, **TOL)
+
+
+@pytest.mark.parametrize("op", ["Conv", "ConvTranspose"])
+@pytest.mark.parametrize("xs,ws", [((2, 3, 11), (3, 3, 3)), ((1, 3, 7, 6), (3, 3, 2, 3)),
+                                   ((1, 3, 4, 5, 3), (3, 3, 2, 2, 2))], ids=str)
+def test_conv_unknown_x_rank(op, xs, ws, rng):
+    """X's rank is known only at run time: W (an initializer) names it."""
+    x, w = random_array(rng, xs), random_array(rng, ws)
+    model = drop_input_ranks(single_node_model(op, {"x": x, "w": w}, initializers={"w": w}))
+    check_on_ep(model, {"x": x}, **TOL)
+
+
+def test_conv_unknown_ranks_from_kernel_shape(rng):
+    """X and W of unknown rank: kernel_shape names the rank; a live rank that does not fit fails
+    naming the node."""
+    x, w = random_array(rng, (1, 2, 6, 5)), random_array(rng, (3, 2, 3, 3))
+    model = drop_input_ranks(single_node_model("Conv", {"x": x, "w": w},
+                                               attrs={"kernel_shape": [3, 3]}))
+    check_on_ep(model, {"x": x, "w": w}, **TOL)
+    x3, w3 = random_array(rng, (1, 2, 6)), random_array(rng, (3, 2, 3))
+    check_error_on_ep(model, {"x": x3, "w": w3}, "kernel_shape")
+
+
+def test_conv_unknown_rank_without_a_hint_is_refused(rng):
+    x, w = random_array(rng, (1, 2, 6, 5)), random_array(rng, (3, 2, 3, 3))
+    model = drop_input_ranks(single_node_model("Conv", {"x": x, "w": w}))
+    assert "rank -1" in refusal(model, "Conv")

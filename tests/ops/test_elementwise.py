@@ -1,4 +1,5 @@
 import numpy as np
+import onnx
 import pytest
 
 from opcheck import check_on_ep, refusal, single_node_model
@@ -382,3 +383,71 @@ def test_dropout_training_is_refused(rng):
     t = np.array(False)
     model = single_node_model("Dropout", {"x": x, "ratio": None, "training": t})
     assert "training_mode" in refusal(model, "Dropout")
+
+
+# ---- old opsets (ORT 1.30's CPU EP runs them; the oldest it has a kernel for)
+
+@pytest.mark.parametrize("attrs", [{}, {"min": -0.5}, {"max": 0.25}, {"min": -1.0, "max": 1.5}],
+                         ids=str)
+def test_clip_opset_6_attributes(attrs, rng):
+    x = random_array(rng, (3, 4, 5), low=-3, high=3)
+    x[0, 0, :3] = [np.inf, -np.inf, np.nan]
+    check_on_ep(single_node_model("Clip", {"x": x}, attrs=attrs, opset=6), {"x": x})
+
+
+@pytest.mark.parametrize("opset", [11, 12])
+def test_clip_opsets_11_12(opset, rng):
+    x = random_array(rng, (3, 7), low=-3, high=3)
+    lo, hi = np.array(-1.0, np.float32), np.array(0.5, np.float32)
+    check_on_ep(single_node_model("Clip", {"x": x, "lo": lo, "hi": hi}, opset=opset,
+                                  initializers={"lo": lo, "hi": hi}), {"x": x})
+    if opset == 12:
+        xi = rng.integers(-50, 50, (4, 5)).astype(np.int32)
+        lo_i, hi_i = np.array(-7, np.int32), np.array(9, np.int32)
+        check_on_ep(single_node_model("Clip", {"x": xi, "lo": lo_i, "hi": hi_i}, opset=12,
+                                      initializers={"lo": lo_i, "hi": hi_i}), {"x": xi})
+
+
+@pytest.mark.parametrize("op", ["Max", "Min", "Sum", "Mean"])
+@pytest.mark.parametrize("opset", [6, 8, 12])
+def test_variadic_old_opsets(op, opset, rng):
+    # Opset 6 has no broadcasting: equal shapes there.
+    shapes = [(3, 4), (3, 4), (3, 4)] if opset < 8 else [(3, 4), (4,), (1, 1)]
+    inputs = {f"x{i}": random_array(rng, s) for i, s in enumerate(shapes)}
+    check_on_ep(single_node_model(op, inputs, opset=opset), inputs)
+
+
+@pytest.mark.parametrize("op,opset", [("Floor", 6), ("Ceil", 6), ("Sign", 9), ("Mod", 10)])
+def test_unary_and_mod_old_opsets(op, opset, rng):
+    x = random_array(rng, (4, 6), low=-5, high=5)
+    if op == "Mod":
+        a = rng.integers(-20, 20, (4, 6)).astype(np.int32)
+        b = rng.integers(1, 7, (6,)).astype(np.int32)
+        check_on_ep(single_node_model("Mod", {"a": a, "b": b}, opset=opset), {"a": a, "b": b})
+        check_on_ep(single_node_model("Mod", {"a": x, "b": x[0] + 7}, attrs={"fmod": 1},
+                                      opset=opset), {"a": x, "b": x[0] + 7})
+    else:
+        check_on_ep(single_node_model(op, {"x": x}, opset=opset), {"x": x})
+
+
+@pytest.mark.parametrize("opset", [7, 10, 12])
+@pytest.mark.parametrize("mask", [False, True])
+def test_dropout_old_opsets(opset, mask, rng):
+    x = random_array(rng, (3, 5))
+    attrs = {"ratio": 0.3} if opset < 12 else {}
+    model = single_node_model("Dropout", {"x": x}, attrs=attrs, opset=opset,
+                              n_outputs=2 if mask else 1, check=False)
+    for vi in model.graph.output:  # ONNX infers no mask type for opsets 7-9
+        if not vi.type.HasField("tensor_type"):
+            vi.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+            for d in x.shape:
+                vi.type.tensor_type.shape.dim.add().dim_value = d
+    check_on_ep(model, {"x": x})
+
+
+@pytest.mark.parametrize("opset", [9, 13])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_sign_nan(opset, dtype):
+    """ORT's float16 Sign gives 0 for NaN, float32 keeps NaN."""
+    x = np.array([np.nan, -2.5, 0.0, -0.0, 3.0, np.inf], dtype)
+    check_on_ep(single_node_model("Sign", {"x": x}, opset=opset), {"x": x})

@@ -123,3 +123,28 @@ def test_reverse_sequence_runtime_length_out_of_range_raises(bad, rng):
     for b, n in enumerate(good):
         want[:n, b] = x[:n, b][::-1]
     np.testing.assert_array_equal(got[0], want)
+
+
+@pytest.mark.parametrize("opset", [1, 12])
+def test_lrn_old_opsets(opset, rng):
+    x = random_array(rng, (2, 6, 4, 5))
+    attrs = {"size": 3, "alpha": 2e-3, "beta": 0.6, "bias": 1.5}
+    check_on_ep(single_node_model("LRN", {"x": x}, attrs=attrs, opset=opset), {"x": x},
+                rtol=1e-5, atol=1e-6)
+
+
+def test_lrn_unknown_rank(rng):
+    from opcheck import check_error_on_ep, drop_input_ranks
+
+    x = random_array(rng, (2, 6, 4, 5))
+    model = drop_input_ranks(single_node_model("LRN", {"x": x}, attrs={"size": 3}))
+    check_on_ep(model, {"x": x}, rtol=1e-5, atol=1e-6)
+    check_error_on_ep(model, {"x": random_array(rng, (2, 6, 4))}, "4-D")
+
+
+def test_mvn_opset_9(rng):
+    x = random_array(rng, (2, 3, 4, 5))
+    check_on_ep(single_node_model("MeanVarianceNormalization", {"x": x}, opset=9), {"x": x},
+                rtol=1e-5, atol=1e-5)
+    check_on_ep(single_node_model("MeanVarianceNormalization", {"x": x}, attrs={"axes": [1, 3]},
+                                  opset=9), {"x": x}, rtol=1e-5, atol=1e-5)

@@ -119,3 +119,22 @@ def test_refusals(rng):
     assert "float64" in refusal(single_node_model("Less", {"a": a, "b": a}), "Less")
     c = np.array([True, False, True])
     assert "float64" in refusal(single_node_model("Where", {"c": c, "a": a, "b": a}), "Where")
+
+
+@pytest.mark.parametrize("op,opset,dtype", [("Equal", 7, np.int32), ("Equal", 7, np.bool_),
+                                            ("Equal", 11, np.float32), ("Less", 7, np.float32),
+                                            ("Less", 9, np.int64), ("Greater", 7, np.float32),
+                                            ("Greater", 9, np.int32)], ids=str)
+def test_compare_old_opsets(op, opset, dtype, rng):
+    if dtype == np.bool_:
+        a, b = rng.random((3, 4)) < 0.5, rng.random((4,)) < 0.5
+    else:
+        a = rng.integers(-3, 3, (3, 4)).astype(dtype)
+        b = rng.integers(-3, 3, (4,)).astype(dtype)
+    check_on_ep(single_node_model(op, {"a": a, "b": b}, opset=opset), {"a": a, "b": b})
+
+
+def test_isnan_opset_9(rng):
+    x = random_array(rng, (3, 4))
+    x[1, 2] = np.nan
+    check_on_ep(single_node_model("IsNaN", {"x": x}, opset=9), {"x": x})

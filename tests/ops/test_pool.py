@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from opcheck import check_on_ep, refusal, single_node_model
+from opcheck import check_error_on_ep, check_on_ep, drop_input_ranks, refusal, single_node_model
 from ortmlx.testing import EpRun, random_array
 
 POOL_CASES = [
@@ -285,3 +285,54 @@ def test_max_pool_indices_nan_inf_and_windows_in_the_padding(storage_order, rng)
 def test_max_pool_indices_empty_batch():
     x = np.zeros((0, 2, 4, 4), np.float32)
     check_on_ep(_indices_model(x, {"kernel_shape": [2, 2]}), {"x": x})
+
+
+# Old opsets: MaxPool 1 (no storage_order), 8 (storage_order), 10 (ceil_mode, dilations), 11;
+# AveragePool 7 (count_include_pad), 10 (ceil_mode); LpPool 2.
+@pytest.mark.parametrize("op,opset", [("MaxPool", 1), ("MaxPool", 8), ("MaxPool", 10),
+                                      ("MaxPool", 11), ("AveragePool", 7), ("AveragePool", 10),
+                                      ("LpPool", 2)])
+@pytest.mark.parametrize("case", [POOL_CASES[1], POOL_CASES[3], POOL_CASES[6], POOL_CASES[9]],
+                         ids=str)
+def test_pool_old_opsets(op, opset, case, rng):
+    shape, attrs = case
+    attrs = dict(attrs)
+    if op == "AveragePool" and opset >= 7:
+        attrs["count_include_pad"] = 1
+    x = random_array(rng, shape)
+    check_on_ep(single_node_model(op, {"x": x}, attrs=attrs, opset=opset), {"x": x},
+                rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op,opset", [("MaxPool", 10), ("AveragePool", 10)])
+def test_pool_old_opsets_ceil_mode(op, opset, rng):
+    shape, attrs = POOL_CASES[5]
+    x = random_array(rng, shape)
+    check_on_ep(single_node_model(op, {"x": x}, attrs=attrs, opset=opset), {"x": x})
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "LpPool"])
+@pytest.mark.parametrize("case", [POOL_CASES[0], POOL_CASES[2], POOL_CASES[9]], ids=str)
+def test_pool_unknown_rank(op, case, rng):
+    """X's rank is known only at run time: kernel_shape names it."""
+    shape, attrs = case
+    x = random_array(rng, shape)
+    model = drop_input_ranks(single_node_model(op, {"x": x}, attrs=attrs))
+    check_on_ep(model, {"x": x}, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_pool_unknown_rank_that_does_not_fit_is_an_error(op, rng):
+    model = drop_input_ranks(single_node_model(op, {"x": random_array(rng, (1, 2, 5, 5))},
+                                               attrs={"kernel_shape": [2, 2]}))
+    check_error_on_ep(model, {"x": random_array(rng, (1, 2, 5))}, "does not match kernel_shape")
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"])
+@pytest.mark.parametrize("shape", [(2, 3, 5), (1, 2, 3, 4), (1, 2, 3, 2, 2)], ids=str)
+def test_global_pool_unknown_rank(op, shape, rng):
+    x = random_array(rng, shape)
+    check_on_ep(drop_input_ranks(single_node_model(op, {"x": x})), {"x": x},
+                rtol=1e-5, atol=1e-5)
+    check_error_on_ep(drop_input_ranks(single_node_model(op, {"x": x})),
+                      {"x": random_array(rng, (2, 3))}, "rank 2")

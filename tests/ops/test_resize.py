@@ -231,3 +231,47 @@ def test_resize_axes_sizes(mode, axes, sizes, rng):
     check_on_ep(resize_model(x, {"mode": mode, "axes": axes}, sizes=sizes), {"x": x},
                 rtol=1e-5, atol=1e-5)
 
+
+@pytest.mark.parametrize("opset", [1, 11])
+def test_depth_space_old_opsets(opset, rng):
+    x = random_array(rng, (2, 8, 3, 4))
+    check_on_ep(single_node_model("DepthToSpace", {"x": x}, attrs={"blocksize": 2}, opset=opset),
+                {"x": x})
+    if opset == 11:
+        check_on_ep(single_node_model("DepthToSpace", {"x": x},
+                                      attrs={"blocksize": 2, "mode": "CRD"}, opset=11), {"x": x})
+    y = random_array(rng, (2, 3, 4, 6))
+    check_on_ep(single_node_model("SpaceToDepth", {"x": y}, attrs={"blocksize": 2}, opset=opset),
+                {"x": y})
+
+
+def _resize11(x, attrs, scales=None, sizes=None, opset=11):
+    """Opset 11-12 form: roi and scales are required (empty ones stand for absent)."""
+    e = np.zeros((0,), np.float32)
+    sc = np.asarray(scales, np.float32) if scales is not None else e.copy()
+    inputs = {"x": x, "roi": e, "scales": sc}
+    inits = {"roi": e, "scales": sc}
+    if sizes is not None:
+        inputs["sizes"] = inits["sizes"] = np.asarray(sizes, np.int64)
+    return single_node_model("Resize", inputs, attrs=attrs, initializers=inits, opset=opset)
+
+
+@pytest.mark.parametrize("opset", [11, 12])
+@pytest.mark.parametrize("attrs,scales,sizes", [
+    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+     [1, 1, 2, 2], None),
+    ({"mode": "nearest"}, [1, 1, 0.5, 1.5], None),
+    ({"mode": "linear", "coordinate_transformation_mode": "align_corners"}, None, [1, 2, 7, 9]),
+    ({"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}, [1, 1, 2, 3], None),
+    ({"mode": "cubic", "cubic_coeff_a": -0.75}, [1, 1, 2, 2], None),
+], ids=str)
+def test_resize_opsets_11_12(opset, attrs, scales, sizes, rng):
+    x = random_array(rng, (1, 2, 4, 5))
+    check_on_ep(_resize11(x, attrs, scales, sizes, opset), {"x": x}, rtol=1e-5, atol=1e-5)
+
+
+def test_resize_opset_11_tf_half_pixel_for_nn_is_refused(rng):
+    x = random_array(rng, (1, 2, 4, 5))
+    model = _resize11(x, {"mode": "nearest", "coordinate_transformation_mode":
+                          "tf_half_pixel_for_nn"}, [1, 1, 2, 2])
+    assert "tf_half_pixel_for_nn" in refusal(model, "Resize")

@@ -143,14 +143,15 @@ def test_unsqueeze_opset1_and_int(rng):
     check_on_ep(single_node_model("Unsqueeze", {"x": x}, attrs={"axes": [1]}, opset=1), {"x": x})
 
 
-def test_unsqueeze_non_constant_axes_is_refused():
+def test_unsqueeze_non_constant_axes_are_claimed(rng):
+    """Axes fed at run time are claimed (read on the host each run)."""
     node = helper.make_node("Unsqueeze", ["x", "axes"], ["out0"], name="node")
     graph = helper.make_graph(
         [node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3]),
                       helper.make_tensor_value_info("axes", onnx.TensorProto.INT64, [1])],
         [helper.make_tensor_value_info("out0", onnx.TensorProto.FLOAT, ["a", "b", "c"])])
-    reason = refusal(finish(graph), "Unsqueeze")
-    assert reason and "axes input is not a constant initializer" in reason
+    x = random_array(rng, (2, 3))
+    check_on_ep(finish(graph), {"x": x, "axes": np.array([-1], np.int64)})
 
 
 SQUEEZE = [((1, 3, 1, 4), [0]), ((1, 3, 1, 4), [-2]), ((1, 3, 1, 4), [0, 2]), ((1, 3, 1, 4), None),
@@ -294,3 +295,19 @@ def test_reshape_target_size_overflow_raises_like_cpu(spec, rng):
                                                                np.int64)}
     check_hostile(model, {"x": np.zeros((0, 3), np.float32), "s": np.array(spec, np.int64)},
                   good, op_type="Reshape", error="")
+
+
+def test_squeeze_unsqueeze_axes_computed_at_run_time(rng):
+    """Axes fed at run time are read on the host each run (the plan runs eagerly)."""
+    from opcheck import check_runs_on_ep, drop_input_ranks
+
+    x = random_array(rng, (3, 1, 4, 1))
+    model = single_node_model("Squeeze", {"x": x, "axes": np.array([1], np.int64)}, opset=13,
+                              check=False)
+    model = drop_input_ranks(model, {"axes"})
+    check_runs_on_ep(model, [{"x": x, "axes": np.array(a, np.int64)} for a in ([1], [-1, 1], [3])])
+    x = random_array(rng, (3, 4))
+    model = single_node_model("Unsqueeze", {"x": x, "axes": np.array([0], np.int64)}, opset=13,
+                              check=False)
+    model = drop_input_ranks(model, {"axes"})
+    check_runs_on_ep(model, [{"x": x, "axes": np.array(a, np.int64)} for a in ([0], [1, -1], [2])])

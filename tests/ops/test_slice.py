@@ -359,3 +359,22 @@ def test_pad_wrap_empty_input_raises_like_cpu(rng):
     model = make_model(graph, opset=21, check=False)
     check_raises_like_cpu(model, {"x": np.zeros((0, 3), np.float32)},
                           {"x": random_array(rng, (2, 3))}, match="empty")
+
+
+@pytest.mark.parametrize("attrs", [{"starts": [1], "ends": [3]},
+                                   {"starts": [0, -3], "ends": [2, 1000], "axes": [0, 2]},
+                                   {"starts": [-100, 1], "ends": [-1, -1], "axes": [-1, 1]},
+                                   {"starts": [4], "ends": [2], "axes": [1]}], ids=str)
+def test_slice_opset_1_attributes(attrs, rng):
+    x = random_array(rng, (4, 5, 6))
+    check_on_ep(single_node_model("Slice", {"x": x}, attrs=attrs, opset=1), {"x": x})
+
+
+@pytest.mark.parametrize("attrs", [{"pads": [1, 0, 2, 0, 3, 1]},
+                                   {"pads": [0, 2, 1, 1, 0, 0], "value": 1.5},
+                                   {"pads": [1, -1, 0, 0, 2, 1]},
+                                   {"pads": [1, 2, 0, 2, 1, 0], "mode": "reflect"},
+                                   {"pads": [2, 0, 1, 0, 3, 1], "mode": "edge"}], ids=str)
+def test_pad_opset_2_attributes(attrs, rng):
+    x = random_array(rng, (3, 4, 5))
+    check_on_ep(single_node_model("Pad", {"x": x}, attrs=attrs, opset=2), {"x": x})

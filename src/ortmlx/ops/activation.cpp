@@ -209,7 +209,8 @@ void register_activation_ops(OpRegistry& r) {
   // Versions in effect at opset 13 (LeakyRelu 16 and the 22s only add bfloat16; Celu 28 only
   // adds types).
   r.add("", "LeakyRelu", 6, 1 << 30, claim_act({"alpha"}), translate_act(leaky_relu));
-  r.add("", "PRelu", 9, 1 << 30, claim_prelu, translate_prelu);
+  // From opset 7 (ORT has no kernel for 6); 7-8 differ only in admitting no integer types.
+  r.add("", "PRelu", 7, 1 << 30, claim_prelu, translate_prelu);
   r.add("", "Elu", 6, 1 << 30, claim_act({"alpha"}), translate_act(elu));
   r.add("", "Selu", 6, 1 << 30, claim_act({"alpha", "gamma"}), translate_act(selu));
   // ORT's CPU EP runs Celu in float32 only (nothing to match float16 against).

@@ -24,6 +24,7 @@
 #include <mlx/transforms.h>
 
 #include "ortmlx/ops/common.h"
+#include "ortmlx/ops/host_values.h"
 #include "ortmlx/ops/op_args.h"
 #include "ortmlx/ops/ops.h"
 
@@ -116,8 +117,10 @@ TranslateFn translate_arg(bool is_max) {
     if (len == 0) throw std::runtime_error("ArgMax/ArgMin over an empty axis");
     if (x.size() == 0) {
       mx::Shape out = x.shape();
-      if (keepdims) out[axis] = 1;
-      else out.erase(out.begin() + axis);
+      if (keepdims)
+        out[axis] = 1;
+      else
+        out.erase(out.begin() + axis);
       ctx.bind_output(n, 0, mx::zeros(out, mx::int64, s));
       return;
     }
@@ -155,21 +158,24 @@ ClaimResult claim_cumsum(const ClaimContext& c) {
     const int64_t v = c.node().attr_int(flag, 0);
     ORTMLX_REQUIRE(v == 0 || v == 1, std::string(flag) + " must be 0 or 1");
   }
-  ORTMLX_REQUIRE(c.input_is_constant(1), "axis input is not a constant initializer");
-  const auto axis = const_axis(c.constant_input(1));
-  ORTMLX_REQUIRE(axis.has_value(), "axis must be a constant int32/int64 scalar or [1] tensor");
   const int64_t rank = c.input_rank(0);
   ORTMLX_REQUIRE(rank != 0, "scalar input has no axis");
-  if (rank > 0) ORTMLX_REQUIRE(*axis >= -rank && *axis < rank, "axis is out of range");
+  ORTMLX_REQUIRE(c.input_type(1) == ElemType::kInt32 || c.input_type(1) == ElemType::kInt64,
+                 "axis must be int32 or int64");
+  ORTMLX_REQUIRE(c.input_rank(1) <= 1, "axis must be a scalar or a [1] tensor");
+  if (c.input_is_constant(1)) {
+    const auto axis = const_axis(c.constant_input(1));
+    ORTMLX_REQUIRE(axis.has_value(), "axis must be a constant int32/int64 scalar or [1] tensor");
+    if (rank > 0) ORTMLX_REQUIRE(*axis >= -rank && *axis < rank, "axis is out of range");
+  }
+  // A runtime axis is read on the host when translated (host_values.h: that plan runs eagerly).
   return ClaimResult::yes();
 }
 
 void translate_cumsum(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   const mx::array x = ctx.input(n, 0);
-  const auto raw = const_axis(ctx.constant_input(n, 1));
-  if (!raw) throw std::runtime_error("axis input is not a constant scalar");
-  const int axis = normalize_axis(*raw, static_cast<int>(x.ndim()));
+  const int axis = normalize_axis(host_int(ctx, n, 1, "axis"), static_cast<int>(x.ndim()));
   if (x.size() == 0) {
     ctx.bind_output(n, 0, x);
     return;
@@ -231,12 +237,44 @@ ClaimResult claim_topk(const ClaimContext& c) {
   return ClaimResult::yes();
 }
 
+// TopK opsets 1-9: K is the required `k` attribute; largest and sorted results only (the
+// attributes came in opset 11), which translate_topk gives by default.
+ClaimResult claim_topk_attr(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() == 1 && c.num_outputs() == 2, "expects 1 input and 2 outputs");
+  auto r = refuse_unknown_attrs(c, {"axis", "k"});
+  if (!r.ok) return r;
+  r = require_input_type(
+      c, 0, [](ElemType t) { return topk_type_ok(t, 1); }, "float32/float16 only");
+  if (!r.ok) return r;
+  ORTMLX_REQUIRE(c.output_type(0) == ElemType::kUndefined || c.output_type(0) == c.input_type(0),
+                 "values type differs from input type");
+  ORTMLX_REQUIRE(c.output_type(1) == ElemType::kUndefined || c.output_type(1) == ElemType::kInt64,
+                 "indices must be int64");
+  ORTMLX_REQUIRE(c.node().has_attr("k"), "k is required");
+  const int64_t k = c.node().attr_int("k", -1);
+  ORTMLX_REQUIRE(k >= 0, "k must be non-negative");
+  const int64_t rank = c.input_rank(0);
+  ORTMLX_REQUIRE(rank != 0, "scalar input has no axis");
+  const int64_t axis = c.node().attr_int("axis", -1);
+  if (rank > 0) {
+    ORTMLX_REQUIRE(axis >= -rank && axis < rank, "axis is out of range");
+    const TensorInfo* info = c.input(0);
+    if (info && info->has_shape) {
+      const int64_t dim = info->shape[axis < 0 ? axis + rank : axis];
+      ORTMLX_REQUIRE(dim < 0 || k <= dim, "k exceeds the axis length");
+    }
+  }
+  return ClaimResult::yes();
+}
+
 void translate_topk(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   const mx::array x = ctx.input(n, 0);
   const int axis = normalize_axis(n.attr_int("axis", -1), static_cast<int>(x.ndim()));
   int64_t k = 0;
-  if (auto ck = const_k(ctx.constant_input(n, 1))) {
+  if (n.since_version < 10) {
+    k = n.attr_int("k", -1);
+  } else if (auto ck = const_k(ctx.constant_input(n, 1))) {
     k = *ck;
   } else {
     // A runtime K sets the output shape: it is read on the host, so this plan runs eagerly.
@@ -275,8 +313,8 @@ void register_arg_reduce_ops(OpRegistry& r) {
   r.add("", "ArgMax", 1, 1 << 30, claim_arg(true), translate_arg(true));
   r.add("", "ArgMin", 1, 1 << 30, claim_arg(false), translate_arg(false));
   r.add("", "CumSum", 11, 1 << 30, claim_cumsum, translate_cumsum);
-  // TopK-1 (K as an attribute) is not registered: only the K-input forms.
   r.add("", "TopK", 10, 1 << 30, claim_topk, translate_topk);
+  r.add("", "TopK", 1, 9, claim_topk_attr, translate_topk);
 }
 
 }  // namespace ortmlx

@@ -51,6 +51,13 @@ void check_channel_param(const mx::array& p, int channels, const char* what) {
     throw std::runtime_error(std::string(what) + " must be 1-D with one value per channel");
 }
 
+// Run-time rank check for inputs whose rank the claim did not know.
+void require_rank(const mx::array& x, size_t at_least, const char* what) {
+  if (x.ndim() < at_least)
+    throw std::runtime_error(std::string(what) + " rank " + std::to_string(x.ndim()) +
+                             " is below " + std::to_string(at_least));
+}
+
 // ---------------------------------------------------------------- BatchNormalization
 
 ClaimResult claim_batch_norm(const ClaimContext& c) {
@@ -60,14 +67,21 @@ ClaimResult claim_batch_norm(const ClaimContext& c) {
   ORTMLX_REQUIRE(c.num_outputs() == 1,
                  "only the inference form (one output) is implemented; running statistics "
                  "outputs are not");
-  auto r = refuse_unknown_attrs(c, {"epsilon", "momentum", "training_mode"});
+  // Opsets 7-8 carry `spatial` (1: one statistic per channel, the only form of later opsets);
+  // spatial=0 (statistics per channel and position) is not implemented.
+  const bool old_form = c.node().since_version < 9;
+  auto r = old_form ? refuse_unknown_attrs(c, {"epsilon", "momentum", "spatial"})
+                    : refuse_unknown_attrs(c, {"epsilon", "momentum", "training_mode"});
   if (!r.ok) return r;
+  ORTMLX_REQUIRE(!old_form || c.node().attr_int("spatial", 1) == 1,
+                 "spatial=0 (per-position statistics) is not implemented");
   ORTMLX_REQUIRE(c.node().attr_int("training_mode", 0) == 0,
                  "training_mode=1 (batch statistics) is not implemented");
   r = require_all_float32(c);
   if (!r.ok) return r;
+  // An unknown rank is checked when translated (require_rank).
   const int64_t rank = c.input_rank(0);
-  ORTMLX_REQUIRE(rank >= 2, "X rank must be known and at least 2");
+  ORTMLX_REQUIRE(rank < 0 || rank >= 2, "X rank must be at least 2");
   for (size_t i = 1; i < 5; ++i) ORTMLX_REQUIRE(c.input_rank(i) == 1, "statistics must be 1-D");
   return ClaimResult::yes();
 }
@@ -75,6 +89,7 @@ ClaimResult claim_batch_norm(const ClaimContext& c) {
 void translate_batch_norm(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   mx::array x = in32(ctx, n, 0);
+  require_rank(x, 2, "X");
   const int rank = static_cast<int>(x.ndim());
   const int ch = x.shape(1);
   mx::array scale = in32(ctx, n, 1), bias = in32(ctx, n, 2), mean = in32(ctx, n, 3),
@@ -99,7 +114,7 @@ ClaimResult claim_instance_norm(const ClaimContext& c) {
   if (!r.ok) return r;
   r = require_all_float32(c);
   if (!r.ok) return r;
-  ORTMLX_REQUIRE(c.input_rank(0) >= 3, "input rank must be known and at least 3");
+  ORTMLX_REQUIRE(c.input_rank(0) < 0 || c.input_rank(0) >= 3, "input rank must be at least 3");
   return ClaimResult::yes();
 }
 
@@ -115,6 +130,7 @@ mx::array normalize(const mx::array& x, const std::vector<int>& axes, float eps,
 void translate_instance_norm(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   mx::array x = in32(ctx, n, 0);
+  require_rank(x, 3, "input");
   const int rank = static_cast<int>(x.ndim());
   mx::array scale = in32(ctx, n, 1), bias = in32(ctx, n, 2);
   check_channel_param(scale, x.shape(1), "scale");
@@ -139,7 +155,7 @@ ClaimResult claim_group_norm(const ClaimContext& c) {
   // stash_type (opset 21) only changes half-precision inputs; ours are float32.
   r = require_all_float32(c);
   if (!r.ok) return r;
-  ORTMLX_REQUIRE(c.input_rank(0) >= 2, "X rank must be known and at least 2");
+  ORTMLX_REQUIRE(c.input_rank(0) < 0 || c.input_rank(0) >= 2, "X rank must be at least 2");
   ORTMLX_REQUIRE(c.input_rank(1) == 1 && c.input_rank(2) == 1, "scale and bias must be 1-D");
   return ClaimResult::yes();
 }
@@ -149,6 +165,7 @@ TranslateFn translate_group_norm(bool per_group) {
   return [per_group](TranslationContext& ctx, const NodeDesc& n) {
     const auto s = ctx.stream();
     mx::array x = in32(ctx, n, 0);
+    require_rank(x, 2, "X");
     const int rank = static_cast<int>(x.ndim());
     const int ch = x.shape(1);
     const int groups = checked_int(n.attr_int("num_groups", 1), "num_groups");
@@ -191,8 +208,9 @@ ClaimResult claim_lp_norm(const ClaimContext& c) {
   if (!r.ok) return r;
   const int64_t rank = c.input_rank(0);
   const int64_t axis = c.node().attr_int("axis", -1);
-  ORTMLX_REQUIRE(rank >= 1 && axis >= -rank && axis < rank,
-                 "axis " + std::to_string(axis) + " is out of range (or the rank is unknown)");
+  // An unknown rank is checked when translated (normalize_axis throws for an axis out of range).
+  ORTMLX_REQUIRE(rank < 0 || (rank >= 1 && axis >= -rank && axis < rank),
+                 "axis " + std::to_string(axis) + " is out of range");
   return ClaimResult::yes();
 }
 
@@ -213,7 +231,8 @@ void translate_lp_norm(TranslationContext& ctx, const NodeDesc& n) {
 }  // namespace
 
 void register_channel_norm_ops(OpRegistry& r) {
-  r.add("", "BatchNormalization", 9, 1 << 30, claim_batch_norm, translate_batch_norm);
+  // One entry from opset 7 (ORT has no kernel for 6): the claim picks the attribute set.
+  r.add("", "BatchNormalization", 7, 1 << 30, claim_batch_norm, translate_batch_norm);
   r.add("", "InstanceNormalization", 6, 1 << 30, claim_instance_norm, translate_instance_norm);
   r.add("", "GroupNormalization", 18, 20, claim_group_norm, translate_group_norm(true));
   r.add("", "GroupNormalization", 21, 1 << 30, claim_group_norm, translate_group_norm(false));

@@ -27,16 +27,43 @@ namespace {
 
 using namespace ortmlx::ops;
 
+// The rank the claim checks the attributes against. X's rank may be unknown until run time (a
+// model whose input shape is symbolic in rank, e.g. audio front ends): W's rank is the same by
+// definition, and else kernel_shape names the spatial rank. The translator checks the live rank
+// (check_conv_rank) and fails naming the node where it does not fit.
+int64_t claim_rank(const ClaimContext& c) {
+  if (c.input_rank(0) >= 0) return c.input_rank(0);
+  if (c.input_rank(1) >= 0) return c.input_rank(1);
+  if (auto ks = c.node().attr_ints("kernel_shape")) return static_cast<int64_t>(ks->size()) + 2;
+  return -1;
+}
+
+// Run-time half of claim_rank: the live X rank must be one Conv defines and match W and every
+// spatial attribute list.
+void check_conv_rank(const NodeDesc& n, const mx::array& x, const mx::array& w) {
+  const size_t rank = x.ndim();
+  if (rank < 3 || rank > 5)
+    throw std::runtime_error("X rank " + std::to_string(rank) + " is not 3, 4 or 5 (1-D to 3-D)");
+  if (w.ndim() != rank) throw std::runtime_error("W rank differs from X rank");
+  const size_t nd = rank - 2;
+  for (const char* name : {"strides", "dilations", "output_padding", "kernel_shape"})
+    if (!spatial_attr(n, name, nd, 1))
+      throw std::runtime_error(std::string(name) + " length does not match X rank " +
+                               std::to_string(rank));
+  if (!spatial_attr(n, "pads", nd, 0, 2))
+    throw std::runtime_error("pads length does not match X rank " + std::to_string(rank));
+}
+
 // Checks shared by Conv and ConvTranspose: float32 X/W(/B) of equal type and rank 3..5, the
 // attribute lists sized to the spatial rank, positive strides/dilations, non-negative pads.
 ClaimResult claim_conv_common(const ClaimContext& c, bool transpose) {
   ORTMLX_REQUIRE(c.num_inputs() == 2 || c.num_inputs() == 3, "expects 2 or 3 inputs (X, W, B)");
   ORTMLX_REQUIRE(c.num_outputs() == 1, "expects 1 output");
-  auto r = transpose ? refuse_unknown_attrs(c, {"auto_pad", "dilations", "group", "kernel_shape",
-                                                "pads", "strides", "output_padding",
-                                                "output_shape"})
-                     : refuse_unknown_attrs(
-                           c, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+  auto r = transpose
+               ? refuse_unknown_attrs(c, {"auto_pad", "dilations", "group", "kernel_shape", "pads",
+                                          "strides", "output_padding", "output_shape"})
+               : refuse_unknown_attrs(
+                     c, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
   if (!r.ok) return r;
   for (size_t i = 0; i < c.num_inputs(); ++i) {
     if (!c.has_input(i)) continue;
@@ -45,10 +72,10 @@ ClaimResult claim_conv_common(const ClaimContext& c, bool transpose) {
   }
   r = require_same_types(c);
   if (!r.ok) return r;
-  const int64_t rank = c.input_rank(0);
+  const int64_t rank = claim_rank(c);
   ORTMLX_REQUIRE(rank >= 3 && rank <= 5,
                  "X rank " + std::to_string(rank) + " is not 3, 4 or 5 (1-D to 3-D)");
-  ORTMLX_REQUIRE(c.input_rank(1) == rank, "W rank differs from X rank (or is unknown)");
+  ORTMLX_REQUIRE(c.input_rank(1) < 0 || c.input_rank(1) == rank, "W rank differs from X rank");
   ORTMLX_REQUIRE(!c.has_input(2) || c.input_rank(2) == 1, "B must be 1-D");
   const size_t nd = static_cast<size_t>(rank - 2);
   const NodeView& n = c.node();
@@ -80,8 +107,8 @@ ClaimResult claim_conv_common(const ClaimContext& c, bool transpose) {
     r = require_int_range(c, name, 0, kMax);
     if (!r.ok) return r;
   }
-  ORTMLX_REQUIRE(ap == "NOTSET" || !n.has_attr("pads"), "pads together with auto_pad " + ap +
-                                                           " is ambiguous and not implemented");
+  ORTMLX_REQUIRE(ap == "NOTSET" || !n.has_attr("pads"),
+                 "pads together with auto_pad " + ap + " is ambiguous and not implemented");
   return ClaimResult::yes();
 }
 
@@ -91,11 +118,12 @@ ClaimResult claim_conv(const ClaimContext& c) {
   // ORT's CPU kernel rejects SAME_* padding with dilations (its legacy SAME pad ignores them):
   // there is no reference behaviour to match.
   const std::string ap = c.node().attr_string("auto_pad", "NOTSET");
-  const auto dil = spatial_attr(c.node(), "dilations", c.input_rank(0) - 2, 1);
+  const auto dil = spatial_attr(c.node(), "dilations", static_cast<size_t>(claim_rank(c) - 2), 1);
   if (ap == "SAME_UPPER" || ap == "SAME_LOWER")
     for (int64_t d : *dil)
-      ORTMLX_REQUIRE(d == 1, "auto_pad " + ap + " with dilations is not implemented (ORT's CPU "
-                                                "kernel rejects it)");
+      ORTMLX_REQUIRE(d == 1, "auto_pad " + ap +
+                                 " with dilations is not implemented (ORT's CPU "
+                                 "kernel rejects it)");
   return ClaimResult::yes();
 }
 
@@ -103,7 +131,7 @@ ClaimResult claim_conv_transpose(const ClaimContext& c) {
   auto r = claim_conv_common(c, true);
   if (!r.ok) return r;
   const NodeView& n = c.node();
-  const size_t nd = static_cast<size_t>(c.input_rank(0) - 2);
+  const size_t nd = static_cast<size_t>(claim_rank(c) - 2);
   const auto op = spatial_attr(n, "output_padding", nd, 0);
   ORTMLX_REQUIRE(op, "output_padding length does not match the rank");
   const auto strides = spatial_attr(n, "strides", nd, 1);
@@ -217,8 +245,8 @@ void translate_conv(TranslationContext& ctx, const NodeDesc& n) {
   const mx::Dtype dt = ctx.input(n, 0).dtype();
   mx::array x = widen(ctx.input(n, 0), s);
   mx::array w = widen(ctx.input(n, 1), s);
+  check_conv_rank(n, x, w);
   const size_t rank = x.ndim();
-  if (w.ndim() != rank) throw std::runtime_error("W rank differs from X rank");
   check_kernel_shape(n, w);
   const int groups = checked_int(n.attr_int("group", 1), "group");
   const int c_in = x.shape(1), m = w.shape(0);
@@ -253,9 +281,9 @@ void translate_conv_transpose(TranslationContext& ctx, const NodeDesc& n) {
   const mx::Dtype dt = ctx.input(n, 0).dtype();
   mx::array x = widen(ctx.input(n, 0), s);
   mx::array w = widen(ctx.input(n, 1), s);
+  check_conv_rank(n, x, w);
   const size_t rank = x.ndim();
   const size_t nd = rank - 2;
-  if (w.ndim() != rank) throw std::runtime_error("W rank differs from X rank");
   check_kernel_shape(n, w);
   const int groups = checked_int(n.attr_int("group", 1), "group");
   const int c_in = x.shape(1);
@@ -351,7 +379,12 @@ void translate_conv_transpose(TranslationContext& ctx, const NodeDesc& n) {
 }  // namespace
 
 void register_conv_ops(OpRegistry& r) {
+  // Opsets 1-10 differ from 11 only in documentation (kernel_shape inference, the pads default):
+  // the same claim and translator, registered apart so each ONNX version range is its own entry
+  // (as ORT's versioned kernels).
+  r.add("", "Conv", 1, 10, claim_conv, translate_conv);
   r.add("", "Conv", 11, 1 << 30, claim_conv, translate_conv);
+  r.add("", "ConvTranspose", 1, 10, claim_conv_transpose, translate_conv_transpose);
   r.add("", "ConvTranspose", 11, 1 << 30, claim_conv_transpose, translate_conv_transpose);
 }
 

@@ -350,13 +350,36 @@ void translate_clip(TranslationContext& ctx, const NodeDesc& n) {
                             : y.dtype() == mx::bfloat16 ? 3.3895313892515355e38
                                                         : double(std::numeric_limits<float>::max());
   auto bound = [&](size_t i, double fallback) -> std::optional<mx::array> {
-    if (n.inputs.size() > i && !n.inputs[i].empty())
-      return mx::reshape(ctx.input(n, i), {}, s);
+    if (n.inputs.size() > i && !n.inputs[i].empty()) return mx::reshape(ctx.input(n, i), {}, s);
     if (is_float) return mx::array(fallback, y.dtype());
     return std::nullopt;  // integers: every value is within the type's range
   };
   if (const auto lo = bound(1, -finite_max)) y = mx::where(mx::less(y, *lo, s), *lo, y, s);
   if (const auto hi = bound(2, finite_max)) y = mx::where(mx::less(*hi, y, s), *hi, y, s);
+  ctx.bind_output(n, 0, y);
+}
+
+// Clip opsets 6-10: the bounds are float attributes (absent: the type's lowest and highest finite
+// value, as ORT's Clip_6 kernel), float32 only (ORT's kernel is float-only). Same comparisons as
+// translate_clip.
+ClaimResult claim_clip_attrs(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() == 1 && c.num_outputs() == 1, "expects 1 input and 1 output");
+  auto r = refuse_unknown_attrs(c, {"min", "max"});
+  if (!r.ok) return r;
+  r = require_input_type(
+      c, 0, [](ElemType t) { return t == ElemType::kFloat; }, "float32 only");
+  if (!r.ok) return r;
+  return require_same_types(c);
+}
+
+void translate_clip_attrs(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  mx::array y = ctx.input(n, 0);
+  const float lo = n.attr_float("min", std::numeric_limits<float>::lowest());
+  const float hi = n.attr_float("max", std::numeric_limits<float>::max());
+  const mx::array lo_a(lo, y.dtype()), hi_a(hi, y.dtype());
+  y = mx::where(mx::less(y, lo_a, s), lo_a, y, s);
+  y = mx::where(mx::less(hi_a, y, s), hi_a, y, s);
   ctx.bind_output(n, 0, y);
 }
 
@@ -392,13 +415,16 @@ mx::array round0(const mx::array& x, mx::StreamOrDevice s) {
   return mx::round(x, 0, s);
 }
 
-// Sign: -1/0/1 as (x > 0) - (x < 0); NaN stays NaN (as on ORT's CPU EP).
+// Sign: -1/0/1 as (x > 0) - (x < 0); NaN stays NaN in float32 (as on ORT's CPU EP).
 mx::array sign_onnx(const mx::array& x, mx::StreamOrDevice s) {
   if (mx::issubdtype(x.dtype(), mx::unsignedinteger))
     return mx::astype(mx::not_equal(x, mx::zeros({}, x.dtype(), s), s), x.dtype(), s);
   const mx::array zero = mx::zeros({}, x.dtype(), s);
   const mx::array y = mx::subtract(mx::astype(mx::greater(x, zero, s), x.dtype(), s),
                                    mx::astype(mx::less(x, zero, s), x.dtype(), s), s);
+  // ORT's float16 kernel (opsets 9-13 alike, measured with ORT 1.30) gives 0 for NaN; float32
+  // keeps it.
+  if (x.dtype() == mx::float16) return y;
   return mx::issubdtype(x.dtype(), mx::floating) ? mx::where(mx::isnan(x, s), x, y, s) : y;
 }
 
@@ -425,11 +451,64 @@ ClaimResult claim_dropout(const ClaimContext& c) {
   return ClaimResult::yes();
 }
 
+// Dropout opsets 7-11: `ratio` an attribute, inference only (ORT runs them as an identity). The
+// mask output is of the data's type in 7-9 and bool in 10-11; ORT's kernel fills it with zeros
+// (false), unlike opset 12+ (all true).
+ClaimResult claim_dropout_old(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() == 1, "expects 1 input");
+  auto r = refuse_unknown_attrs(c, {"ratio"});
+  if (!r.ok) return r;
+  r = require_input_type(c, 0, f32_f16, "float32/float16 only");
+  if (!r.ok) return r;
+  const ElemType out = c.output_type(0);
+  ORTMLX_REQUIRE(out == ElemType::kUndefined || out == c.input_type(0), "output type differs");
+  if (c.num_outputs() > 1 && !c.node().outputs[1].empty()) {
+    const ElemType mask = c.output_type(1);
+    const ElemType want = c.node().since_version >= 10 ? ElemType::kBool : c.input_type(0);
+    ORTMLX_REQUIRE(mask == ElemType::kUndefined || mask == want,
+                   "mask must be bool (opset 10+) or of the data's type");
+  }
+  return ClaimResult::yes();
+}
+
+void translate_dropout_old(TranslationContext& ctx, const NodeDesc& n) {
+  const mx::array x = ctx.input(n, 0);
+  ctx.bind_output(n, 0, x);
+  if (n.outputs.size() > 1 && !n.outputs[1].empty())
+    ctx.bind_output(
+        n, 1, mx::zeros(x.shape(), n.since_version >= 10 ? mx::bool_ : x.dtype(), ctx.stream()));
+}
+
 void translate_dropout(TranslationContext& ctx, const NodeDesc& n) {
   const mx::array x = ctx.input(n, 0);
   ctx.bind_output(n, 0, x);
   if (n.outputs.size() > 1 && !n.outputs[1].empty())
     ctx.bind_output(n, 1, mx::full(x.shape(), mx::array(true), ctx.stream()));
+}
+
+// Versions before the ones above that ORT 1.30's CPU EP still runs. Where the old version
+// differs only in the types or broadcasting it admits (Max/Min/Sum/Mean 6 and 8 had no integers,
+// 6 no broadcasting; Floor/Ceil 6, Sign 9, Mod 10, Clip 11-12 had no bfloat16) the same claim
+// and translator serve, since a model cannot carry what its version does not define; each is
+// its own entry, as ORT's versioned kernels.
+void register_old_elementwise_opsets(OpRegistry& r) {
+  const char* min_max_types = "float32, float16, int8, int32, int64, uint8, uint32, uint64";
+  r.add("", "Max", 6, 12, claim_variadic(min_max_type, min_max_types),
+        translate_variadic(mx::maximum, false));
+  r.add("", "Min", 6, 12, claim_variadic(min_max_type, min_max_types),
+        translate_variadic(mx::minimum, false));
+  r.add("", "Sum", 6, 12, claim_variadic(f32_f16, "float32/float16 only"),
+        translate_variadic(mx::add, false));
+  r.add("", "Mean", 6, 12, claim_variadic(f32_f16, "float32/float16 only"),
+        translate_variadic(mx::add, true));
+  r.add("", "Mod", 10, 12, claim_mod, translate_mod);
+  r.add("", "Clip", 6, 10, claim_clip_attrs, translate_clip_attrs);
+  r.add("", "Clip", 11, 12, claim_clip, translate_clip);
+  r.add("", "Floor", 6, 12, claim_unary_new(false), translate_unary(mx::floor));
+  r.add("", "Ceil", 6, 12, claim_unary_new(false), translate_unary(mx::ceil));
+  r.add("", "Sign", 9, 12, claim_unary_new(true), translate_unary(sign_onnx));
+  r.add("", "Dropout", 7, 11, claim_dropout_old, translate_dropout_old);
+  r.add("", "Dropout", 12, 12, claim_dropout, translate_dropout);
 }
 
 }  // namespace
@@ -486,6 +565,7 @@ void register_elementwise_ops(OpRegistry& r) {
   for (const Trig& t : trig)
     r.add("", t.name, t.since, 1 << 30, claim_unary_new(false), translate_unary_f32(t.fn));
   r.add("", "Dropout", 13, 1 << 30, claim_dropout, translate_dropout);
+  register_old_elementwise_opsets(r);
 }
 
 }  // namespace ortmlx

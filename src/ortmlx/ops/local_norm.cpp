@@ -34,7 +34,8 @@ ClaimResult claim_lrn(const ClaimContext& c) {
   r = require_same_types(c);
   if (!r.ok) return r;
   // ORT's CPU kernel (the reference) takes NCHW only.
-  ORTMLX_REQUIRE(c.input_rank(0) == 4, "X must be 4-D (NCHW)");
+  // A rank known only at run time is checked when translated.
+  ORTMLX_REQUIRE(c.input_rank(0) < 0 || c.input_rank(0) == 4, "X must be 4-D (NCHW)");
   const int64_t size = c.node().attr_int("size", 0);
   // ORT's CPU kernel (the reference) rejects even sizes; keep the same contract.
   ORTMLX_REQUIRE(size >= 1 && size % 2 == 1, "size must be given, positive and odd");
@@ -56,6 +57,8 @@ void translate_lrn(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   const mx::Dtype dt = ctx.input(n, 0).dtype();
   mx::array x = in32(ctx.input(n, 0), s);
+  if (x.ndim() != 4)
+    throw std::runtime_error("X must be 4-D (NCHW), got rank " + std::to_string(x.ndim()));
   const int64_t size = n.attr_int("size", 1);
   if (size < 1) throw std::runtime_error("size must be positive");
   const float alpha = n.attr_float("alpha", 1e-4f);
@@ -180,6 +183,9 @@ void register_local_norm_ops(OpRegistry& r) {
   r.add("", "LRN", 13, 1 << 30, claim_lrn, translate_lrn);
   r.add("", "MeanVarianceNormalization", 13, 1 << 30, claim_mvn, translate_mvn);
   r.add("", "ReverseSequence", 10, 1 << 30, claim_reverse_sequence, translate_reverse_sequence);
+  // Older versions differ only in bfloat16 (13): the same claims; each its own entry.
+  r.add("", "LRN", 1, 12, claim_lrn, translate_lrn);
+  r.add("", "MeanVarianceNormalization", 9, 12, claim_mvn, translate_mvn);
 }
 
 }  // namespace ortmlx

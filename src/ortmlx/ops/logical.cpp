@@ -186,6 +186,12 @@ void register_logical_ops(OpRegistry& r) {
   r.add("", "IsInf", 10, 1 << 30, claim_float_test({"detect_negative", "detect_positive"}),
         translate_isinf);
   r.add("", "BitShift", 11, 1 << 30, claim_bitshift, translate_bitshift);
+  // Older versions ORT 1.30's CPU EP runs: they admit fewer types (Equal 7 no floats, Less and
+  // Greater 7 no integers, none bfloat16), so the same claims serve; each its own entry.
+  r.add("", "Equal", 7, 12, claim_compare(numeric_or_bool, kNumBool), translate_binary(mx::equal));
+  r.add("", "Less", 7, 12, claim_compare(numeric, kNum), translate_binary(mx::less));
+  r.add("", "Greater", 7, 12, claim_compare(numeric, kNum), translate_binary(mx::greater));
+  r.add("", "IsNaN", 9, 12, claim_float_test({}), translate_isnan);
 }
 
 }  // namespace ortmlx

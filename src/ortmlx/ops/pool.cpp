@@ -51,12 +51,15 @@ ClaimResult claim_pool(const ClaimContext& c, bool is_max, bool is_lp = false) {
   if (!r.ok) return r;
   r = require_same_types(c);
   if (!r.ok) return r;
-  const int64_t rank = c.input_rank(0);
+  const NodeView& n = c.node();
+  auto ks = n.attr_ints("kernel_shape");
+  // kernel_shape is required and names the spatial rank: an X whose rank is known only at run
+  // time is claimed against it and checked when translated (pool_geometry).
+  int64_t rank = c.input_rank(0);
+  if (rank < 0 && ks) rank = static_cast<int64_t>(ks->size()) + 2;
   ORTMLX_REQUIRE(rank >= 3 && rank <= 5,
                  "X rank " + std::to_string(rank) + " is not 3, 4 or 5 (1-D to 3-D windows)");
   const size_t nd = static_cast<size_t>(rank - 2);
-  const NodeView& n = c.node();
-  auto ks = n.attr_ints("kernel_shape");
   ORTMLX_REQUIRE(ks && ks->size() == nd, "kernel_shape must list one size per spatial dim");
   for (int64_t k : *ks) ORTMLX_REQUIRE(k >= 1, "kernel_shape must be positive");
   const auto strides = spatial_attr(n, "strides", nd, 1);
@@ -120,10 +123,14 @@ struct PoolGeometry {
 };
 
 PoolGeometry pool_geometry(const NodeDesc& n, const mx::array& x) {
-  require_only_n_empty(x);
-  const size_t nd = x.ndim() - 2;
   PoolGeometry g;
   g.kernel = *n.attr_ints("kernel_shape");
+  if (x.ndim() != g.kernel.size() + 2)
+    throw std::runtime_error("X rank " + std::to_string(x.ndim()) +
+                             " does not match kernel_shape (" + std::to_string(g.kernel.size()) +
+                             " spatial dims)");
+  require_only_n_empty(x);
+  const size_t nd = x.ndim() - 2;
   g.stride = *spatial_attr(n, "strides", nd, 1);
   g.dil = *spatial_attr(n, "dilations", nd, 1);
   const auto pads = *spatial_attr(n, "pads", nd, 0, 2);
@@ -417,7 +424,9 @@ ClaimResult claim_global_pool(const ClaimContext& c, bool is_lp = false) {
   if (!r.ok) return r;
   r = require_same_types(c);
   if (!r.ok) return r;
-  ORTMLX_REQUIRE(c.input_rank(0) >= 3, "X rank must be at least 3 (N, C, spatial...)");
+  // An unknown rank is checked when translated (bind_empty_global).
+  ORTMLX_REQUIRE(c.input_rank(0) < 0 || c.input_rank(0) >= 3,
+                 "X rank must be at least 3 (N, C, spatial...)");
   return ClaimResult::yes();
 }
 
@@ -430,6 +439,9 @@ std::vector<int> spatial_axes(const mx::array& x) {
 // An empty input (N = 0 only) pools to an empty (N, C, 1, ...) output: MLX's max cannot reduce
 // an empty axis (N = 0 with an empty spatial dim too).
 bool bind_empty_global(TranslationContext& ctx, const NodeDesc& n, const mx::array& x) {
+  if (x.ndim() < 3)
+    throw std::runtime_error("X rank " + std::to_string(x.ndim()) +
+                             " is below 3 (N, C, spatial...)");
   require_only_n_empty(x);
   if (x.size() != 0) return false;
   mx::Shape out = x.shape();
@@ -468,27 +480,32 @@ void translate_global_lp(TranslationContext& ctx, const NodeDesc& n) {
 }  // namespace
 
 void register_pool_ops(OpRegistry& r) {
-  r.add(
-      "", "MaxPool", 12, 1 << 30, [](const ClaimContext& c) { return claim_pool(c, true); },
-      [](TranslationContext& ctx, const NodeDesc& n) {
-        if (n.outputs.size() > 1 && !n.outputs[1].empty()) {
-          translate_max_pool_indices(ctx, n);
-        } else {
-          translate_max_pool(ctx, n);
-        }
-      });
-  r.add(
-      "", "AveragePool", 11, 1 << 30, [](const ClaimContext& c) { return claim_pool(c, false); },
-      translate_avg_pool);
+  // Older opsets add attributes over time (MaxPool: storage_order 8, ceil_mode and dilations
+  // 10, int8/uint8 12; AveragePool: count_include_pad 7, ceil_mode 10; LpPool: integer p 2);
+  // an old model cannot carry a later attribute (ONNX's checker refuses it), so the same claim
+  // and translator serve; each old range is its own entry, as ORT's versioned kernels.
+  const auto max_claim = [](const ClaimContext& c) { return claim_pool(c, true); };
+  const auto avg_claim = [](const ClaimContext& c) { return claim_pool(c, false); };
+  const auto lp_claim = [](const ClaimContext& c) { return claim_pool(c, false, true); };
+  const auto max_translate = [](TranslationContext& ctx, const NodeDesc& n) {
+    if (n.outputs.size() > 1 && !n.outputs[1].empty()) {
+      translate_max_pool_indices(ctx, n);
+    } else {
+      translate_max_pool(ctx, n);
+    }
+  };
+  r.add("", "MaxPool", 1, 11, max_claim, max_translate);
+  r.add("", "MaxPool", 12, 1 << 30, max_claim, max_translate);
+  r.add("", "AveragePool", 7, 10, avg_claim, translate_avg_pool);
+  r.add("", "AveragePool", 11, 1 << 30, avg_claim, translate_avg_pool);
+  r.add("", "LpPool", 2, 10, lp_claim, translate_lp_pool);
   r.add(
       "", "GlobalAveragePool", 1, 1 << 30,
       [](const ClaimContext& c) { return claim_global_pool(c); }, translate_global_avg);
   r.add(
       "", "GlobalMaxPool", 1, 1 << 30, [](const ClaimContext& c) { return claim_global_pool(c); },
       translate_global_max);
-  r.add(
-      "", "LpPool", 11, 1 << 30, [](const ClaimContext& c) { return claim_pool(c, false, true); },
-      translate_lp_pool);
+  r.add("", "LpPool", 11, 1 << 30, lp_claim, translate_lp_pool);
   r.add(
       "", "GlobalLpPool", 2, 1 << 30,
       [](const ClaimContext& c) { return claim_global_pool(c, true); }, translate_global_lp);

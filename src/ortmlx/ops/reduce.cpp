@@ -1,6 +1,7 @@
 // Reduce family: ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2,
 // ReduceLogSum, ReduceLogSumExp, ReduceSumSquare. Axes come from the `axes` attribute in older
-// opsets and from a constant int64 input later (ReduceSum from 13, the others from 18). Empty axes
+// opsets and from an int64 input later (ReduceSum from 13, the others from 18), constant or
+// computed at run time. Empty axes
 // reduce everything unless noop_with_empty_axes=1 (then the op is the identity), as in ORT.
 //
 // Reductions over zero elements give what ORT's CPU kernel gives (measured, ORT 1.30): 0 for
@@ -30,6 +31,7 @@
 #include <utility>
 
 #include "ortmlx/ops/common.h"
+#include "ortmlx/ops/host_values.h"
 #include "ortmlx/ops/op_args.h"
 #include "ortmlx/ops/ops.h"
 
@@ -84,7 +86,12 @@ ClaimFn claim_reduce(Kind kind, int input_axes_opset) {
       ORTMLX_REQUIRE(c.num_inputs() == 1 || c.num_inputs() == 2, "expects 1 or 2 inputs");
       auto r = refuse_unknown_attrs(c, {"keepdims", "noop_with_empty_axes"});
       if (!r.ok) return r;
-      if (c.has_input(1)) {
+      if (c.has_input(1) && !c.input_is_constant(1)) {
+        // Axes computed at run time: read on the host when translated (host_values.h; that
+        // plan runs eagerly) and checked against the live rank there.
+        auto ar = claim_index_list(c, 1, "axes");
+        if (!ar.ok) return ar;
+      } else if (c.has_input(1)) {
         std::string why;
         auto a = claim_const_ints(c, 1, "axes", &why);
         if (!a) return ClaimResult::no(why);
@@ -145,8 +152,7 @@ mx::array sum_int64_saturating(const mx::array& x, const std::vector<int>& axes,
   // |high| < 2^31 here, so high * 2^32 + low cannot overflow where it is selected.
   const mx::array fits_high = mx::clip(high, mx::array(int64_t{-(int64_t{1} << 31)}),
                                        mx::array(int64_t{(int64_t{1} << 31) - 1}), s);
-  const mx::array exact =
-      mx::add(mx::multiply(fits_high, mx::array(int64_t{1} << 32), s), low, s);
+  const mx::array exact = mx::add(mx::multiply(fits_high, mx::array(int64_t{1} << 32), s), low, s);
   const mx::array max64(std::numeric_limits<int64_t>::max());
   const mx::array min64(std::numeric_limits<int64_t>::min());
   return mx::where(mx::greater(high, fits_high, s), max64,
@@ -203,8 +209,7 @@ TranslateFn translate_reduce(Kind kind, int input_axes_opset) {
     mx::array x = ctx.input(n, 0);
     std::vector<int64_t> raw;
     if (n.since_version >= input_axes_opset) {
-      if (n.inputs.size() > 1 && !n.inputs[1].empty())
-        raw = translate_const_ints(ctx, n, 1, "axes");
+      if (n.inputs.size() > 1 && !n.inputs[1].empty()) raw = host_ints(ctx, n, 1, "axes");
     } else if (auto a = n.attr_ints("axes")) {
       raw = *a;
     }
@@ -241,8 +246,10 @@ TranslateFn translate_reduce(Kind kind, int input_axes_opset) {
       mx::Shape out;
       for (int i = 0; i < static_cast<int>(x.ndim()); ++i) {
         const bool reduced = std::find(axes.begin(), axes.end(), i) != axes.end();
-        if (!reduced) out.push_back(x.shape(i));
-        else if (keepdims) out.push_back(1);
+        if (!reduced)
+          out.push_back(x.shape(i));
+        else if (keepdims)
+          out.push_back(1);
       }
       ctx.bind_output(n, 0, mx::full(out, empty_reduction_value(kind, dt), s));
       return;
@@ -316,10 +323,14 @@ void register_reduce_ops(OpRegistry& r) {
   r.add("", "ReduceSum", 1, 1 << 30, claim_reduce(Kind::kSum, 13),
         translate_reduce(Kind::kSum, 13));
   const std::pair<const char*, Kind> from18[] = {
-      {"ReduceMean", Kind::kMean},           {"ReduceMax", Kind::kMax},
-      {"ReduceMin", Kind::kMin},             {"ReduceProd", Kind::kProd},
-      {"ReduceL1", Kind::kL1},               {"ReduceL2", Kind::kL2},
-      {"ReduceLogSum", Kind::kLogSum},       {"ReduceLogSumExp", Kind::kLogSumExp},
+      {"ReduceMean", Kind::kMean},
+      {"ReduceMax", Kind::kMax},
+      {"ReduceMin", Kind::kMin},
+      {"ReduceProd", Kind::kProd},
+      {"ReduceL1", Kind::kL1},
+      {"ReduceL2", Kind::kL2},
+      {"ReduceLogSum", Kind::kLogSum},
+      {"ReduceLogSumExp", Kind::kLogSumExp},
       {"ReduceSumSquare", Kind::kSumSquare},
   };
   for (const auto& [op, kind] : from18)

@@ -53,9 +53,8 @@ ClaimResult claim_resize(const ClaimContext& c) {
   ORTMLX_REQUIRE(c.num_inputs() >= 1 && c.num_inputs() <= 4 && c.num_outputs() == 1,
                  "expects 1 to 4 inputs and 1 output");
   auto r = refuse_unknown_attrs(
-      c, {"antialias", "axes", "coordinate_transformation_mode", "cubic_coeff_a",
-          "exclude_outside", "extrapolation_value", "keep_aspect_ratio_policy", "mode",
-          "nearest_mode"});
+      c, {"antialias", "axes", "coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
+          "extrapolation_value", "keep_aspect_ratio_policy", "mode", "nearest_mode"});
   if (!r.ok) return r;
   const NodeView& n = c.node();
   const std::string mode = n.attr_string("mode", "nearest");
@@ -154,15 +153,16 @@ ClaimResult claim_resize(const ClaimContext& c) {
           scales ? sc[i] == 1.0
                  : (sz_all[i] == -1 || (xi && xi->has_shape && xi->shape[i] == sz_all[i]));
       ORTMLX_REQUIRE(same, "mode '" + mode + "' only resizes the innermost " +
-                               std::to_string(inner) + " axes (outer sizes must be static and kept)");
+                               std::to_string(inner) +
+                               " axes (outer sizes must be static and kept)");
     }
   }
   return ClaimResult::yes();
 }
 
 // ORT's get_original_coordinate, in float32.
-float original_coordinate(const std::string& ctm, float x, float scale, float len_out,
-                          float len_in, bool from_sizes) {
+float original_coordinate(const std::string& ctm, float x, float scale, float len_out, float len_in,
+                          bool from_sizes) {
   if (ctm == "half_pixel") return (x + 0.5f) / scale - 0.5f;
   if (ctm == "half_pixel_symmetric") {
     const float adjustment = len_out / (scale * len_in);
@@ -214,7 +214,8 @@ mx::array resize_axis(const mx::array& x, int axis, int64_t in, int64_t out, flo
     const std::string nm = n.attr_string("nearest_mode", "round_prefer_floor");
     std::vector<int32_t> idx(out);
     for (int64_t o = 0; o < out; ++o) {
-      const float xo = original_coordinate(ctm, static_cast<float>(o), scale, fout, fin, from_sizes);
+      const float xo =
+          original_coordinate(ctm, static_cast<float>(o), scale, fout, fin, from_sizes);
       const int64_t i = std::clamp<int64_t>(nearest_pixel(nm, xo), 0, in - 1);
       idx[o] = static_cast<int32_t>(i);
     }
@@ -310,7 +311,8 @@ void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
     throw std::runtime_error("neither scales nor sizes is a constant");
   }
   const std::string mode = n.attr_string("mode", "nearest");
-  const int inner = mode == "nearest" ? rank : (mode == "cubic" ? 2 : (rank == 5 || rank == 3 ? 3 : 2));
+  const int inner =
+      mode == "nearest" ? rank : (mode == "cubic" ? 2 : (rank == 5 || rank == 3 ? 3 : 2));
   for (int i = 0; i < rank - inner; ++i)
     if (out[i] != x.shape(i))
       throw std::runtime_error("mode '" + mode + "' only resizes the innermost axes");
@@ -338,8 +340,8 @@ void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
 
 ClaimResult claim_block(const ClaimContext& c, bool d2s) {
   ORTMLX_REQUIRE(c.num_inputs() == 1 && c.num_outputs() == 1, "expects 1 input and 1 output");
-  auto r = d2s ? refuse_unknown_attrs(c, {"blocksize", "mode"})
-               : refuse_unknown_attrs(c, {"blocksize"});
+  auto r =
+      d2s ? refuse_unknown_attrs(c, {"blocksize", "mode"}) : refuse_unknown_attrs(c, {"blocksize"});
   if (!r.ok) return r;
   r = require_input_type(
       c, 0, [](ElemType t) { return t == ElemType::kFloat || t == ElemType::kUInt8; },
@@ -391,8 +393,7 @@ void translate_space_to_depth(TranslationContext& ctx, const NodeDesc& n) {
   if (b < 1 || H % b != 0 || W % b != 0)
     throw std::runtime_error("height and width must be divisible by blocksize");
   // (N, C, H/b, b, W/b, b) -> (N, b, b, C, H/b, W/b)
-  mx::array y =
-      mx::transpose(mx::reshape(x, {N, C, H / b, b, W / b, b}, s), {0, 3, 5, 1, 2, 4}, s);
+  mx::array y = mx::transpose(mx::reshape(x, {N, C, H / b, b, W / b, b}, s), {0, 3, 5, 1, 2, 4}, s);
   ctx.bind_output(n, 0, mx::reshape(y, {N, Cbb, H / b, W / b}, s));
 }
 
@@ -400,11 +401,23 @@ void translate_space_to_depth(TranslationContext& ctx, const NodeDesc& n) {
 
 void register_resize_ops(OpRegistry& r) {
   r.add("", "Resize", 13, 1 << 30, claim_resize, translate_resize);
+  // Resize 11-12: roi and scales are required inputs (empty ones count as absent) and
+  // tf_half_pixel_for_nn is one more coordinate mode (refused as unknown); ORT runs the same
+  // kernel, so the same claim and translator serve.
+  r.add("", "Resize", 11, 12, claim_resize, translate_resize);
   r.add(
       "", "DepthToSpace", 13, 1 << 30, [](const ClaimContext& c) { return claim_block(c, true); },
       translate_depth_to_space);
   r.add(
       "", "SpaceToDepth", 13, 1 << 30, [](const ClaimContext& c) { return claim_block(c, false); },
+      translate_space_to_depth);
+  // Older versions: DepthToSpace 1-10 has no `mode` (DCR, the default), 11-12 no bfloat16;
+  // SpaceToDepth 1-12 no bfloat16. The same claims; each its own entry.
+  r.add(
+      "", "DepthToSpace", 1, 12, [](const ClaimContext& c) { return claim_block(c, true); },
+      translate_depth_to_space);
+  r.add(
+      "", "SpaceToDepth", 1, 12, [](const ClaimContext& c) { return claim_block(c, false); },
       translate_space_to_depth);
 }
 

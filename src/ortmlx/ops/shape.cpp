@@ -152,11 +152,13 @@ void translate_transpose(TranslationContext& ctx, const NodeDesc& n) {
 
 // ---------------------------------------------------------------- Unsqueeze / Squeeze
 
-// Axes for (Un)Squeeze: the `axes` attribute before opset 13, the constant input 1 from 13 on.
+// Axes for (Un)Squeeze: the `axes` attribute before opset 13, input 1 from 13 on (constant, or
+// computed at run time: `runtime`, then `axes` stays empty).
 // `required` for Unsqueeze. Sets `present` to whether axes were given at all.
 ClaimResult claim_squeeze_axes(const ClaimContext& c, bool required, std::vector<int64_t>* axes,
-                               bool* present) {
+                               bool* present, bool* runtime) {
   *present = false;
+  *runtime = false;
   if (c.node().since_version < 13) {
     ORTMLX_REQUIRE(c.num_inputs() == 1, "expects 1 input before opset 13");
     auto r = refuse_unknown_attrs(c, {"axes"});
@@ -169,7 +171,14 @@ ClaimResult claim_squeeze_axes(const ClaimContext& c, bool required, std::vector
     ORTMLX_REQUIRE(c.num_inputs() == 1 || c.num_inputs() == 2, "expects 1 or 2 inputs");
     auto r = refuse_unknown_attrs(c, {});
     if (!r.ok) return r;
-    if (c.has_input(1)) {
+    if (c.has_input(1) && !c.input_is_constant(1)) {
+      // Axes computed at run time: read on the host when translated (host_values.h; that plan
+      // runs eagerly) and checked against the live shape there.
+      auto ar = claim_index_list(c, 1, "axes");
+      if (!ar.ok) return ar;
+      *present = true;
+      *runtime = true;
+    } else if (c.has_input(1)) {
       std::string why;
       auto a = claim_const_ints(c, 1, "axes", &why);
       if (!a) return ClaimResult::no(why);
@@ -191,7 +200,7 @@ std::vector<int64_t> translate_squeeze_axes(TranslationContext& ctx, const NodeD
   }
   if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
     *present = true;
-    return translate_const_ints(ctx, n, 1, "axes");
+    return host_ints(ctx, n, 1, "axes");
   }
   return {};
 }
@@ -199,8 +208,10 @@ std::vector<int64_t> translate_squeeze_axes(TranslationContext& ctx, const NodeD
 ClaimResult claim_unsqueeze(const ClaimContext& c) {
   std::vector<int64_t> axes;
   bool present = false;
-  auto r = claim_squeeze_axes(c, true, &axes, &present);
+  bool runtime = false;
+  auto r = claim_squeeze_axes(c, true, &axes, &present, &runtime);
   if (!r.ok) return r;
+  if (runtime) return ClaimResult::yes();
   ORTMLX_REQUIRE(!axes.empty(), "axes is empty");
   const int64_t rank = c.input_rank(0);
   if (rank >= 0) {
@@ -215,6 +226,7 @@ void translate_unsqueeze(TranslationContext& ctx, const NodeDesc& n) {
   mx::array x = ctx.input(n, 0);
   bool present = false;
   const auto raw = translate_squeeze_axes(ctx, n, &present);
+  if (raw.empty()) throw std::runtime_error("axes is empty");
   // Axes index the output, whose rank is the input rank plus the number of new axes.
   const int64_t out_rank = static_cast<int64_t>(x.ndim() + raw.size());
   const auto axes = normalize_axes_or_throw(raw, out_rank);
@@ -230,7 +242,8 @@ void translate_unsqueeze(TranslationContext& ctx, const NodeDesc& n) {
 ClaimResult claim_squeeze(const ClaimContext& c) {
   std::vector<int64_t> axes;
   bool present = false;
-  auto r = claim_squeeze_axes(c, false, &axes, &present);
+  bool runtime = false;
+  auto r = claim_squeeze_axes(c, false, &axes, &present, &runtime);
   if (!r.ok) return r;
   const TensorInfo* info = c.input(0);
   if (info && info->has_shape) {

@@ -85,20 +85,45 @@ ClaimResult claim_slice(const ClaimContext& c) {
   return ClaimResult::yes();
 }
 
+// Slice opsets 1-9: starts, ends and axes are attributes, steps are 1. ORT clamps them as in
+// the input form, so translate_slice serves.
+ClaimResult claim_slice_attrs(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() == 1 && c.num_outputs() == 1, "expects 1 input and 1 output");
+  auto r = refuse_unknown_attrs(c, {"starts", "ends", "axes"});
+  if (!r.ok) return r;
+  r = claim_data(c);
+  if (!r.ok) return r;
+  const auto starts = c.node().attr_ints("starts"), ends = c.node().attr_ints("ends");
+  ORTMLX_REQUIRE(starts && ends, "starts and ends are required");
+  ORTMLX_REQUIRE(starts->size() == ends->size(), "starts and ends have different lengths");
+  if (auto axes = c.node().attr_ints("axes")) {
+    ORTMLX_REQUIRE(axes->size() == starts->size(), "axes and starts have different lengths");
+    const int64_t rank = c.input_rank(0);
+    std::string why;
+    if (rank >= 0 && !normalize_axes(*axes, rank, &why)) return ClaimResult::no(why);
+  }
+  return ClaimResult::yes();
+}
+
 void translate_slice(TranslationContext& ctx, const NodeDesc& n) {
   mx::array x = ctx.input(n, 0);
   const int64_t rank = static_cast<int64_t>(x.ndim());
-  const auto starts = host_ints(ctx, n, 1, "starts");
-  const auto ends = host_ints(ctx, n, 2, "ends");
+  const bool attrs = n.since_version < 10;
+  const auto starts = attrs ? n.attr_ints("starts").value_or(std::vector<int64_t>{})
+                            : host_ints(ctx, n, 1, "starts");
+  const auto ends =
+      attrs ? n.attr_ints("ends").value_or(std::vector<int64_t>{}) : host_ints(ctx, n, 2, "ends");
   const size_t k = starts.size();
   if (ends.size() != k) throw std::runtime_error("starts and ends have different lengths");
   std::vector<int64_t> axes_raw(k), steps(k, 1);
-  if (n.inputs.size() > 3 && !n.inputs[3].empty()) {
+  if (attrs && n.attr_ints("axes")) {
+    axes_raw = *n.attr_ints("axes");
+  } else if (!attrs && n.inputs.size() > 3 && !n.inputs[3].empty()) {
     axes_raw = host_ints(ctx, n, 3, "axes");
   } else {
     for (size_t i = 0; i < k; ++i) axes_raw[i] = static_cast<int64_t>(i);
   }
-  if (n.inputs.size() > 4 && !n.inputs[4].empty()) steps = host_ints(ctx, n, 4, "steps");
+  if (!attrs && n.inputs.size() > 4 && !n.inputs[4].empty()) steps = host_ints(ctx, n, 4, "steps");
   if (axes_raw.size() != k || steps.size() != k)
     throw std::runtime_error("starts, ends, axes and steps have different lengths");
   const auto axes = normalize_axes_or_throw(axes_raw, rank);
@@ -276,9 +301,33 @@ ClaimResult claim_pad(const ClaimContext& c) {
   return ClaimResult::yes();
 }
 
+// Pad opsets 2-10: pads and the constant `value` (a float) are attributes; ORT's kernel is
+// float-only there. translate_pad reads them from the node.
+ClaimResult claim_pad_attrs(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() == 1 && c.num_outputs() == 1, "expects 1 input and 1 output");
+  auto r = refuse_unknown_attrs(c, {"mode", "pads", "value"});
+  if (!r.ok) return r;
+  r = require_input_type(
+      c, 0, [](ElemType t) { return t == ElemType::kFloat; }, "float32 only");
+  if (!r.ok) return r;
+  r = require_same_types(c);
+  if (!r.ok) return r;
+  const std::string mode = c.node().attr_string("mode", "constant");
+  ORTMLX_REQUIRE(mode == "constant" || mode == "reflect" || mode == "edge",
+                 "mode '" + mode + "' is not implemented (constant, reflect, edge)");
+  const auto pads = c.node().attr_ints("pads");
+  ORTMLX_REQUIRE(pads.has_value(), "pads is required");
+  const int64_t rank = c.input_rank(0);
+  ORTMLX_REQUIRE(rank < 0 || static_cast<int64_t>(pads->size()) == 2 * rank,
+                 "pads must hold 2 values per dim");
+  if (mode != "constant")
+    for (int64_t v : *pads)
+      ORTMLX_REQUIRE(v >= 0, "negative pads are implemented for mode constant only");
+  return ClaimResult::yes();
+}
+
 // Reflect padding of one axis by (lo, hi): mirrored copies without the edge element.
-mx::array reflect_axis(const mx::array& x, int axis, int64_t lo, int64_t hi,
-                       mx::StreamOrDevice s) {
+mx::array reflect_axis(const mx::array& x, int axis, int64_t lo, int64_t hi, mx::StreamOrDevice s) {
   const int64_t dim = x.shape(axis);
   if ((lo > 0 || hi > 0) && (lo >= dim || hi >= dim))
     throw std::runtime_error("reflect pads must be smaller than the dim (" + std::to_string(dim) +
@@ -308,7 +357,9 @@ mx::array wrap_axis(const mx::array& x, int axis, int64_t lo, int64_t hi, mx::St
 void translate_pad(TranslationContext& ctx, const NodeDesc& n) {
   mx::array x = ctx.input(n, 0);
   const int64_t rank = static_cast<int64_t>(x.ndim());
-  auto pads = host_ints(ctx, n, 1, "pads");
+  const bool attrs = n.since_version < 11;
+  auto pads =
+      attrs ? n.attr_ints("pads").value_or(std::vector<int64_t>{}) : host_ints(ctx, n, 1, "pads");
   std::vector<int> axes;
   if (n.inputs.size() > 3 && !n.inputs[3].empty()) {
     axes = normalize_axes_or_throw(host_ints(ctx, n, 3, "axes"), rank);
@@ -366,7 +417,9 @@ void translate_pad(TranslationContext& ctx, const NodeDesc& n) {
   }
   if (mode == "constant") {
     mx::array value = mx::array(0, x.dtype());
-    if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+    if (attrs) {
+      value = mx::astype(mx::array(n.attr_float("value", 0.0f)), x.dtype(), ctx.stream());
+    } else if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
       value = ctx.input(n, 2);
       if (value.size() != 1) throw std::runtime_error("constant_value must hold one value");
       value = mx::reshape(value, {}, ctx.stream());
@@ -374,8 +427,7 @@ void translate_pad(TranslationContext& ctx, const NodeDesc& n) {
     ctx.bind_output(n, 0, mx::pad(x, pad_axes, low, high, value, "constant", ctx.stream()));
   } else if (mode == "edge") {
     for (size_t i = 0; i < pad_axes.size(); ++i)
-      if (x.shape(pad_axes[i]) == 0)
-        throw std::runtime_error("edge padding of an empty dim");
+      if (x.shape(pad_axes[i]) == 0) throw std::runtime_error("edge padding of an empty dim");
     ctx.bind_output(n, 0,
                     mx::pad(x, pad_axes, low, high, mx::array(0, x.dtype()), "edge", ctx.stream()));
   } else if (mode == "wrap") {
@@ -404,8 +456,8 @@ void translate_tile(TranslationContext& ctx, const NodeDesc& n) {
   mx::array x = ctx.input(n, 0);
   const auto reps = host_ints(ctx, n, 1, "repeats");
   if (reps.size() != x.ndim())
-    throw std::runtime_error("repeats has " + std::to_string(reps.size()) +
-                             " values for rank " + std::to_string(x.ndim()));
+    throw std::runtime_error("repeats has " + std::to_string(reps.size()) + " values for rank " +
+                             std::to_string(x.ndim()));
   std::vector<int> r;
   std::vector<int64_t> out;
   for (size_t i = 0; i < reps.size(); ++i) {
@@ -459,6 +511,9 @@ void register_slice_ops(OpRegistry& r) {
   r.add("", "Split", 2, 1 << 30, claim_split, translate_split);
   // Pad 2-10 took pads as an attribute; not implemented.
   r.add("", "Pad", 11, 1 << 30, claim_pad, translate_pad);
+  // Attribute forms of older opsets (translators pick the form from the node's opset).
+  r.add("", "Slice", 1, 9, claim_slice_attrs, translate_slice);
+  r.add("", "Pad", 2, 10, claim_pad_attrs, translate_pad);
   r.add("", "Tile", 6, 1 << 30, claim_tile, translate_tile);
   r.add("", "Expand", 8, 1 << 30, claim_expand, translate_expand);
 }
