@@ -31,6 +31,7 @@ void register_all_ops(OpRegistry& r) {
   register_resize_ops(r);
   register_bitwise_ops(r);
   register_control_flow_ops(r);
+  register_recurrent_ops(r);
 }
 
 }  // namespace ortmlx
