@@ -12,11 +12,12 @@ from .gen_data import floats
 from .hostile import hpick
 
 F32 = TensorProto.FLOAT
-ACTS = ("Sigmoid", "Tanh", "Relu", "Affine", "LeakyRelu", "ThresholdedRelu", "ScaledTanh",
-        "HardSigmoid", "Elu", "Softsign", "Softplus")
+ACTS = ("Sigmoid Tanh Relu Affine LeakyRelu ThresholdedRelu ScaledTanh HardSigmoid Elu Softsign "
+        "Softplus").split()
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 ACTS_PER_DIR = {"RNN": 1, "GRU": 2, "LSTM": 3}
-DEFAULT_ACTS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}
+SIGMOID, TANH = ACTS[:2]
+DEFAULT_ACTS = {"RNN": [TANH], "GRU": [SIGMOID, TANH], "LSTM": [SIGMOID, TANH, TANH]}
 LOOSE = 30.0  # gates chain matmuls and transcendental functions over the steps
 
 
