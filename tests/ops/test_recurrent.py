@@ -412,3 +412,22 @@ def test_empty_batch(op, rng):
     finally:
         run.close()
     assert [g.shape for g in got] == [(4, 2, 0, 4)] + [(2, 0, 4)] * (N_OUT[op] - 1)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("op", ["GRU", "LSTM"])
+def test_overflowing_gate_inputs_clamp_like_cpu(op, bias, rng):
+    """ORT's GRU/LSTM clamp every gate input to [-FLT_MAX, FLT_MAX] even without clip: an
+    overflowing X·W^T becomes FLT_MAX (finite through Affine), not Inf. Input size 1: each
+    product overflows alone, whatever order a matmul sums in."""
+    ins = rnn_inputs(rng, op, I=1, nd=2, bias=bias, init_h=True, init_c=True)
+    ins["X"] = (ins["X"] * np.float32(1e38)).astype(np.float32)
+    ins["W"] = (ins["W"] * np.float32(100)).astype(np.float32)
+    ins["R"] = np.zeros_like(ins["R"])
+    names = ["Affine", TANH, TANH] if op == "LSTM" else ["Affine", TANH]
+    attrs = {"hidden_size": 4, "direction": "bidirectional", "activations": names * 2,
+             "activation_alpha": [1e-30] * 6, "activation_beta": [0.0] * 6}
+    model = rnn_model(op, ins, attrs)
+    want = run_cpu(model, feeds_of(ins))
+    got = check_on_ep(model, feeds_of(ins), rtol=1e-4, atol=1e-3)
+    assert all(np.isfinite(g).all() for g in got) and all(np.isfinite(w).all() for w in want)

@@ -8,7 +8,7 @@
 //   the rest (Affine, ThresholdedRelu, ScaledTanh: not the ONNX op defaults). GRU/LSTM read
 //   activation names case-insensitively, RNN takes the exact names only.
 // - clip bounds the input of every gate activation (after the bias). RNN: a negative clip means
-//   no clip; GRU/LSTM: ORT rejects clip <= 0.
+//   no clip; GRU/LSTM: ORT rejects clip <= 0, and clamps to FLT_MAX when clip is absent.
 // - sequence_lens: a row stops at its length (its state is held), Y is zero from there on, and
 //   the reverse direction runs over the first `length` steps only. A row of length 0 gets zero
 //   final states (not initial_h / initial_c).
@@ -404,9 +404,15 @@ void translate_recurrent(TranslationContext& ctx, const NodeDesc& n, Cell cell) 
       }
       xw_d = mx::add(xw_d, folded, s);
     }
+    // GRU/LSTM always clamp (to FLT_MAX without a clip attribute, so an overflowing gate input
+    // becomes FLT_MAX, not Inf), and with a bias input their clamp turns NaN into +bound.
+    const std::optional<float> bound =
+        cell == Cell::kRnn ? spec->clip : spec->clip.value_or(std::numeric_limits<float>::max());
+    const bool nan_to_bound = cell != Cell::kRnn && bias.has_value();
     auto clip = [&](const mx::array& a) {
-      if (!spec->clip) return a;
-      return mx::clip(a, scalar(-*spec->clip), scalar(*spec->clip), s);
+      if (!bound) return a;
+      mx::array out = mx::clip(a, scalar(-*bound), scalar(*bound), s);
+      return nan_to_bound ? mx::where(mx::isnan(a, s), scalar(*bound), out, s) : out;
     };
     std::optional<mx::array> p_i, p_o, p_f;
     if (peep) {
