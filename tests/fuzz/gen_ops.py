@@ -1,10 +1,10 @@
 """Generator (b): one node per case, for every registry entry (ai.onnx and com.microsoft), with
 random dtypes, attribute values (valid, out of range, hostile, absent), opsets across the entry's
 range, input forms (graph input, constant initializer) and data (special values included).
-The op families live in gen_elem.py, gen_shape.py, gen_nn.py and gen_recurrent.py (mixins of
-OpCases); each op has a method gen_<Op> (com.microsoft: gen_ms_<Op>), which test_coverage.py
-checks against the registry. Mostly cases ORT CPU has a kernel for are emitted; ORT rejecting one
-at load time marks it invalid (not counted)."""
+The op families live in gen_elem.py, gen_shape.py, gen_nn.py, gen_control.py and
+gen_recurrent.py (mixins of OpCases); each op has a method gen_<Op> (com.microsoft: gen_ms_<Op>),
+which test_coverage.py checks against the registry. Mostly cases ORT CPU has a kernel for are
+emitted; ORT rejecting one at load time marks it invalid (not counted)."""
 
 from __future__ import annotations
 
