@@ -1,10 +1,10 @@
 """Generator (b): one node per case, for every registry entry (ai.onnx and com.microsoft), with
 random dtypes, attribute values (valid, out of range, hostile, absent), opsets across the entry's
 range, input forms (graph input, constant initializer) and data (special values included).
-The op families live in gen_elem.py, gen_shape.py and gen_nn.py (mixins of OpCases); each op has
-a method gen_<Op> (com.microsoft: gen_ms_<Op>), which test_coverage.py checks against the
-registry. Mostly cases ORT CPU has a kernel for are emitted; ORT rejecting one at load time
-marks it invalid (not counted)."""
+The op families live in gen_elem.py, gen_shape.py, gen_nn.py, gen_control.py and
+gen_recurrent.py (mixins of OpCases); each op has a method gen_<Op> (com.microsoft: gen_ms_<Op>),
+which test_coverage.py checks against the registry. Mostly cases ORT CPU has a kernel for are
+emitted; ORT rejecting one at load time marks it invalid (not counted)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from .gen_control import ControlGen
 from .gen_data import broadcast_pair, data, floats, ints, rand_dim, rand_shape, rand_shape_axis
 from .gen_elem import ElemGen
 from .gen_nn import NNGen
+from .gen_recurrent import RecurrentGen
 from .gen_shape import ShapeGen
 from . import hostile
 from .hostile import int_attribute_names, mutate_int_attribute
@@ -113,7 +114,7 @@ def make_node(op, inputs, outputs, name, **attrs):
     return node
 
 
-class OpCases(ElemGen, ShapeGen, NNGen, ControlGen):
+class OpCases(ElemGen, ShapeGen, NNGen, ControlGen, RecurrentGen):
     """Makes single-node cases for a model opset."""
 
     def __init__(self, rng, opset):

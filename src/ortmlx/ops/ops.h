@@ -32,6 +32,7 @@ void register_channel_norm_ops(OpRegistry& r);  // Batch/Instance/Group/LpNormal
 void register_resize_ops(OpRegistry& r);        // Resize, DepthToSpace, SpaceToDepth
 void register_bitwise_ops(OpRegistry& r);       // BitwiseAnd/Or/Xor/Not
 void register_spectral_ops(OpRegistry& r);      // Hann/Hamming/BlackmanWindow
+void register_recurrent_ops(OpRegistry& r);     // RNN, GRU, LSTM
 
 // Every family, in one place (called once to build OpRegistry::global()).
 void register_control_flow_ops(OpRegistry& r);  // If, Loop, Scan (bodies translated inline)

@@ -32,6 +32,7 @@ void register_all_ops(OpRegistry& r) {
   register_bitwise_ops(r);
   register_control_flow_ops(r);
   register_spectral_ops(r);
+  register_recurrent_ops(r);
 }
 
 }  // namespace ortmlx
