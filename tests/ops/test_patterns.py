@@ -340,3 +340,75 @@ def test_fast_layer_norm_keeps_large_mean_rows_accurate(chain, rng):
     want = (x64 - mu) / np.sqrt(var + eps) * inits["gamma" if chain else "scale"] + \
         inits["beta" if chain else "bias"]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------------------- attention
+
+ATT_FAST = "attention chain -> mlx::fast::scaled_dot_product_attention"
+ATT_COMPOSED = "attention chain: no fused MLX kernel for these shapes on this backend (its own ops)"
+
+
+def attention_chain(q_shape, s_len, scale_op="mul", transpose_k=True, axis=-1, mask=False,
+                    probs_out=False):
+    """softmax(q k^T * c) v with q, k, v as graph inputs (a decoder step when q has one row)."""
+    n = h.make_node
+    b, hh, L, d = q_shape
+    inputs = [h.make_tensor_value_info("q", T.FLOAT, [b, hh, L, d]),
+              h.make_tensor_value_info("k", T.FLOAT, [b, hh, s_len, d] if transpose_k
+                                       else [b, hh, d, s_len]),
+              h.make_tensor_value_info("v", T.FLOAT, [b, hh, s_len, d])]
+    c = 1.0 / np.sqrt(d)
+    inits = [const("c", c if scale_op == "mul" else 1.0 / c)]
+    nodes = []
+    kt = "k"
+    if transpose_k:
+        nodes.append(n("Transpose", ["k"], ["kt"], name="kt", perm=[0, 1, 3, 2]))
+        kt = "kt"
+    nodes.append(n("MatMul", ["q", kt], ["sc"], name="qk"))
+    nodes.append(n("Mul" if scale_op == "mul" else "Div", ["sc", "c"], ["scs"], name="scale"))
+    logits = "scs"
+    if mask:
+        inputs.append(h.make_tensor_value_info("m", T.FLOAT, [1, 1, L, s_len]))
+        nodes.append(n("Add", ["scs", "m"], ["msk"], name="mask"))
+        logits = "msk"
+    nodes.append(n("Softmax", [logits], ["p"], name="softmax", axis=axis))
+    nodes.append(n("MatMul", ["p", "v"], ["y"], name="pv"))
+    outs = [h.make_tensor_value_info("y", T.FLOAT, [b, hh, L, d])]
+    if probs_out:
+        outs.append(h.make_tensor_value_info("p", T.FLOAT, [b, hh, L, s_len]))
+    return make_model(h.make_graph(nodes, "att", inputs, outs, inits))
+
+
+def attention_feeds(rng, model):
+    feeds = {}
+    for vi in model.graph.input:
+        shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+        feeds[vi.name] = random_array(rng, shape)
+    return feeds
+
+
+@pytest.mark.parametrize("q_shape,s_len", [((1, 12, 1, 64), 40), ((2, 4, 3, 128), 17),
+                                           ((2, 4, 16, 16), 16)], ids=str)
+@pytest.mark.parametrize("scale_op", ["mul", "div"])
+def test_attention_chain_fast_when_asked(q_shape, s_len, scale_op, rng):
+    model = attention_chain(q_shape, s_len, scale_op)
+    report = run_pattern(model, attention_feeds(rng, model), {"fast_patterns": "1"})
+    assert taken(report, "attention") == 1 and ATT_FAST in report.paths()
+
+
+@pytest.mark.parametrize("transpose_k", [True, False])
+def test_attention_chain_default(transpose_k, rng):
+    """Default on MLX's CPU backend: matched, the chain's own ops (no fused kernel there)."""
+    model = attention_chain((1, 4, 1, 64), 9, transpose_k=transpose_k)
+    report = run_pattern(model, attention_feeds(rng, model))
+    assert taken(report, "attention") == 1
+    want = ATT_COMPOSED if mlx_backend() == "cpu" else ATT_FAST
+    assert want in report.paths()
+
+
+@pytest.mark.parametrize("variant", ["axis2", "mask", "probs_out"])
+def test_attention_variants_not_taken(variant, rng):
+    kw = {"axis2": {"axis": 2}, "mask": {"mask": True}, "probs_out": {"probs_out": True}}[variant]
+    model = attention_chain((1, 2, 4, 8), 4, **kw)
+    report = run_pattern(model, attention_feeds(rng, model), {"fast_patterns": "1"})
+    assert taken(report, "attention") == 0

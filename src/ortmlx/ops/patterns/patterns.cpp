@@ -11,6 +11,8 @@
 //     Mul(Mul(x, a), 0.5) | Mul(Mul(x, 0.5), a)
 //   GELU (tanh): t = Tanh(Mul(Add(x, Mul(Pow(x, 3), 0.044715)), sqrt(2/pi))); a = Add(t, 1);
 //     the same two tails.
+//   Attention: p = Softmax(Mul(MatMul(q, kT), c) | Div(MatMul(q, kT), c), -1); MatMul(p, v), rank
+//     4, kT = Transpose(k, [0, 1, 3, 2]) or any value.
 // The norms run as mx::fast::layer_norm / rms_norm, which MLX's CUDA backend implements as one
 // kernel each (float32 accumulation, two-pass variance for LayerNorm: mlx/backend/cuda/
 // layer_norm.cu, rms_norm.cu); on MLX's CPU backend they are MLX's composed fallback. The GELU
@@ -391,6 +393,52 @@ std::optional<Match> match_gelu_tanh(const PlanIndex& ix, size_t i) {
   return std::nullopt;
 }
 
+// softmax(MatMul(q, kT) * c | / c) then MatMul(probs, v); kT = Transpose(k, [0,1,3,2]) or any
+// value (then transposed back in the translator). Rank 4 float32, softmax over the last axis.
+std::optional<Match> match_attention(const PlanIndex& ix, size_t i) {
+  const NodeDesc& sm = ix.node(i);
+  if (sm.since_version < 13 || sm.input_infos.empty() || sm.input_infos[0].rank() != 4)
+    return std::nullopt;
+  const int64_t axis = sm.attr_int("axis", -1);
+  if (axis != -1 && axis != 3) return std::nullopt;
+  std::optional<size_t> scale = ix.producer(sm.inputs[0], "Mul");
+  bool divide = false;
+  if (!scale) {
+    scale = ix.producer(sm.inputs[0], "Div");
+    divide = true;
+  }
+  if (!scale) return std::nullopt;
+  auto c = split_scalar(ix, ix.node(*scale), /*constant_second_only=*/divide);
+  if (!c || c->second == 0.0) return std::nullopt;
+  auto mm1 = ix.producer(c->first, "MatMul");
+  if (!mm1) return std::nullopt;
+  const NodeDesc& qk = ix.node(*mm1);
+  auto mm2 = ix.sole_consumer(sm.outputs[0], "MatMul");
+  if (!mm2 || ix.node(*mm2).inputs[0] != sm.outputs[0]) return std::nullopt;
+  const NodeDesc& pv = ix.node(*mm2);
+  for (const NodeDesc* nd : {&qk, &pv})
+    for (size_t k = 0; k < 2; ++k)
+      if (!float_input(*nd, k) || nd->input_infos[k].rank() != 4) return std::nullopt;
+  Match m;
+  m.pattern = "attention";
+  m.nodes = {*mm1, *scale, i, *mm2};
+  m.last = *mm2;
+  std::string key = qk.inputs[1];
+  int64_t key_transposed = 0;
+  if (auto tr = ix.producer(qk.inputs[1], "Transpose")) {
+    auto perm = ix.node(*tr).attr_ints("perm");
+    if (perm && *perm == std::vector<int64_t>{0, 1, 3, 2} && ix.internal(qk.inputs[1], {*mm1})) {
+      m.nodes.insert(*tr);
+      key = ix.node(*tr).inputs[0];
+      key_transposed = 1;
+    }
+  }
+  m.inputs = {qk.inputs[0], key, pv.inputs[1]};
+  m.attrs["scale"] = static_cast<float>(divide ? 1.0 / c->second : c->second);
+  m.attrs["key_transposed"] = key_transposed;
+  return m;
+}
+
 // Every interior value (all outputs of matched nodes but the result) is read inside the chain
 // only; nothing else of the matched nodes is used outside.
 bool self_contained(const PlanIndex& ix, const Match& m) {
@@ -405,67 +453,53 @@ bool self_contained(const PlanIndex& ix, const Match& m) {
 }
 
 // ------------------------------------------------------------------------------ translators
+//
+// A pattern translator returns false when its fast form does not apply to the concrete shapes
+// (e.g. a scale that is not a vector of the last axis): the pattern node then translates the
+// chain's original nodes, exactly as without the pass, and records a composed path.
 
-mx::array float_arg(const TranslationContext& ctx, const NodeDesc& n, size_t i) {
-  if (i >= n.inputs.size() || n.inputs[i].empty()) return mx::array(0.0f);
-  return ctx.input(n, i);
-}
+using FastFn = bool (*)(TranslationContext&, const NodeDesc&);
 
 bool has_input(const NodeDesc& n, size_t i) {
   return i < n.inputs.size() && !n.inputs[i].empty();
 }
 
 // mx::fast takes a scale/shift of exactly the last axis; a scalar or size-1 constant (legal in
-// the chain, which broadcasts) takes the composed path.
+// the chain, which broadcasts) keeps the chain's ops.
 bool fits_last_axis(const TranslationContext& ctx, const NodeDesc& n, size_t i,
                     const mx::array& x) {
   if (!has_input(n, i)) return true;
   const mx::array p = ctx.input(n, i);
-  return p.ndim() == 1 && x.ndim() >= 1 && p.shape(0) == x.shape(-1);
+  return p.dtype() == mx::float32 && p.ndim() == 1 && x.ndim() >= 1 && p.shape(0) == x.shape(-1);
 }
 
-void translate_layer_norm_chain(TranslationContext& ctx, const NodeDesc& n) {
-  const auto s = ctx.stream();
-  const mx::array x = ctx.input(n, 0);
-  const float eps = n.attr_float("epsilon", 0.0f);
-  const bool fast = x.dtype() == mx::float32 && x.ndim() >= 1 && x.shape(-1) > 0 &&
-                    fits_last_axis(ctx, n, 1, x) && fits_last_axis(ctx, n, 2, x);
-  if (fast) {
-    std::optional<mx::array> w, b;
-    if (has_input(n, 1)) w = ctx.input(n, 1);
-    if (has_input(n, 2)) b = ctx.input(n, 2);
-    ctx.bind_output(n, 0, shifted_fast_layer_norm(x, w, b, eps, s));
-    ctx.mark_fast(n, "LayerNorm chain -> mlx::fast::layer_norm");
-    return;
-  }
-  // The chain's own ops (broadcasting scale/shift as ONNX does).
-  const mx::array m = mx::mean(x, -1, /*keepdims=*/true, s);
-  const mx::array d = mx::subtract(x, m, s);
-  const mx::array v = mx::mean(mx::square(d, s), -1, /*keepdims=*/true, s);
-  mx::array y = mx::divide(d, mx::sqrt(mx::add(v, mx::array(eps), s), s), s);
-  if (has_input(n, 1)) y = mx::multiply(y, float_arg(ctx, n, 1), s);
-  if (has_input(n, 2)) y = mx::add(y, float_arg(ctx, n, 2), s);
-  ctx.bind_output(n, 0, y);
-  ctx.mark_composed(n, "LayerNorm chain: scale/shift not a vector of the last axis");
+std::optional<mx::array> optional_input(const TranslationContext& ctx, const NodeDesc& n,
+                                        size_t i) {
+  if (!has_input(n, i)) return std::nullopt;
+  return ctx.input(n, i);
 }
 
-void translate_rms_norm_chain(TranslationContext& ctx, const NodeDesc& n) {
-  const auto s = ctx.stream();
+bool layer_norm_chain(TranslationContext& ctx, const NodeDesc& n) {
   const mx::array x = ctx.input(n, 0);
-  const float eps = n.attr_float("epsilon", 0.0f);
-  if (x.dtype() == mx::float32 && x.ndim() >= 1 && x.shape(-1) > 0 &&
-      fits_last_axis(ctx, n, 1, x)) {
-    std::optional<mx::array> w;
-    if (has_input(n, 1)) w = ctx.input(n, 1);
-    ctx.bind_output(n, 0, mx::fast::rms_norm(x, w, eps, s));
-    ctx.mark_fast(n, "RMSNorm chain -> mlx::fast::rms_norm");
-    return;
-  }
-  const mx::array v = mx::mean(mx::square(x, s), -1, /*keepdims=*/true, s);
-  mx::array y = mx::divide(x, mx::sqrt(mx::add(v, mx::array(eps), s), s), s);
-  if (has_input(n, 1)) y = mx::multiply(y, float_arg(ctx, n, 1), s);
-  ctx.bind_output(n, 0, y);
-  ctx.mark_composed(n, "RMSNorm chain: scale not a vector of the last axis");
+  if (x.dtype() != mx::float32 || x.ndim() < 1 || x.shape(-1) == 0 ||
+      !fits_last_axis(ctx, n, 1, x) || !fits_last_axis(ctx, n, 2, x))
+    return false;
+  ctx.bind_output(n, 0,
+                  shifted_fast_layer_norm(x, optional_input(ctx, n, 1), optional_input(ctx, n, 2),
+                                          n.attr_float("epsilon", 0.0f), ctx.stream()));
+  ctx.mark_fast(n, "LayerNorm chain -> mlx::fast::layer_norm");
+  return true;
+}
+
+bool rms_norm_chain(TranslationContext& ctx, const NodeDesc& n) {
+  const mx::array x = ctx.input(n, 0);
+  if (x.dtype() != mx::float32 || x.ndim() < 1 || x.shape(-1) == 0 || !fits_last_axis(ctx, n, 1, x))
+    return false;
+  ctx.bind_output(n, 0,
+                  mx::fast::rms_norm(x, optional_input(ctx, n, 1), n.attr_float("epsilon", 0.0f),
+                                     ctx.stream()));
+  ctx.mark_fast(n, "RMSNorm chain -> mlx::fast::rms_norm");
+  return true;
 }
 
 mx::array gelu_tail(const NodeDesc& n, const mx::array& x, const mx::array& a,
@@ -475,7 +509,7 @@ mx::array gelu_tail(const NodeDesc& n, const mx::array& x, const mx::array& a,
   return mx::multiply(mx::multiply(x, half, s), a, s);
 }
 
-void translate_gelu_erf(TranslationContext& ctx, const NodeDesc& n) {
+bool gelu_erf_chain(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   const mx::array x = ctx.input(n, 0);
   const mx::array c(n.attr_float("c", 1.0f));
@@ -483,9 +517,10 @@ void translate_gelu_erf(TranslationContext& ctx, const NodeDesc& n) {
   const mx::array a = mx::add(erf_accurate(u, s), mx::array(1.0f), s);
   ctx.bind_output(n, 0, gelu_tail(n, x, a, s));
   ctx.mark_fast(n, "GELU (erf) chain -> one fused elementwise op");
+  return true;
 }
 
-void translate_gelu_tanh(TranslationContext& ctx, const NodeDesc& n) {
+bool gelu_tanh_chain(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   const mx::array x = ctx.input(n, 0);
   const mx::array cube = mx::power(x, mx::array(3.0f), s);
@@ -493,23 +528,73 @@ void translate_gelu_tanh(TranslationContext& ctx, const NodeDesc& n) {
   const mx::array t = mx::tanh(mx::multiply(inner, mx::array(n.attr_float("k", 0.f)), s), s);
   ctx.bind_output(n, 0, gelu_tail(n, x, mx::add(t, mx::array(1.0f), s), s));
   ctx.mark_fast(n, "GELU (tanh) chain -> one fused elementwise op");
+  return true;
 }
 
-const OpEntry* entry_for(const std::string& pattern) {
-  auto make = [](const char* op, TranslateFn fn) {
-    OpEntry e;
-    e.domain = kDomain;
-    e.op_type = op;
-    e.translate = std::move(fn);
-    return e;
+// softmax(q k^T * scale) v as mx::fast::scaled_dot_product_attention where MLX has a fused
+// kernel for it: on CUDA in float32 that is the vector kernel (fewer than 4 queries, head size
+// 64, 96 or 128, no mask: a decoder step; mlx/backend/cuda/scaled_dot_product_attention.cu).
+// Elsewhere MLX would compose the same ops (with the scale on q), so the chain keeps its own.
+bool attention_chain(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  const mx::array q = ctx.input(n, 0);
+  mx::array k = ctx.input(n, 1);
+  const mx::array v = ctx.input(n, 2);
+  if (n.attr_int("key_transposed", 0) == 0) k = mx::swapaxes(k, -1, -2, s);
+  const bool shapes = q.ndim() == 4 && k.ndim() == 4 && v.ndim() == 4 && q.dtype() == mx::float32 &&
+                      k.dtype() == mx::float32 && v.dtype() == mx::float32 &&
+                      q.shape(0) == k.shape(0) && q.shape(0) == v.shape(0) &&
+                      q.shape(1) == k.shape(1) && q.shape(1) == v.shape(1) &&
+                      k.shape(2) == v.shape(2) && q.shape(3) == k.shape(3) &&
+                      q.shape(3) == v.shape(3) && k.shape(2) > 0;
+  const int d = q.ndim() == 4 ? q.shape(3) : 0;
+  const bool vector_kernel = shapes && q.shape(2) < 4 && (d == 64 || d == 96 || d == 128);
+  const bool forced = ctx.options().fast_patterns.value_or(false);
+  if (!(shapes && (forced || (gpu_backend() && vector_kernel)))) return false;
+  ctx.bind_output(n, 0,
+                  mx::fast::scaled_dot_product_attention(q, k, v, n.attr_float("scale", 1.0f), "",
+                                                         {}, {}, false, s));
+  ctx.mark_fast(n, "attention chain -> mlx::fast::scaled_dot_product_attention");
+  return true;
+}
+
+struct PatternKind {
+  const char* op_type;
+  FastFn fast;
+  const char* composed_reason;
+};
+
+const PatternKind& kind_of(const std::string& pattern) {
+  static const std::map<std::string, PatternKind> kinds = {
+      {"layer_norm",
+       {"LayerNorm", layer_norm_chain,
+        "LayerNorm chain: scale/shift not a vector of the last axis"}},
+      {"rms_norm",
+       {"RMSNorm", rms_norm_chain, "RMSNorm chain: scale not a vector of the last axis"}},
+      {"gelu_erf", {"GeluErf", gelu_erf_chain, ""}},
+      {"gelu_tanh", {"GeluTanh", gelu_tanh_chain, ""}},
+      {"attention",
+       {"Attention", attention_chain,
+        "attention chain: no fused MLX kernel for these shapes on this backend (its own ops)"}},
   };
-  static const std::map<std::string, OpEntry> entries = {
-      {"layer_norm", make("LayerNorm", translate_layer_norm_chain)},
-      {"rms_norm", make("RMSNorm", translate_rms_norm_chain)},
-      {"gelu_erf", make("GeluErf", translate_gelu_erf)},
-      {"gelu_tanh", make("GeluTanh", translate_gelu_tanh)},
+  return kinds.at(pattern);
+}
+
+// The pattern node's entry: the fast form, or else the chain's original nodes in order.
+std::shared_ptr<const OpEntry> make_entry(const std::string& pattern,
+                                          std::vector<NodeDesc> originals) {
+  const PatternKind& kind = kind_of(pattern);
+  auto entry = std::make_shared<OpEntry>();
+  entry->domain = kDomain;
+  entry->op_type = kind.op_type;
+  entry->translate = [fast = kind.fast, reason = std::string(kind.composed_reason),
+                      originals = std::move(originals)](TranslationContext& ctx,
+                                                        const NodeDesc& n) {
+    if (fast(ctx, n)) return;
+    for (const NodeDesc& o : originals) o.entry->translate(ctx, o);
+    ctx.mark_composed(n, reason);
   };
-  return &entries.at(pattern);
+  return entry;
 }
 
 }  // namespace
@@ -539,7 +624,8 @@ std::map<std::string, size_t> apply(Plan& plan) {
   const std::pair<const char*, Matcher> passes[] = {{"Div", match_layer_norm},
                                                     {"Sqrt", match_rms_norm},
                                                     {"Erf", match_gelu_erf},
-                                                    {"Tanh", match_gelu_tanh}};
+                                                    {"Tanh", match_gelu_tanh},
+                                                    {"Softmax", match_attention}};
   for (const auto& [anchor, matcher] : passes) {
     for (size_t i = 0; i < plan.nodes.size(); ++i) {
       const NodeDesc& n = plan.nodes[i];
@@ -591,7 +677,10 @@ std::map<std::string, size_t> apply(Plan& plan) {
             info = plan.nodes[k].input_infos[j];
       p.input_infos.push_back(info);
     }
-    p.entry = entry_for(m.pattern);
+    std::vector<NodeDesc> originals;
+    for (size_t k : m.nodes) originals.push_back(plan.nodes[k]);  // ascending: topological
+    plan.pattern_entries.push_back(make_entry(m.pattern, std::move(originals)));
+    p.entry = plan.pattern_entries.back().get();
     p.domain = p.entry->domain;
     p.op_type = p.entry->op_type;
     nodes.push_back(std::move(p));
