@@ -412,3 +412,15 @@ def test_attention_variants_not_taken(variant, rng):
     model = attention_chain((1, 2, 4, 8), 4, **kw)
     report = run_pattern(model, attention_feeds(rng, model), {"fast_patterns": "1"})
     assert taken(report, "attention") == 0
+
+
+def test_verbose_summary_lists_the_patterns(rng, capfd):
+    import gc
+
+    model = gelu_erf_chain((2, 8))
+    run = EpRun(model, provider_options={"verbose": "1"}, strict=True, optimization_level=OFF)
+    run.run({"x": random_array(rng, (2, 8))})
+    run.close()
+    gc.collect()
+    err = capfd.readouterr().err
+    assert "patterns: gelu_erf=1" in err and f"path:    fast {GELU_ERF_PATH} x1" in err, err

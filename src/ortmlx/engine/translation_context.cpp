@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include <mlx/transforms.h>
+
 namespace ortmlx {
 
 namespace mx = mlx::core;
@@ -38,6 +40,18 @@ void TranslationContext::bind(const std::string& name, mx::array value) {
 
 void TranslationContext::bind_output(const NodeDesc& node, size_t i, mx::array value) {
   if (i < node.outputs.size() && !node.outputs[i].empty()) bind(node.outputs[i], std::move(value));
+}
+
+mx::array TranslationContext::derived_constant(const std::string& key,
+                                               const std::function<mx::array()>& make) const {
+  auto it = plan_.derived_constants.find(key);
+  if (it != plan_.derived_constants.end()) return it->second;
+  mx::array a = make();
+  // Built from constants (arrays with data), so it is no tracer and may be evaluated while a
+  // compiled function is traced.
+  mx::eval(a);
+  plan_.derived_constants.insert_or_assign(key, a);
+  return a;
 }
 
 const ConstTensor* TranslationContext::constant(const std::string& name) const {

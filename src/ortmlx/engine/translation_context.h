@@ -2,6 +2,7 @@
 // Translators resolve input names to arrays, build MLX ops, and bind their outputs.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -39,6 +40,13 @@ class TranslationContext {
   void bind(const std::string& name, mlx::core::array value);
   // Binds output i of a node (absent optional outputs are skipped).
   void bind_output(const NodeDesc& node, size_t i, mlx::core::array value);
+
+  // A value computed from constants only, by `make`, evaluated once per plan and kept with it:
+  // later traces and runs get the stored array. mlx::compile does not fold constants, so a
+  // compiled graph would otherwise redo the derivation (e.g. a convolution weight's transpose
+  // and its contiguous copy) on every run. `key` names the value within the plan.
+  mlx::core::array derived_constant(const std::string& key,
+                                    const std::function<mlx::core::array()>& make) const;
 
   // Host copy of a constant value, or nullptr when the value is not a constant.
   const ConstTensor* constant(const std::string& name) const;
