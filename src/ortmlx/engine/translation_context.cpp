@@ -38,6 +38,16 @@ void TranslationContext::bind(const std::string& name, mx::array value) {
   values_.insert_or_assign(name, std::move(value));
 }
 
+std::optional<mx::array> TranslationContext::bound(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+void TranslationContext::unbind(const std::string& name) {
+  values_.erase(name);
+}
+
 void TranslationContext::bind_output(const NodeDesc& node, size_t i, mx::array value) {
   if (i < node.outputs.size() && !node.outputs[i].empty()) bind(node.outputs[i], std::move(value));
 }

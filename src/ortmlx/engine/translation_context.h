@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -38,6 +39,10 @@ class TranslationContext {
   mlx::core::array input(const NodeDesc& node, size_t i) const;
   bool has(const std::string& name) const;
   void bind(const std::string& name, mlx::core::array value);
+  // The value bound to `name` by bind() (not a constant's), and its removal: for passes that
+  // rebind a node's inputs around its translation (engine/layout.h).
+  std::optional<mlx::core::array> bound(const std::string& name) const;
+  void unbind(const std::string& name);
   // Binds output i of a node (absent optional outputs are skipped).
   void bind_output(const NodeDesc& node, size_t i, mlx::core::array value);
 
