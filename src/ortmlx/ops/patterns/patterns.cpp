@@ -617,6 +617,10 @@ bool fast_layer_norm_op_enabled(const EpOptions& options) {
 }
 
 std::map<std::string, size_t> apply(Plan& plan) {
+  // Control-flow bodies read enclosing values by name without listing them as node inputs, so an
+  // interior value of a chain could be used unseen: such plans are left alone.
+  for (const NodeDesc& n : plan.nodes)
+    if (n.has_subgraphs || !n.bodies.empty()) return {};
   PlanIndex ix(plan);
   std::vector<Match> matches;
   using Matcher = std::optional<Match> (*)(const PlanIndex&, size_t);
