@@ -133,8 +133,10 @@ def partitions(env, model_bytes: bytes, feeds: dict) -> dict:
     total = sum(c["total_nodes"] + c.get("kept_nodes", 0) + c.get("other_ep_nodes", 0)
                 for c in rep.get("claims", {}).values() if c.get("latest", True))
     refused = sorted({op for c in rep.get("claims", {}).values() for op in c.get("refused", {})})
+    # Fast paths taken per run (the pattern pass, fused kernels): "fast N" in the table.
+    fast = sum(p.get("count", 0) for p in rep.get("paths", {}).values() if p.get("fast"))
     return {"fused": len(fused), "eager": sum(1 for v in fused.values() if v.get("eager_only")),
-            "on_ep": f"{executed}/{total}", "refused": refused}
+            "on_ep": f"{executed}/{total}", "refused": refused, "fast": fast}
 
 
 def eval_per_run(env, model_bytes: bytes, feeds: dict, out_specs, runs: int) -> float:
@@ -258,6 +260,8 @@ def table(mode: dict) -> list[str]:
         p = r.get("partitions", {})
         parts = (f"{p['fused']} / {p['eager']} / {p['on_ep']}" if "fused" in p
                  else ("failed" if p else "-"))
+        if p.get("fast"):
+            parts += f"; fast {p['fast']}"
         o = r.get("outside_eval")
         outside = f"{o['outside_ms']:.3f}" if o else "-"
         lines.append(f"| {r['model']} | {fmt_ms(r.get('cuda'))} | {fmt_ms(r.get('mlx'))} | "

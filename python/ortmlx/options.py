@@ -63,6 +63,10 @@ OPTIONS: tuple[Option, ...] = (
            "instruction set of the fused CPU kernels (AttentionVJP): auto (default: the fastest "
            "this CPU runs) or one forced (benchmarks, tests; one the CPU lacks is an error)",
            "auto"),
+    Option("fast_patterns", "ONNXRUNTIME_EP_MLX_FAST_PATTERNS", "auto|flag",
+           "recognise LayerNorm/RMSNorm/GELU chains in fused subgraphs and run them as one op, and "
+           "LayerNormalization as MLX's fused kernel: auto (default: chains everywhere, the fused "
+           "LayerNormalization kernel on GPU backends), 1 (also on MLX CPU) or 0 (off)", "auto"),
     Option("tf32", "ONNXRUNTIME_EP_MLX_TF32", "flag",
            "TF32 fp32 matmuls on CUDA (default off: exact fp32); process-wide, decided when the "
            "library loads: a session value that differs from the process mode fails", "0"),

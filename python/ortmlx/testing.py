@@ -96,6 +96,9 @@ class EpRun:
     strict: bool = False  # session.disable_cpu_ep_fallback: every node must be on the EP
     session_config: dict = field(default_factory=dict)
     profile: bool = False  # ORT's profiler on (end_profiling() returns its events)
+    # ORT's graph optimizations (an onnxruntime.GraphOptimizationLevel; None: ORT's default).
+    # Tests of the EP's own pattern pass turn them off, since ORT fuses some chains first.
+    optimization_level: object = None
 
     def __post_init__(self):
         import onnxruntime as ort
@@ -105,6 +108,8 @@ class EpRun:
         os.unlink(self.report_path)
         so = ort.SessionOptions()
         so.log_severity_level = 3
+        if self.optimization_level is not None:
+            so.graph_optimization_level = self.optimization_level
         if self.strict:
             so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
         for k, v in self.session_config.items():

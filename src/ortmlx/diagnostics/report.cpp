@@ -60,8 +60,8 @@ void SessionReport::record_claim(const std::string& graph_key, ClaimSummary summ
       }
     if (!same) {
       const bool kept = !summary.kept_fused.empty();
-      earlier_[graph_key + " (earlier pass " + std::to_string(earlier_.size() + 1) + ")"] = {
-          old, kept};
+      earlier_[graph_key + " (earlier pass " + std::to_string(earlier_.size() + 1) + ")"] = {old,
+                                                                                             kept};
     }
   }
   claims_[graph_key] = std::move(summary);
@@ -252,6 +252,12 @@ std::string SessionReport::summary_text() const {
      << " copy=" << ms(tm("copy")) << " queue=" << ms(tm("queue"))
      << " other=" << ms(std::max(0.0, tm("compute") - phases)) << " total=" << ms(tm("compute"))
      << "\n";
+  // Chains the pattern pass replaced at Compile (ops/patterns), by pattern.
+  std::string patterns;
+  for (const auto& [name, v] : counters_)
+    if (name.rfind("pattern.", 0) == 0)
+      patterns += " " + name.substr(std::string("pattern.").size()) + "=" + std::to_string(v);
+  if (!patterns.empty()) os << "  patterns:" << patterns << "\n";
   for (const auto& [label, p] : paths_)
     os << "  path:    " << (p.second ? "fast " : "composed ") << label << " x" << p.first << "\n";
   os << "==================================\n";
@@ -300,8 +306,9 @@ std::string SessionReport::to_json() const {
   for (const auto& [graph_ptr, c_ptr, latest, superseded] : passes) {
     const std::string& graph = *graph_ptr;
     const ClaimSummary& c = *c_ptr;
-    os << (first ? "" : ",") << "\"" << json_escape(graph) << "\":{\"latest\":"
-       << (latest ? "true" : "false") << ",\"superseded\":" << (superseded ? "true" : "false")
+    os << (first ? "" : ",") << "\"" << json_escape(graph)
+       << "\":{\"latest\":" << (latest ? "true" : "false")
+       << ",\"superseded\":" << (superseded ? "true" : "false")
        << ",\"total_nodes\":" << c.total_nodes << ",\"claimed_nodes\":" << c.claimed_nodes
        << ",\"clusters\":" << c.clusters << ",\"kept_fused\":";
     str_list(c.kept_fused);

@@ -20,6 +20,7 @@
 #include "ortmlx/diagnostics/trace.h"
 #include "ortmlx/engine/device/device_memory.h"
 #include "ortmlx/engine/dtype.h"
+#include "ortmlx/engine/layout.h"
 
 namespace ortmlx {
 
@@ -330,7 +331,9 @@ std::vector<mx::array> Executor::trace(const std::vector<mx::array>& inputs,
   for (const auto& node : plan.nodes) {
     const double start_us = sink ? TraceSink::now_us() : 0.0;
     try {
-      node.entry->translate(ctx, node);
+      // Elementwise nodes on NCHW views of channels-last data run channels-last (layout.h).
+      if (!(plan.options.fast_patterns.value_or(true) && translate_channels_last(ctx, node)))
+        node.entry->translate(ctx, node);
       for (size_t i = 0; i < node.outputs.size(); ++i)
         if (!node.outputs[i].empty() && !ctx.has(node.outputs[i]))
           throw std::runtime_error("translator did not produce output '" + node.outputs[i] + "'");

@@ -46,6 +46,10 @@ const std::vector<OptionSpec>& option_specs() {
       {"cpu_isa", "ONNXRUNTIME_EP_MLX_CPU_ISA", "auto|avx512|avx2|portable",
        "instruction set of the fused CPU kernels (AttentionVJP): auto (default: the fastest this "
        "CPU runs) or one forced (benchmarks, tests; one the CPU lacks is an error)"},
+      {"fast_patterns", "ONNXRUNTIME_EP_MLX_FAST_PATTERNS", "auto|flag",
+       "recognise LayerNorm/RMSNorm/GELU chains in fused subgraphs and run them as one op, and "
+       "LayerNormalization as MLX's fused kernel: auto (default: chains everywhere, the fused "
+       "LayerNormalization kernel on GPU backends), 1 (also on MLX CPU) or 0 (off)"},
       {"tf32", "ONNXRUNTIME_EP_MLX_TF32", "flag",
        "TF32 fp32 matmuls on CUDA (default off: exact fp32); process-wide, decided when the "
        "library loads: a session value that differs from the process mode fails"},
@@ -190,6 +194,11 @@ EpOptions EpOptions::resolve(
         o.attention_vjp_native.reset();
       else
         o.attention_vjp_native = from_session ? parse_strict_flag(spec, *v) : parse_flag(*v);
+    } else if (key == "fast_patterns") {
+      if (lower(*v) == "auto" || (v->empty() && !from_session))
+        o.fast_patterns.reset();
+      else
+        o.fast_patterns = from_session ? parse_strict_flag(spec, *v) : parse_flag(*v);
     } else if (key == "tf32") {
       if (!v->empty() || from_session) o.tf32 = flag();
     } else if (key == "cpu_claim") {

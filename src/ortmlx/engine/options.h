@@ -63,6 +63,12 @@ struct EpOptions {
   CpuIsa cpu_isa = CpuIsa::kAuto;
   // cpu_isa with kAuto replaced by what this CPU runs.
   CpuIsa resolved_cpu_isa() const;
+  // Pattern pass (ops/patterns): nullopt = auto (decomposed LayerNorm/RMSNorm/GELU chains are
+  // rewritten on every backend; the LayerNormalization op takes mx::fast::layer_norm on GPU
+  // backends only, where it is one kernel: on MLX's CPU backend it is the same ops composed, and
+  // the op's own translator also guards rows that overflow), true = everything on every backend,
+  // false = off (today's op-by-op translation).
+  std::optional<bool> fast_patterns;
   // TF32 matmuls on CUDA. MLX reads its switch once per process, so the mode is decided when the
   // library loads (device::init_precision_mode, from the environment variable); a session value
   // is only a check against it. nullopt = not given by the session.

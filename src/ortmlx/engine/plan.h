@@ -40,6 +40,13 @@ struct Plan {
   std::map<std::string, std::shared_ptr<const ConstTensor>> constant_host;
   bool shape_keyed = false;  // some node needs concrete shapes when traced
   EpOptions options;         // the session's knobs (read by translators, e.g. byte budgets)
+  // Entries of the pattern nodes the pattern pass put into `nodes` (ops/patterns): each holds
+  // the chain's original nodes, translated when the fast form does not apply.
+  std::vector<std::shared_ptr<const OpEntry>> pattern_entries;
+  // Values derived from constants alone (a weight in another layout), evaluated once and reused
+  // by every trace and eager run (TranslationContext::derived_constant). Mutable: filled while
+  // translating, which happens only on the MLX thread, one job at a time.
+  mutable std::map<std::string, mlx::core::array> derived_constants;
 };
 
 // Builds a Plan from the graph ORT hands to Compile (all constant data copied into `graph`).

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include <mlx/transforms.h>
+
 namespace ortmlx {
 
 namespace mx = mlx::core;
@@ -36,8 +38,30 @@ void TranslationContext::bind(const std::string& name, mx::array value) {
   values_.insert_or_assign(name, std::move(value));
 }
 
+std::optional<mx::array> TranslationContext::bound(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+void TranslationContext::unbind(const std::string& name) {
+  values_.erase(name);
+}
+
 void TranslationContext::bind_output(const NodeDesc& node, size_t i, mx::array value) {
   if (i < node.outputs.size() && !node.outputs[i].empty()) bind(node.outputs[i], std::move(value));
+}
+
+mx::array TranslationContext::derived_constant(const std::string& key,
+                                               const std::function<mx::array()>& make) const {
+  auto it = plan_.derived_constants.find(key);
+  if (it != plan_.derived_constants.end()) return it->second;
+  mx::array a = make();
+  // Built from constants (arrays with data), so it is no tracer and may be evaluated while a
+  // compiled function is traced.
+  mx::eval(a);
+  plan_.derived_constants.insert_or_assign(key, a);
+  return a;
 }
 
 const ConstTensor* TranslationContext::constant(const std::string& name) const {

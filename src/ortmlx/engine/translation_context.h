@@ -2,7 +2,9 @@
 // Translators resolve input names to arrays, build MLX ops, and bind their outputs.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -37,8 +39,19 @@ class TranslationContext {
   mlx::core::array input(const NodeDesc& node, size_t i) const;
   bool has(const std::string& name) const;
   void bind(const std::string& name, mlx::core::array value);
+  // The value bound to `name` by bind() (not a constant's), and its removal: for passes that
+  // rebind a node's inputs around its translation (engine/layout.h).
+  std::optional<mlx::core::array> bound(const std::string& name) const;
+  void unbind(const std::string& name);
   // Binds output i of a node (absent optional outputs are skipped).
   void bind_output(const NodeDesc& node, size_t i, mlx::core::array value);
+
+  // A value computed from constants only, by `make`, evaluated once per plan and kept with it:
+  // later traces and runs get the stored array. mlx::compile does not fold constants, so a
+  // compiled graph would otherwise redo the derivation (e.g. a convolution weight's transpose
+  // and its contiguous copy) on every run. `key` names the value within the plan.
+  mlx::core::array derived_constant(const std::string& key,
+                                    const std::function<mlx::core::array()>& make) const;
 
   // Host copy of a constant value, or nullptr when the value is not a constant.
   const ConstTensor* constant(const std::string& name) const;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ortmlx/engine/layout.h"
 #include "ortmlx/ops/common.h"
 #include "ortmlx/ops/ops.h"
 
@@ -101,6 +102,15 @@ void translate_batch_norm(TranslationContext& ctx, const NodeDesc& n) {
   const float eps = n.attr_float("epsilon", 1e-5f);
   mx::array k = mx::divide(scale, mx::sqrt(mx::add(var, mx::array(eps), s), s), s);
   mx::array b = mx::subtract(bias, mx::multiply(mean, k, s), s);
+  // On an NCHW view of channels-last data (a convolution's output) the parameters broadcast on
+  // its last axis, and the result stays channels-last (engine/layout.h).
+  if (ctx.options().fast_patterns.value_or(true) && k.ndim() == 1) {
+    if (auto x_cl = channels_last_source(x)) {
+      ctx.bind_output(n, 0, channels_first_view(mx::add(mx::multiply(*x_cl, k, s), b, s), s));
+      ctx.mark_fast(n, "BatchNormalization channels-last (no NCHW copy)");
+      return;
+    }
+  }
   mx::array y = mx::add(mx::multiply(x, per_channel(k, rank, s), s), per_channel(b, rank, s), s);
   bind_narrowed(ctx, n, y);
 }

@@ -267,7 +267,14 @@ void translate_conv(TranslationContext& ctx, const NodeDesc& n) {
     y_cl = mx::zeros(out_shape, x.dtype(), s);
   } else {
     mx::array xc = mx::transpose(x, to_channels_last(rank), s);
-    mx::array wc = mx::transpose(w, to_channels_last(rank), s);
+    // A constant weight is transposed (and made contiguous, as the convolution kernels need it)
+    // once per plan instead of on every run.
+    const auto transpose_w = [&] {
+      return mx::contiguous(mx::transpose(w, to_channels_last(rank), s), false, s);
+    };
+    mx::array wc = ctx.constant_input(n, 1)
+                       ? ctx.derived_constant(n.inputs[1] + "#channels_last", transpose_w)
+                       : transpose_w();
     y_cl = conv_nd(xc, wc, g.stride, g.pad_lo, g.pad_hi, g.dil, std::vector<int>(rank - 2, 1),
                    groups, /*flip=*/false, s);
   }

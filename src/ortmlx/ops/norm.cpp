@@ -3,9 +3,9 @@
 //
 // LayerNormalization is composed from MLX ops in float32 with the two-pass variance of the ONNX
 // function body (mean, then mean of squared deviations), on pivot-shifted rows (see below).
-// mx::fast::layer_norm is not used: its CPU path computes E[x^2] - E[x]^2, which loses all
-// precision for rows with a large mean (checked: a row near 1000 with spread 1e-3 came out wrong
-// by 3x), and it only covers the last axis with 1-D weights.
+// mx::fast::layer_norm is used only where the pattern option allows it (GPU backends by default:
+// one kernel there; ops/patterns), on pivot-shifted rows, for the last axis with 1-D weights:
+// its plain float32 statistics lose the spread of rows with a large mean unshifted.
 //
 // Rows with huge values are divided by their largest magnitude first (and the statistics scaled
 // back): squared deviations of values beyond ~1e19 overflow float32, which made the variance Inf
@@ -15,10 +15,14 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+
+#include <mlx/fast.h>
 
 #include "ortmlx/ops/common.h"
 #include "ortmlx/ops/norm_kernels.h"
 #include "ortmlx/ops/ops.h"
+#include "ortmlx/ops/patterns/patterns.h"
 
 namespace ortmlx {
 namespace ops {
@@ -56,15 +60,14 @@ NormRows layer_norm_rows(const mx::array& x_in, const std::vector<int>& axes, fl
   // scales by 1/m^2 (kept above 0 so a constant row still gives 0, not 0 * Inf); the mean scales
   // by m. Rows holding Inf or NaN are left alone (m = 1): they propagate as before.
   const mx::array amax = mx::max(mx::abs(xf, s), axes, /*keepdims=*/true, s);
-  const mx::array big = mx::logical_and(mx::greater(amax, mx::array(0x1p40f), s),
-                                        mx::isfinite(amax, s), s);
+  const mx::array big =
+      mx::logical_and(mx::greater(amax, mx::array(0x1p40f), s), mx::isfinite(amax, s), s);
   const mx::array m = mx::where(big, amax, mx::array(1.0f), s);
   xf = mx::divide(xf, m, s);
   const float eps_floor = eps > 0.f ? std::numeric_limits<float>::denorm_min() : 0.f;
-  const mx::array eps_n =
-      mx::where(big, mx::maximum(mx::divide(mx::divide(mx::array(eps), m, s), m, s),
-                                 mx::array(eps_floor), s),
-                mx::array(eps), s);
+  const mx::array eps_n = mx::where(
+      big, mx::maximum(mx::divide(mx::divide(mx::array(eps), m, s), m, s), mx::array(eps_floor), s),
+      mx::array(eps), s);
   // Shift each row by one of its own elements before averaging: for rows with a large mean and a
   // small spread the float32 sum of raw values loses the spread, the sum of shifted values does
   // not (x - pivot is exact when both are close). Mathematically a no-op.
@@ -84,14 +87,13 @@ NormRows layer_norm_rows(const mx::array& x_in, const std::vector<int>& axes, fl
   // InvStdDev = 1 / sqrt(var * m^2 + eps) for scaled rows; where var * m^2 overflows, epsilon is
   // negligible and it is inv_std_n / m (computed so, a constant row would get 1 / sqrt(eps/m^2)/m
   // with eps/m^2 rounded to the smallest subnormal, instead of 1 / sqrt(eps)).
-  const mx::array var_unscaled = mx::add(mx::multiply(mx::multiply(var, m, s), m, s),
-                                         mx::array(eps), s);
-  mx::array inv_std =
-      mx::where(big,
-                mx::where(mx::isfinite(var_unscaled, s),
-                          mx::reciprocal(mx::sqrt(var_unscaled, s), s), mx::divide(inv_std_n, m, s),
-                          s),
-                inv_std_n, s);
+  const mx::array var_unscaled =
+      mx::add(mx::multiply(mx::multiply(var, m, s), m, s), mx::array(eps), s);
+  mx::array inv_std = mx::where(
+      big,
+      mx::where(mx::isfinite(var_unscaled, s), mx::reciprocal(mx::sqrt(var_unscaled, s), s),
+                mx::divide(inv_std_n, m, s), s),
+      inv_std_n, s);
   return {mx::multiply(d, inv_std_n, s), mean, inv_std};
 }
 
@@ -99,10 +101,11 @@ NormRows rms_norm_rows(const mx::array& xf, const std::vector<int>& axes, float 
                        mx::StreamOrDevice s) {
   // Rows whose largest magnitude m exceeds 2^40 are divided by it first (x^2 of values beyond
   // ~1.8e19 overflows float32); the result is scale-free apart from epsilon, which scales by
-  // 1/m^2. After scaling the row's mean square is at least 1/n, so eps/m^2 underflowing is harmless.
+  // 1/m^2. After scaling the row's mean square is at least 1/n, so eps/m^2 underflowing is
+  // harmless.
   const mx::array amax = mx::max(mx::abs(xf, s), axes, /*keepdims=*/true, s);
-  const mx::array big = mx::logical_and(mx::greater(amax, mx::array(0x1p40f), s),
-                                        mx::isfinite(amax, s), s);
+  const mx::array big =
+      mx::logical_and(mx::greater(amax, mx::array(0x1p40f), s), mx::isfinite(amax, s), s);
   const mx::array m = mx::where(big, amax, mx::array(1.0f), s);
   const mx::array xs = mx::divide(xf, m, s);
   const mx::array eps_n = mx::divide(mx::divide(mx::array(eps), m, s), m, s);
@@ -155,8 +158,29 @@ void translate_layer_norm(TranslationContext& ctx, const NodeDesc& n) {
   const float eps = n.attr_float("epsilon", 1e-5f);
   for (int a : axes)
     if (x.shape(a) == 0)
-      throw std::runtime_error("LayerNormalization: X.shape[axis:] has no elements (ORT's CPU "
-                               "kernel rejects this too)");
+      throw std::runtime_error(
+          "LayerNormalization: X.shape[axis:] has no elements (ORT's CPU "
+          "kernel rejects this too)");
+
+  // MLX's fused kernel (one kernel on GPU backends, two-pass float32 statistics) on pivot-shifted
+  // rows: for float32 rows over the last axis with vector scale/shift, when only Y is asked for.
+  // Rows whose spread exceeds ~1e19 overflow there, as in ORT's CPU and CUDA kernels;
+  // fast_patterns=0 keeps the guarded path.
+  const bool want_stats = (n.outputs.size() > 1 && !n.outputs[1].empty()) ||
+                          (n.outputs.size() > 2 && !n.outputs[2].empty());
+  const bool has_bias = n.inputs.size() > 2 && !n.inputs[2].empty();
+  auto last_axis_vector = [&](const mx::array& p) {
+    return p.dtype() == mx::float32 && p.ndim() == 1 && p.shape(0) == x.shape(-1);
+  };
+  if (patterns::fast_layer_norm_op_enabled(ctx.options()) && !want_stats &&
+      x.dtype() == mx::float32 && axis == rank - 1 && last_axis_vector(scale) &&
+      (!has_bias || last_axis_vector(ctx.input(n, 2)))) {
+    std::optional<mx::array> b;
+    if (has_bias) b = ctx.input(n, 2);
+    ctx.bind_output(n, 0, patterns::shifted_fast_layer_norm(x, scale, b, eps, s));
+    ctx.mark_fast(n, "LayerNormalization -> mlx::fast::layer_norm");
+    return;
+  }
 
   const mx::Dtype dt = x.dtype();
   auto f32 = [&](const mx::array& a) {
@@ -270,8 +294,9 @@ void translate_rms_norm(TranslationContext& ctx, const NodeDesc& n) {
   check_unidirectional(scale, x, "scale");
   for (int a : axes)
     if (x.shape(a) == 0)
-      throw std::runtime_error("RMSNormalization: X.shape[axis:] has no elements (ORT's CPU "
-                               "kernel rejects this too)");
+      throw std::runtime_error(
+          "RMSNormalization: X.shape[axis:] has no elements (ORT's CPU "
+          "kernel rejects this too)");
   auto f32 = [&](const mx::array& a) {
     return a.dtype() == mx::float32 ? a : mx::astype(a, mx::float32, s);
   };

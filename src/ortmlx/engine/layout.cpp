@@ -1,0 +1,114 @@
+#include "ortmlx/engine/layout.h"
+
+#include <cstring>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <mlx/ops.h>
+#include <mlx/primitives.h>
+
+namespace ortmlx {
+
+namespace mx = mlx::core;
+
+namespace {
+
+const std::vector<int> kToFirst{0, 3, 1, 2};
+const std::vector<int> kToLast{0, 2, 3, 1};
+
+// Elementwise ops of the default domain whose translators broadcast their inputs as ONNX does
+// and depend on nothing but values (no axis attributes, no shapes from inputs).
+bool elementwise(const NodeDesc& n) {
+  static const std::set<std::string> ops = {
+      "Add",       "Sub",     "Mul",        "Div",     "Pow",      "Max",         "Min",
+      "Sum",       "Mean",    "Relu",       "Sigmoid", "Tanh",     "HardSigmoid", "HardSwish",
+      "LeakyRelu", "Elu",     "Selu",       "Clip",    "Neg",      "Abs",         "Exp",
+      "Log",       "Sqrt",    "Reciprocal", "Erf",     "Softplus", "Mish",        "Gelu",
+      "PRelu",     "Floor",   "Ceil",       "Round",   "Sign",     "Where",       "Equal",
+      "Less",      "Greater", "Not",        "And",     "Or",       "Identity"};
+  return n.domain.empty() && ops.count(n.op_type) != 0;
+}
+
+// Restores a node's input bindings when it leaves scope (also on an exception).
+class Rebinding {
+ public:
+  explicit Rebinding(TranslationContext& ctx) : ctx_(ctx) {}
+  Rebinding(const Rebinding&) = delete;
+  Rebinding& operator=(const Rebinding&) = delete;
+  ~Rebinding() {
+    for (auto& [name, old] : saved_) {
+      if (old)
+        ctx_.bind(name, *old);
+      else
+        ctx_.unbind(name);
+    }
+  }
+  void bind(const std::string& name, mx::array value) {
+    saved_.emplace_back(name, ctx_.bound(name));
+    ctx_.bind(name, std::move(value));
+  }
+
+ private:
+  TranslationContext& ctx_;
+  std::vector<std::pair<std::string, std::optional<mx::array>>> saved_;
+};
+
+}  // namespace
+
+std::optional<mx::array> channels_last_source(const mx::array& a) {
+  if (a.ndim() != 4 || !a.has_primitive()) return std::nullopt;
+  // By name: libmlx exports no RTTI for its primitives (no dynamic_cast); state() is inline.
+  if (std::strcmp(a.primitive().name(), "Transpose") != 0 || a.inputs().size() != 1)
+    return std::nullopt;
+  if (static_cast<const mx::Transpose&>(a.primitive()).state() != kToFirst) return std::nullopt;
+  return a.inputs()[0];
+}
+
+mx::array channels_first_view(const mx::array& nhwc, mx::StreamOrDevice s) {
+  return mx::transpose(nhwc, kToFirst, s);
+}
+
+bool translate_channels_last(TranslationContext& ctx, const NodeDesc& node) {
+  if (!elementwise(node) || node.outputs.size() != 1 || node.outputs[0].empty()) return false;
+  std::vector<std::pair<std::string, mx::array>> inputs;
+  bool any = false;
+  std::set<std::string> seen;
+  for (const auto& name : node.inputs) {
+    if (name.empty() || !seen.insert(name).second) continue;
+    mx::array a = ctx.resolve(name);
+    if (a.ndim() > 4) return false;
+    if (auto src = channels_last_source(a)) {
+      inputs.emplace_back(name, *src);
+      any = true;
+      continue;
+    }
+    inputs.emplace_back(name, a);
+  }
+  if (!any) return false;
+  const auto s = ctx.stream();
+  Rebinding rebinding(ctx);
+  for (auto& [name, a] : inputs) {
+    if (channels_last_source(ctx.resolve(name))) {
+      rebinding.bind(name, a);
+      continue;
+    }
+    // Right-aligned to rank 4, then the same permutation (a view): broadcasting is unchanged.
+    // Scalars and size-1 values need neither.
+    if (a.size() == 1 && a.ndim() <= 1) continue;
+    mx::Shape shape(4 - a.ndim(), 1);
+    shape.insert(shape.end(), a.shape().begin(), a.shape().end());
+    rebinding.bind(name, mx::transpose(mx::reshape(a, shape, s), kToLast, s));
+  }
+  node.entry->translate(ctx, node);
+  const mx::array out = ctx.resolve(node.outputs[0]);
+  if (out.ndim() != 4)
+    throw std::runtime_error("internal: channels-last elementwise output of rank " +
+                             std::to_string(out.ndim()));
+  ctx.bind(node.outputs[0], channels_first_view(out, s));
+  ctx.mark_fast(node, "channels-last elementwise (no NCHW copy)");
+  return true;
+}
+
+}  // namespace ortmlx

@@ -1,0 +1,90 @@
+"""Channels-last propagation (engine/layout.h): convolution outputs are NCHW views of NHWC data;
+BatchNormalization and elementwise ops (per-channel scales, residual adds, activations) on such
+views run on the NHWC data, so a CNN keeps it channels-last from one convolution to the next. The
+report counts those nodes (`paths`); results equal ORT's CPU EP, and equal the run with the
+propagation off (fast_patterns=0)."""
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from ortmlx.testing import EpRun, assert_ran_on_ep, make_model, run_cpu
+
+OFF = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+ELEM = "channels-last elementwise (no NCHW copy)"
+BN = "BatchNormalization channels-last (no NCHW copy)"
+
+
+def residual_cnn(c=8, classes=5, seed=0):
+    """Conv-BN-Relu, Conv-BN, residual Add, Relu, Mul by a per-channel constant, MaxPool, Conv
+    with bias, HardSwish, GlobalAveragePool, Flatten, Gemm: a ResNet/MobileNet-like stack."""
+    rng = np.random.default_rng(seed)
+
+    def w(name, shape, scale=0.3):
+        return onnx.numpy_helper.from_array(rng.normal(0, scale, shape).astype(np.float32), name)
+
+    def bn(prefix):
+        return [w(f"{prefix}_s", [c], 0.2), w(f"{prefix}_b", [c], 0.1), w(f"{prefix}_m", [c], 0.1),
+                onnx.numpy_helper.from_array(rng.uniform(0.5, 1.5, c).astype(np.float32),
+                                             f"{prefix}_v")]
+
+    n = h.make_node
+    inits = [w("w0", [c, 3, 3, 3]), w("w1", [c, c, 3, 3]), w("w2", [c, c, 1, 1]), w("b2", [c]),
+             w("chs", [c, 1, 1]), w("fc", [c, classes]), w("fcb", [classes])]
+    inits += bn("bn0") + bn("bn1")
+    nodes = [
+        n("Conv", ["x", "w0"], ["c0"], name="conv0", pads=[1, 1, 1, 1]),
+        n("BatchNormalization", ["c0", "bn0_s", "bn0_b", "bn0_m", "bn0_v"], ["n0"], name="bn0"),
+        n("Relu", ["n0"], ["r0"], name="relu0"),
+        n("Conv", ["r0", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        n("BatchNormalization", ["c1", "bn1_s", "bn1_b", "bn1_m", "bn1_v"], ["n1"], name="bn1"),
+        n("Add", ["n1", "r0"], ["a1"], name="residual"),
+        n("Relu", ["a1"], ["r1"], name="relu1"),
+        n("Mul", ["r1", "chs"], ["m1"], name="channel_scale"),
+        n("MaxPool", ["m1"], ["p1"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+        n("Conv", ["p1", "w2", "b2"], ["c2"], name="conv2"),
+        n("HardSwish", ["c2"], ["hs"], name="hswish"),
+        n("GlobalAveragePool", ["hs"], ["g"], name="gap"),
+        n("Flatten", ["g"], ["f"], name="flatten"),
+        n("Gemm", ["f", "fc", "fcb"], ["y"], name="fc"),
+    ]
+    x = h.make_tensor_value_info("x", T.FLOAT, [2, 3, 12, 12])
+    y = h.make_tensor_value_info("y", T.FLOAT, [2, classes])
+    return make_model(h.make_graph(nodes, "cnn", [x], [y], inits))
+
+
+def run(model, x, options):
+    r = EpRun(model, provider_options=options, strict=True, optimization_level=OFF)
+    try:
+        got = [r.run({"x": x})[0] for _ in range(2)]  # MISS, then HIT
+        report = assert_ran_on_ep(r, [nd.name for nd in model.graph.node])
+    finally:
+        r.close()
+    np.testing.assert_array_equal(got[0], got[1])
+    return got[0], report
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_cnn_stays_channels_last_and_matches(compiled, rng):
+    model = residual_cnn()
+    x = rng.normal(0, 1, (2, 3, 12, 12)).astype(np.float32)
+    opts = {} if compiled else {"no_compile": "1"}
+    got, report = run(model, x, opts)
+    np.testing.assert_allclose(got, run_cpu(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+    paths = report.paths()
+    # Per run: both BatchNormalizations; Relu x2, the residual Add, the channel Mul, HardSwish.
+    assert paths[BN]["count"] == 2 * 2 and paths[ELEM]["count"] == 5 * 2, paths
+    off, report_off = run(model, x, dict(opts, fast_patterns="0"))
+    assert BN not in report_off.paths() and ELEM not in report_off.paths()
+    np.testing.assert_allclose(got, off, rtol=1e-6, atol=1e-6)
+
+
+def test_elementwise_without_convolutions_is_untouched(rng):
+    x = h.make_tensor_value_info("x", T.FLOAT, [2, 3, 4, 5])
+    y = h.make_tensor_value_info("y", T.FLOAT, [2, 3, 4, 5])
+    model = make_model(h.make_graph([h.make_node("Relu", ["x"], ["y"], name="relu")], "g", [x], [y]))
+    _, report = run(model, rng.normal(0, 1, (2, 3, 4, 5)).astype(np.float32), {})
+    assert ELEM not in report.paths()

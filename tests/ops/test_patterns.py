@@ -1,0 +1,426 @@
+"""The pattern pass (src/ortmlx/ops/patterns): LayerNorm, RMSNorm and GELU chains as exporters
+write them run as one op (the report's counters `pattern.*` and `paths` say which), equal to ORT's
+CPU EP; chains that differ in any way (another axis, another eps placement, an interior value used
+elsewhere) are left to the op-by-op path, as is everything with fast_patterns=0.
+
+ORT's own graph optimizations fuse some of these chains before the EP sees them (LayerNorm into
+LayerNormalization), so the EP sessions here run with them off; the CPU reference keeps them."""
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from ortmlx.testing import EpRun, assert_ran_on_ep, make_model, mlx_backend, random_array, run_cpu
+
+OFF = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+LN_PATH = "LayerNorm chain -> mlx::fast::layer_norm"
+RMS_PATH = "RMSNorm chain -> mlx::fast::rms_norm"
+GELU_ERF_PATH = "GELU (erf) chain -> one fused elementwise op"
+GELU_TANH_PATH = "GELU (tanh) chain -> one fused elementwise op"
+
+
+def const(name, value, dtype=np.float32):
+    return onnx.numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
+
+
+def reduce_mean(inp, out, name, opset, axis=-1):
+    if opset >= 18:
+        return [h.make_node("ReduceMean", [inp, f"{name}_axes"], [out], name=name, keepdims=1)], \
+            [const(f"{name}_axes", [axis], np.int64)]
+    return [h.make_node("ReduceMean", [inp], [out], name=name, axes=[axis], keepdims=1)], []
+
+
+def model_of(nodes, inits, shape, opset=17, out_shape=None, extra_outputs=()):
+    x = h.make_tensor_value_info("x", T.FLOAT, list(shape))
+    outs = [h.make_tensor_value_info("y", T.FLOAT, list(out_shape or shape))]
+    stat_shape = list(shape[:-1]) + [1]  # row statistics, keepdims
+    outs += [h.make_tensor_value_info(o, T.FLOAT, stat_shape) for o in extra_outputs]
+    return make_model(h.make_graph(nodes, "g", [x], outs, inits), opset=opset)
+
+
+def layer_norm_chain(shape, opset=17, square="pow", affine=True, axis=-1, eps_inside=True,
+                     mean_out=False):
+    """The torch export of nn.LayerNorm over `axis` (the last one unless told)."""
+    n = h.make_node
+    nodes, inits = [], [const("two", 2.0), const("eps", 1e-5)]
+    more, ini = reduce_mean("x", "m", "rm1", opset, axis)
+    nodes += more
+    inits += ini
+    nodes.append(n("Sub", ["x", "m"], ["d"], name="sub"))
+    nodes.append(n("Pow", ["d", "two"], ["p"], name="pow") if square == "pow"
+                 else n("Mul", ["d", "d"], ["p"], name="sq"))
+    more, ini = reduce_mean("p", "v", "rm2", opset, axis)
+    nodes += more
+    inits += ini
+    if eps_inside:
+        nodes += [n("Add", ["v", "eps"], ["ve"], name="add_eps"),
+                  n("Sqrt", ["ve"], ["s"], name="sqrt")]
+    else:  # eps added to the standard deviation: another normalisation
+        nodes += [n("Sqrt", ["v"], ["sv"], name="sqrt"),
+                  n("Add", ["sv", "eps"], ["s"], name="add_eps")]
+    last = "y" if not affine else "nrm"
+    nodes.append(n("Div", ["d", "s"], [last], name="div"))
+    if affine:
+        c = shape[axis]
+        rng = np.random.default_rng(3)
+        inits += [const("gamma", rng.uniform(0.5, 1.5, c)), const("beta", rng.uniform(-1, 1, c))]
+        nodes += [n("Mul", ["nrm", "gamma"], ["sc"], name="scale"),
+                  n("Add", ["beta", "sc"], ["y"], name="shift")]
+    return model_of(nodes, inits, shape, opset, extra_outputs=("m",) if mean_out else ())
+
+
+def rms_chain(shape, form="div", weight=True, cast=False, opset=17):
+    """RMSNorm as torch exports it: x * rsqrt(mean(x^2) + eps) [* w]."""
+    n = h.make_node
+    nodes, inits = [], [const("two", 2.0), const("eps", 1e-6), const("one", 1.0)]
+    nodes.append(n("Pow", ["x", "two"], ["p"], name="pow"))
+    more, ini = reduce_mean("p", "v", "rm", opset)
+    nodes += more
+    inits += ini
+    nodes += [n("Add", ["v", "eps"], ["ve"], name="add_eps"), n("Sqrt", ["ve"], ["s"], name="sqrt")]
+    out = "nrm" if (weight or cast) else "y"
+    if form == "div":
+        nodes.append(n("Div", ["x", "s"], [out], name="div"))
+    elif form == "reciprocal":
+        nodes += [n("Reciprocal", ["s"], ["r"], name="recip"), n("Mul", ["x", "r"], [out], name="mul")]
+    else:  # Div(1, s) then Mul
+        nodes += [n("Div", ["one", "s"], ["r"], name="inv"), n("Mul", ["r", "x"], [out], name="mul")]
+    if cast:
+        nxt = "nc" if weight else "y"
+        nodes.append(n("Cast", [out], [nxt], name="cast", to=T.FLOAT))
+        out = nxt
+    if weight:
+        inits.append(const("w", np.random.default_rng(4).uniform(0.5, 1.5, shape[-1])))
+        nodes.append(n("Mul", ["w", out], ["y"], name="weight"))
+    return model_of(nodes, inits, shape, opset)
+
+
+def gelu_erf_chain(shape, scale="div", tail=0):
+    n = h.make_node
+    inits = [const("sqrt2", np.sqrt(2.0)), const("rsqrt2", np.sqrt(0.5)), const("one", 1.0),
+             const("half", 0.5)]
+    nodes = [n("Div", ["x", "sqrt2"], ["u"], name="scale") if scale == "div"
+             else n("Mul", ["rsqrt2", "x"], ["u"], name="scale"),
+             n("Erf", ["u"], ["e"], name="erf"), n("Add", ["e", "one"], ["a"], name="add_one")]
+    if tail == 0:
+        nodes += [n("Mul", ["x", "a"], ["t"], name="mul_x"), n("Mul", ["t", "half"], ["y"], name="mul_half")]
+    else:
+        nodes += [n("Mul", ["x", "half"], ["hx"], name="mul_half"), n("Mul", ["hx", "a"], ["y"], name="mul_x")]
+    return model_of(nodes, inits, shape)
+
+
+def gelu_tanh_chain(shape):
+    """GPT-2's NewGELUActivation as TorchScript exports it."""
+    n = h.make_node
+    inits = [const("half", 0.5), const("three", 3.0), const("a", 0.044715),
+             const("k", np.sqrt(2.0 / np.pi)), const("one", 1.0)]
+    nodes = [n("Mul", ["x", "half"], ["hx"], name="mul_half"),
+             n("Pow", ["x", "three"], ["c"], name="pow"),
+             n("Mul", ["c", "a"], ["ca"], name="mul_a"),
+             n("Add", ["x", "ca"], ["i"], name="add_x"),
+             n("Mul", ["i", "k"], ["ik"], name="mul_k"),
+             n("Tanh", ["ik"], ["t"], name="tanh"),
+             n("Add", ["t", "one"], ["t1"], name="add_one"),
+             n("Mul", ["hx", "t1"], ["y"], name="mul_out")]
+    return model_of(nodes, inits, shape)
+
+
+def run_pattern(model, feeds, options=None, rtol=1e-5, atol=1e-5):
+    """Runs on the EP with ORT's optimizations off; compares with ORT CPU; returns the report."""
+    opts = dict(options or {})
+    run = EpRun(model, provider_options=opts, strict=True, optimization_level=OFF)
+    try:
+        got = run.run(feeds)
+        report = assert_ran_on_ep(run, [nd.name for nd in model.graph.node])
+    finally:
+        run.close()
+    want = run_cpu(model, feeds)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    return report
+
+
+def taken(report, pattern):
+    return report.counters().get(f"pattern.{pattern}", 0)
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+@pytest.mark.parametrize("square", ["pow", "mul"])
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_chain(opset, square, affine, rng):
+    x = random_array(rng, (2, 5, 16), low=-3, high=3) + 4.0  # a row mean away from 0
+    report = run_pattern(layer_norm_chain((2, 5, 16), opset, square, affine), {"x": x})
+    assert taken(report, "layer_norm") == 1
+    assert LN_PATH in report.paths()
+
+
+def test_rows_of_one_and_many_shapes(rng):
+    model = layer_norm_chain((3, 1))
+    report = run_pattern(model, {"x": random_array(rng, (3, 1))})
+    assert taken(report, "layer_norm") == 1
+
+
+@pytest.mark.parametrize("form", ["div", "reciprocal", "one_over"])
+@pytest.mark.parametrize("weight", [True, False])
+@pytest.mark.parametrize("cast", [False, True])
+def test_rms_norm_chain(form, weight, cast, rng):
+    x = random_array(rng, (2, 7, 24))
+    report = run_pattern(rms_chain((2, 7, 24), form, weight, cast), {"x": x})
+    assert taken(report, "rms_norm") == 1
+    assert RMS_PATH in report.paths()
+
+
+def test_rms_norm_chain_opset18(rng):
+    x = random_array(rng, (4, 32))
+    assert taken(run_pattern(rms_chain((4, 32), opset=18), {"x": x}), "rms_norm") == 1
+
+
+@pytest.mark.parametrize("scale", ["div", "mul"])
+@pytest.mark.parametrize("tail", [0, 1])
+def test_gelu_erf_chain(scale, tail, rng):
+    x = random_array(rng, (3, 40), low=-4, high=4)
+    report = run_pattern(gelu_erf_chain((3, 40), scale, tail), {"x": x}, rtol=1e-5, atol=1e-6)
+    assert taken(report, "gelu_erf") == 1
+    assert GELU_ERF_PATH in report.paths()
+
+
+def test_gelu_tanh_chain(rng):
+    x = random_array(rng, (3, 40), low=-4, high=4)
+    report = run_pattern(gelu_tanh_chain((3, 40)), {"x": x}, rtol=1e-5, atol=1e-6)
+    assert taken(report, "gelu_tanh") == 1
+    assert GELU_TANH_PATH in report.paths()
+
+
+# ------------------------------------------------------------------ chains that do not match
+
+
+def test_layer_norm_over_another_axis_is_not_taken(rng):
+    x = random_array(rng, (2, 6, 5))
+    report = run_pattern(layer_norm_chain((2, 6, 5), affine=False, axis=1), {"x": x})
+    assert taken(report, "layer_norm") == 0 and LN_PATH not in report.paths()
+    assert taken(report, "rms_norm") == 0
+
+
+def test_eps_added_after_sqrt_is_not_taken(rng):
+    x = random_array(rng, (2, 6, 8))
+    report = run_pattern(layer_norm_chain((2, 6, 8), eps_inside=False), {"x": x})
+    assert taken(report, "layer_norm") == 0 and not report.paths()
+
+
+def test_interior_value_used_outside_is_not_taken(rng):
+    x = random_array(rng, (2, 6, 8))
+    report = run_pattern(layer_norm_chain((2, 6, 8), mean_out=True), {"x": x})
+    assert taken(report, "layer_norm") == 0
+
+
+def test_gelu_with_another_constant_is_not_taken(rng):
+    model = gelu_erf_chain((3, 8))
+    model.graph.initializer[0].CopyFrom(const("sqrt2", 1.5))
+    x = random_array(rng, (3, 8))
+    assert taken(run_pattern(model, {"x": x}), "gelu_erf") == 0
+
+
+def test_rms_norm_of_another_value_is_not_taken(rng):
+    # x / sqrt(mean(z^2) + eps) with z != x: not a normalisation of x.
+    model = rms_chain((4, 8), weight=False)
+    for nd in model.graph.node:
+        if nd.name == "div":
+            nd.input[0] = "x2"
+    model.graph.node.insert(0, h.make_node("Neg", ["x"], ["x2"], name="neg"))
+    x = random_array(rng, (4, 8))
+    assert taken(run_pattern(model, {"x": x}), "rms_norm") == 0
+
+
+def test_option_off_leaves_every_chain(rng):
+    x = random_array(rng, (2, 5, 16))
+    report = run_pattern(layer_norm_chain((2, 5, 16)), {"x": x}, {"fast_patterns": "0"})
+    assert taken(report, "layer_norm") == 0 and not report.paths()
+    report = run_pattern(gelu_erf_chain((2, 16)), {"x": x[0, :2]}, {"fast_patterns": "0"})
+    assert taken(report, "gelu_erf") == 0
+
+
+def test_scalar_scale_takes_the_composed_path(rng):
+    model = layer_norm_chain((2, 4, 8))
+    for i, t in enumerate(model.graph.initializer):
+        if t.name == "gamma":
+            model.graph.initializer[i].CopyFrom(const("gamma", [1.7]))
+    x = random_array(rng, (2, 4, 8))
+    report = run_pattern(model, {"x": x})
+    assert taken(report, "layer_norm") == 1
+    composed = "LayerNorm chain: scale/shift not a vector of the last axis"
+    assert composed in report.paths() and LN_PATH not in report.paths()
+
+
+def test_several_chains_in_one_graph(rng):
+    """An encoder-like block: LayerNorm chain, GELU chain, RMSNorm chain in sequence."""
+    ln = layer_norm_chain((4, 16))
+    gelu = gelu_erf_chain((4, 16))
+    rms = rms_chain((4, 16))
+    nodes, inits = [], []
+    for i, m in enumerate([ln, gelu, rms]):
+        ren = {"x": "x" if i == 0 else f"y{i - 1}", "y": "y" if i == 2 else f"y{i}"}
+        for nd in m.graph.node:
+            nd2 = onnx.NodeProto()
+            nd2.CopyFrom(nd)
+            nd2.name = f"{nd.name}_{i}"
+            for k, v in enumerate(nd2.input):
+                nd2.input[k] = ren.get(v, f"{v}_{i}")
+            for k, v in enumerate(nd2.output):
+                nd2.output[k] = ren.get(v, f"{v}_{i}")
+            nodes.append(nd2)
+        for t in m.graph.initializer:
+            t2 = onnx.TensorProto()
+            t2.CopyFrom(t)
+            t2.name = f"{t.name}_{i}"
+            inits.append(t2)
+    model = model_of(nodes, inits, (4, 16))
+    report = run_pattern(model, {"x": random_array(rng, (4, 16))})
+    assert (taken(report, "layer_norm"), taken(report, "gelu_erf"), taken(report, "rms_norm")) == \
+        (1, 1, 1)
+
+
+# ---------------------------------------------------------- the LayerNormalization op itself
+
+
+def layer_norm_op(shape, axis=-1, stats=False):
+    rng = np.random.default_rng(5)
+    c = shape[axis:]
+    inits = [const("scale", rng.uniform(0.5, 1.5, c)), const("bias", rng.uniform(-1, 1, c))]
+    outs = ["y", "mean", "istd"] if stats else ["y"]
+    node = h.make_node("LayerNormalization", ["x", "scale", "bias"], outs, name="node", axis=axis,
+                       epsilon=1e-5)
+    return model_of([node], inits, shape, extra_outputs=outs[1:])
+
+
+def test_layer_norm_op_fast_kernel_when_asked(rng):
+    x = random_array(rng, (3, 7, 32), low=-2, high=2) + 10.0
+    report = run_pattern(layer_norm_op((3, 7, 32)), {"x": x}, {"fast_patterns": "1"})
+    assert "LayerNormalization -> mlx::fast::layer_norm" in report.paths()
+
+
+def test_layer_norm_op_default_path_on_cpu(rng):
+    if mlx_backend() != "cpu":
+        pytest.skip("the default takes the fused kernel on GPU backends")
+    x = random_array(rng, (3, 32))
+    report = run_pattern(layer_norm_op((3, 32)), {"x": x})
+    assert not report.paths()
+
+
+@pytest.mark.parametrize("axis,stats", [(-2, False), (-1, True)])
+def test_layer_norm_op_other_forms_keep_their_path(axis, stats, rng):
+    x = random_array(rng, (3, 4, 8))
+    report = run_pattern(layer_norm_op((3, 4, 8), axis, stats), {"x": x}, {"fast_patterns": "1"})
+    assert not report.paths()
+
+
+@pytest.mark.parametrize("chain", [False, True])
+def test_fast_layer_norm_keeps_large_mean_rows_accurate(chain, rng):
+    """Rows near 1000 with a spread of 0.1: the fused kernel's plain float32 mean lost ~1e-2
+    absolute there (ORT's CPU kernel ~2e-3); the rows are shifted by their first element first, so
+    both fast paths match float64 to 1e-5. Reference: float64 numpy."""
+    x = (1000.0 + random_array(rng, (3, 64), low=-0.05, high=0.05)).astype(np.float32)
+    model = layer_norm_chain((3, 64)) if chain else layer_norm_op((3, 64))
+    run = EpRun(model, provider_options={"fast_patterns": "1"}, strict=True, optimization_level=OFF)
+    try:
+        got = run.run({"x": x})[0]
+        paths = run.report().paths()
+    finally:
+        run.close()
+    assert (LN_PATH if chain else "LayerNormalization -> mlx::fast::layer_norm") in paths
+    inits = {t.name: onnx.numpy_helper.to_array(t).astype(np.float64)
+             for t in model.graph.initializer}
+    x64 = x.astype(np.float64)
+    mu = x64.mean(-1, keepdims=True)
+    var = ((x64 - mu) ** 2).mean(-1, keepdims=True)
+    eps = 1e-5
+    want = (x64 - mu) / np.sqrt(var + eps) * inits["gamma" if chain else "scale"] + \
+        inits["beta" if chain else "bias"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------------------- attention
+
+ATT_FAST = "attention chain -> mlx::fast::scaled_dot_product_attention"
+ATT_COMPOSED = "attention chain: no fused MLX kernel for these shapes on this backend (its own ops)"
+
+
+def attention_chain(q_shape, s_len, scale_op="mul", transpose_k=True, axis=-1, mask=False,
+                    probs_out=False):
+    """softmax(q k^T * c) v with q, k, v as graph inputs (a decoder step when q has one row)."""
+    n = h.make_node
+    b, hh, L, d = q_shape
+    inputs = [h.make_tensor_value_info("q", T.FLOAT, [b, hh, L, d]),
+              h.make_tensor_value_info("k", T.FLOAT, [b, hh, s_len, d] if transpose_k
+                                       else [b, hh, d, s_len]),
+              h.make_tensor_value_info("v", T.FLOAT, [b, hh, s_len, d])]
+    c = 1.0 / np.sqrt(d)
+    inits = [const("c", c if scale_op == "mul" else 1.0 / c)]
+    nodes = []
+    kt = "k"
+    if transpose_k:
+        nodes.append(n("Transpose", ["k"], ["kt"], name="kt", perm=[0, 1, 3, 2]))
+        kt = "kt"
+    nodes.append(n("MatMul", ["q", kt], ["sc"], name="qk"))
+    nodes.append(n("Mul" if scale_op == "mul" else "Div", ["sc", "c"], ["scs"], name="scale"))
+    logits = "scs"
+    if mask:
+        inputs.append(h.make_tensor_value_info("m", T.FLOAT, [1, 1, L, s_len]))
+        nodes.append(n("Add", ["scs", "m"], ["msk"], name="mask"))
+        logits = "msk"
+    nodes.append(n("Softmax", [logits], ["p"], name="softmax", axis=axis))
+    nodes.append(n("MatMul", ["p", "v"], ["y"], name="pv"))
+    outs = [h.make_tensor_value_info("y", T.FLOAT, [b, hh, L, d])]
+    if probs_out:
+        outs.append(h.make_tensor_value_info("p", T.FLOAT, [b, hh, L, s_len]))
+    return make_model(h.make_graph(nodes, "att", inputs, outs, inits))
+
+
+def attention_feeds(rng, model):
+    feeds = {}
+    for vi in model.graph.input:
+        shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+        feeds[vi.name] = random_array(rng, shape)
+    return feeds
+
+
+@pytest.mark.parametrize("q_shape,s_len", [((1, 12, 1, 64), 40), ((2, 4, 3, 128), 17),
+                                           ((2, 4, 16, 16), 16)], ids=str)
+@pytest.mark.parametrize("scale_op", ["mul", "div"])
+def test_attention_chain_fast_when_asked(q_shape, s_len, scale_op, rng):
+    model = attention_chain(q_shape, s_len, scale_op)
+    report = run_pattern(model, attention_feeds(rng, model), {"fast_patterns": "1"})
+    assert taken(report, "attention") == 1 and ATT_FAST in report.paths()
+
+
+@pytest.mark.parametrize("transpose_k", [True, False])
+def test_attention_chain_default(transpose_k, rng):
+    """Default on MLX's CPU backend: matched, the chain's own ops (no fused kernel there)."""
+    model = attention_chain((1, 4, 1, 64), 9, transpose_k=transpose_k)
+    report = run_pattern(model, attention_feeds(rng, model))
+    assert taken(report, "attention") == 1
+    want = ATT_COMPOSED if mlx_backend() == "cpu" else ATT_FAST
+    assert want in report.paths()
+
+
+@pytest.mark.parametrize("variant", ["axis2", "mask", "probs_out"])
+def test_attention_variants_not_taken(variant, rng):
+    kw = {"axis2": {"axis": 2}, "mask": {"mask": True}, "probs_out": {"probs_out": True}}[variant]
+    model = attention_chain((1, 2, 4, 8), 4, **kw)
+    report = run_pattern(model, attention_feeds(rng, model), {"fast_patterns": "1"})
+    assert taken(report, "attention") == 0
+
+
+def test_verbose_summary_lists_the_patterns(rng, capfd):
+    import gc
+
+    model = gelu_erf_chain((2, 8))
+    run = EpRun(model, provider_options={"verbose": "1"}, strict=True, optimization_level=OFF)
+    run.run({"x": random_array(rng, (2, 8))})
+    run.close()
+    gc.collect()
+    err = capfd.readouterr().err
+    assert "patterns: gelu_erf=1" in err and f"path:    fast {GELU_ERF_PATH} x1" in err, err
