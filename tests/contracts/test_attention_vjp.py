@@ -38,12 +38,13 @@ DENSE_LABEL = "onnax GEMM attention VJP"
 TILED_LABEL = "onnax tiled attention VJP"
 BLOCKED_LABEL = "onnax blocked attention VJP"
 NATIVE_LABEL = "onnax native SDPA attention VJP"
+CUDA_FUSED_LABEL = "onnax CUDA fused attention VJP"
 # Path -> (limit env value or None for unset, trace label the fused path must report on MLX's
 # CPU backend); expected_label() gives the label on the backend the EP runs on.
 PATHS = {
     "dense": (HUGE_LIMIT, DENSE_LABEL),
-    # Beyond the limit: the fused CPU kernel on MLX's CPU backend; on a GPU backend (no fused GPU
-    # kernels yet) blocked MLX ops.
+    # Beyond the limit: the fused CPU kernel on MLX's CPU backend; on the CUDA backend the fused
+    # CUDA kernels (test_attention_vjp_cuda.py covers them on their own).
     "tiled": ("0", TILED_LABEL),
     # Beyond the limit with attention_vjp_tiled=blocked: MLX ops by query blocks on any backend.
     "blocked": ("0", BLOCKED_LABEL),
@@ -54,14 +55,14 @@ PATHS = {
     # Recompute form without the limit variable and native forced on: vjp of MLX's fused SDPA.
     "native": (None, NATIVE_LABEL),
 }
-FUSED_LABELS = {label for _, label in PATHS.values()}
+FUSED_LABELS = {label for _, label in PATHS.values()} | {CUDA_FUSED_LABEL}
 
 
 def expected_label(path, recompute):
     """The trace label of `path` on the backend this process's EP runs MLX on."""
-    if mlx_backend() == "gpu":
+    if mlx_backend() == "gpu":  # the CUDA backend (the GPU backend tested)
         if path == "tiled":
-            return BLOCKED_LABEL
+            return CUDA_FUSED_LABEL
         if path == "auto" and recompute:
             return NATIVE_LABEL
     return PATHS[path][1]

@@ -21,7 +21,6 @@ namespace mx = mlx::core;
 using namespace ortmlx::attention_vjp::test_support;
 using Tiled = EpOptions::AttentionVjpTiled;
 
-
 // blocked_mlx with `rows` query rows per block against the float64 reference (and, when asked,
 // against dense_mlx on the same fp32 inputs).
 void check_blocked(const Problem& p, int rows, bool vs_dense = false, unsigned seed = 1) {
@@ -131,13 +130,14 @@ TEST(AttentionVjpBlocked, PathChoicePerBackendAndOption) {
       path_label(rec, {1, 16, 1024, 32}, {1, 8, 1025, 32}, std::nullopt, false, Tiled::kBlocked),
       kBlockedLabel);
   EXPECT_EQ(path_label(rec, qr, kr, std::nullopt, false, Tiled::kBlocked), kDenseLabel);
-  // auto: the fused CPU kernel on MLX's CPU backend, blocked MLX ops on a GPU backend.
+  // auto: the backend's fused kernel (CPU kernel on MLX's CPU backend, CUDA kernels on the CUDA
+  // backend), blocked MLX ops on other GPU backends.
   const char* beyond = tiled_label();
   EXPECT_EQ(path_label(plain, q, k, 0), beyond);
   EXPECT_EQ(path_label(rec, qr, kr, 4095), beyond);
-  // kernel: the fused CPU kernel; a clear error on a GPU backend.
-  if (default_is_cpu()) {
-    EXPECT_EQ(path_label(plain, q, k, 0, std::nullopt, Tiled::kKernel), kTiledLabel);
+  // kernel: the backend's fused kernel; a clear error on a GPU backend without one.
+  if (default_is_cpu() || ortmlx::attention_vjp::cuda_fused_available()) {
+    EXPECT_EQ(path_label(plain, q, k, 0, std::nullopt, Tiled::kKernel), beyond);
   } else {
     try {
       path_label(plain, q, k, 0, std::nullopt, Tiled::kKernel);

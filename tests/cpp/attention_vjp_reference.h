@@ -19,6 +19,7 @@
 #include "ortmlx/engine/plan.h"
 #include "ortmlx/engine/translation_context.h"
 #include "ortmlx/ops/attention_vjp/contract.h"
+#include "ortmlx/ops/attention_vjp/cuda/fused.h"
 #include "ortmlx/ops/attention_vjp/paths.h"
 #include "ortmlx/registry/registry.h"
 
@@ -406,8 +407,11 @@ inline std::vector<Problem> variants(bool recompute) {
 // The label the translator marks for live shapes and a limit (the graph is built, not evaluated).
 // The label of the path beyond the dense limit with attention_vjp_tiled=auto: the fused CPU
 // kernel on MLX's CPU backend, blocked MLX ops on a GPU backend (the default device's).
+// Beyond the dense limit with attention_vjp_tiled=auto: the fused CPU kernel on MLX's CPU
+// backend, the fused CUDA kernels on the CUDA backend, blocked MLX ops on other GPU backends.
 inline const char* tiled_label() {
-  return mx::default_device() == mx::Device::cpu ? kTiledLabel : kBlockedLabel;
+  if (mx::default_device() == mx::Device::cpu) return kTiledLabel;
+  return ortmlx::attention_vjp::cuda_fused_available() ? kCudaFusedLabel : kBlockedLabel;
 }
 
 inline std::string path_label(

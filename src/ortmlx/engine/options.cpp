@@ -33,9 +33,9 @@ const std::vector<OptionSpec>& option_specs() {
        "AttentionVJPRecompute without a dense limit: vjp of MLX's fused SDPA (on), the fused "
        "CPU kernel (off), or auto (default: native on GPU backends, fused kernel on MLX CPU)"},
       {"attention_vjp_tiled", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_TILED", "auto|kernel|blocked",
-       "AttentionVJP beyond the dense limit: kernel (fused CPU kernel; an error on GPU backends), "
-       "blocked (MLX ops by query blocks, any backend) or auto (default: kernel on MLX CPU, "
-       "blocked on GPU backends)"},
+       "AttentionVJP beyond the dense limit: kernel (the backend's fused kernel: CPU kernel on "
+       "MLX CPU, CUDA kernels on CUDA; an error on other GPU backends), blocked (MLX ops by "
+       "query blocks, any backend) or auto (default: kernel where there is one, else blocked)"},
       {"attention_vjp_mlx_ops", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_MLX_OPS", "flag",
        "tests: AttentionVJP picks and runs its paths as on GPU backends (MLX ops: dense, blocked, "
        "native) also on MLX's CPU backend"},

@@ -40,9 +40,10 @@ struct EpOptions {
   // native on GPU backends, fused kernel on MLX's CPU backend, where MLX's SDPA vjp runs on a
   // reference-BLAS matmul (measured 15-25x slower than ORT CPU running the function body).
   std::optional<bool> attention_vjp_native;
-  // AttentionVJP beyond the dense budget: kAuto = the fused CPU kernel on MLX's CPU backend,
-  // blocked MLX ops on GPU backends (no fused GPU kernels yet); kKernel = the fused CPU kernel
-  // (a clear error on GPU backends); kBlocked = blocked MLX ops on any backend (tests, A/B).
+  // AttentionVJP beyond the dense budget: kAuto = the backend's fused kernel (the CPU kernel on
+  // MLX's CPU backend, the CUDA kernels on the CUDA backend), blocked MLX ops on other GPU
+  // backends; kKernel = the fused kernel (a clear error where the backend has none); kBlocked =
+  // blocked MLX ops on any backend (tests, A/B, the fallback).
   enum class AttentionVjpTiled { kAuto, kKernel, kBlocked };
   AttentionVjpTiled attention_vjp_tiled = AttentionVjpTiled::kAuto;
   // Tests: AttentionVJP picks and runs its paths as on a GPU backend (MLX ops: dense, blocked,

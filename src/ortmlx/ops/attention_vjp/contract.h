@@ -25,6 +25,8 @@ inline constexpr const char* kTiledLabel = "onnax tiled attention VJP";
 inline constexpr const char* kNativeLabel = "onnax native SDPA attention VJP";
 // Beyond the dense budget with MLX ops by query blocks (GPU backends, or the option forced).
 inline constexpr const char* kBlockedLabel = "onnax blocked attention VJP";
+// Beyond the dense budget on the CUDA backend: the fused CUDA kernels (cuda/kernels.cu).
+inline constexpr const char* kCudaFusedLabel = "onnax CUDA fused attention VJP";
 
 // The parameters carried by the contract's name.
 struct Config {

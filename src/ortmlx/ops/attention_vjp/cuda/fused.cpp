@@ -1,0 +1,163 @@
+// Host side of the fused CUDA AttentionVJP kernels (kernels.cu; the design is described there and
+// in docs/ATTENTION_VJP.md). The CUDA flavour embeds the kernels' fatbin (built by nvcc, see
+// cmake/EmbedCudaFatbin.cmake); MLX loads it and launches each pass as a precompiled custom
+// kernel on the node's stream, so the passes are ordinary lazy MLX arrays in the plan's graph.
+// Other builds have no kernels: cuda_fused_available() is false and the translator never picks
+// the path.
+#include "ortmlx/ops/attention_vjp/cuda/fused.h"
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include <mlx/fast.h>
+#include <mlx/ops.h>
+
+namespace ortmlx::attention_vjp {
+
+#if ORTMLX_AVJP_CUDA_KERNELS
+namespace cuda_fatbin {
+extern const unsigned char kData[];
+extern const std::size_t kSize;
+extern const char* const kTag;
+}  // namespace cuda_fatbin
+#endif
+
+namespace {
+
+// Tile rows of each pass per head-size bucket, as kernels.cu's Tiles<DMAX> (BQ, BK, KV, KQ).
+struct Geometry {
+  int dmax, bq, bk, kv, kq;
+};
+
+Geometry geometry(int d) {
+  const int dmax = d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256;
+  return {dmax, dmax >= 256 ? 32 : 64, dmax >= 128 ? 32 : 64, dmax >= 256 ? 32 : 64,
+          dmax >= 128 ? 32 : 64};
+}
+
+// Dynamic shared memory of each pass in bytes (kernels.cu lays the tiles out in this order).
+int stats_smem(const Geometry& g) {
+  const int ld = g.dmax + 1, ls = g.bk + 1;
+  return 4 * (g.bq * ld + 2 * g.bk * ld + g.bq * ls + g.bq);
+}
+int dq_smem(const Geometry& g) {
+  const int ld = g.dmax + 1, ls = g.bk + 1;
+  return 4 * (2 * g.bq * ld + 2 * g.bk * ld + g.bq * ls + 2 * g.bq);
+}
+int dkv_smem(const Geometry& g) {
+  const int ld = g.dmax + 1, lp = g.kq + 1;
+  return 4 * (2 * g.kv * ld + 2 * g.kq * ld + 2 * g.kv * lp + 2 * g.kq);
+}
+
+constexpr int kThreads = 256;
+// CUDA's limit on the grid's y extent, which carries (batch, head).
+constexpr int kMaxGridY = 65535;
+
+}  // namespace
+
+bool cuda_fused_available() {
+#if ORTMLX_AVJP_CUDA_KERNELS
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool cuda_fused_supports(const Config& c, int b, int sq, int sk) {
+  return cuda_fused_available() && static_cast<int64_t>(b) * c.hq <= kMaxGridY && sq > 0 &&
+         sk > 0 && b > 0;
+}
+
+std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>& inputs,
+                                  mx::StreamOrDevice s) {
+#if !ORTMLX_AVJP_CUDA_KERNELS
+  (void)inputs;
+  (void)s;
+  (void)c;
+  throw std::runtime_error(
+      "AttentionVJP cuda_fused: this build has no CUDA kernels (CUDA flavour only)");
+#else
+  const mx::array& q = inputs[0];
+  const mx::array& k = inputs[1];
+  const mx::array& v = inputs[2];
+  const std::optional<mx::array> y =
+      c.recompute ? std::nullopt : std::optional<mx::array>(inputs[3]);
+  const mx::array& dy = inputs[static_cast<size_t>(c.tensor_inputs() - 1)];
+  const mx::array& mask = inputs[static_cast<size_t>(c.tensor_inputs())];
+  const int b = q.shape(0);
+  const int sq = c.rank == 4 ? q.shape(2) : q.shape(1);
+  const int sk = c.rank == 4 ? k.shape(2) : k.shape(1);
+  if (!cuda_fused_supports(c, b, sq, sk))
+    throw std::runtime_error("AttentionVJP cuda_fused: unsupported problem (B * HQ = " +
+                             std::to_string(static_cast<int64_t>(b) * c.hq) + ")");
+  const Geometry geo = geometry(c.d);
+  const std::string tag = cuda_fatbin::kTag;
+  const std::string dname = "_d" + std::to_string(geo.dmax) + "_" + tag;
+  static const std::string fatbin(reinterpret_cast<const char*>(cuda_fatbin::kData),
+                                  cuda_fatbin::kSize);
+
+  // The mask in 4-D (its broadcast dims stay 1; the kernel turns them into zero strides). Kind 0
+  // reads no mask: a one-element placeholder.
+  mx::array mask4 = mx::zeros({1, 1, 1, 1}, mx::bool_, s);
+  if (c.mask != 0) {
+    mx::Shape shape = mask.shape();
+    while (shape.size() < 4) shape.insert(shape.begin(), 1);
+    mask4 = mx::reshape(mask, shape, s);
+  }
+  // Tiles no row can see are skipped only when every input is finite (see kernels.cu).
+  mx::array finite = mx::array(true);
+  for (const mx::array* x : {&q, &k, &v, &dy})
+    finite = mx::logical_and(finite, mx::all(mx::isfinite(*x, s), s), s);
+  if (y) finite = mx::logical_and(finite, mx::all(mx::isfinite(*y, s), s), s);
+  finite = mx::reshape(mx::astype(finite, mx::int32, s), {1}, s);
+
+  const std::vector<mx::fast::ScalarArg> scalars = {b,
+                                                    c.hq,
+                                                    c.hk,
+                                                    sq,
+                                                    sk,
+                                                    c.d,
+                                                    c.rank,
+                                                    c.causal,
+                                                    c.mask,
+                                                    mask4.shape(0),
+                                                    mask4.shape(1),
+                                                    mask4.shape(2),
+                                                    mask4.shape(3),
+                                                    c.scale};
+  const std::tuple<int, int, int> block = {kThreads, 1, 1};
+  auto tiles = [](int n, int t) { return (n + t - 1) / t; };
+
+  // Pass 1: lse and delta per (batch, query head, row).
+  const mx::Shape rows_shape = {b * c.hq * sq};
+  const std::string stats_name =
+      std::string(c.recompute ? "ortmlx_avjp_stats_recompute" : "ortmlx_avjp_stats") + dname;
+  const std::vector<mx::array> stats = mx::fast::precompiled_cuda_kernel(
+      stats_name, fatbin, {q, k, v, y ? *y : dy, dy, mask4, finite}, {rows_shape, rows_shape},
+      {mx::float32, mx::float32}, scalars, {tiles(sq, geo.bq) * kThreads, b * c.hq, 1}, block,
+      stats_smem(geo), std::nullopt, /*ensure_row_contiguous=*/true, s);
+
+  std::array<std::optional<mx::array>, 3> grads;
+  if (c.wants(0)) {
+    grads[0] = mx::fast::precompiled_cuda_kernel(
+        "ortmlx_avjp_dq" + dname, fatbin, {q, k, v, dy, mask4, finite, stats[0], stats[1]},
+        {q.shape()}, {mx::float32}, scalars, {tiles(sq, geo.bq) * kThreads, b * c.hq, 1}, block,
+        dq_smem(geo), std::nullopt, true, s)[0];
+  }
+  if (c.wants(1) || c.wants(2)) {
+    const std::vector<mx::array> dkv = mx::fast::precompiled_cuda_kernel(
+        "ortmlx_avjp_dkv" + dname, fatbin, {q, k, v, dy, mask4, finite, stats[0], stats[1]},
+        {k.shape(), v.shape()}, {mx::float32, mx::float32}, scalars,
+        {tiles(sk, geo.kv) * kThreads, b * c.hk, 1}, block, dkv_smem(geo), std::nullopt, true, s);
+    grads[1] = dkv[0];
+    grads[2] = dkv[1];
+  }
+  std::vector<mx::array> out;
+  for (int o : c.outputs) out.push_back(*grads[static_cast<size_t>(o)]);
+  return out;
+#endif
+}
+
+}  // namespace ortmlx::attention_vjp

@@ -1,0 +1,206 @@
+"""The cuda_fused AttentionVJP path (docs/ATTENTION_VJP.md): the fused CUDA kernels the CUDA
+backend runs beyond the dense budget, against the float64 reference and ORT CPU running the
+contract's body, on every variant (ranks, GQA/MQA, causal with Sq < Sk and Sq > Sk, every mask
+kind with broadcast, narrow and wide masks, fully masked rows, output subsets, both forms,
+non-finite inputs, every head-size bucket of the kernels, shapes crossing tile edges).
+
+The CPU flavour has no CUDA kernels: these tests skip there (the kernels' logic is checked
+without a GPU by tools/avjp_cuda_emu/check.py). Every test id holds "cuda_fused", so
+`pytest tests/contracts -k cuda_fused` selects them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from ortmlx.contracts import (
+    attention_vjp_feeds,
+    attention_vjp_model,
+    attention_vjp_reference_for,
+    parse_attention_vjp_name,
+)
+from ortmlx.testing import mlx_backend, run_cpu
+from tests.contracts.test_attention_vjp import (
+    BLOCKED_LABEL,
+    CUDA_FUSED_LABEL,
+    FUSED_LABELS,
+    LIMIT_ENV,
+    NATIVE_ENV,
+    TILED_ENV,
+    Case,
+    _assert_every_variant,
+    _feeds,
+    _same_non_finite,
+    assert_close,
+    claim_landed,  # noqa: F401  (fixture)
+    contract_op,
+    gradient_magnitude,
+    handler_missing,  # noqa: F401  (fixture)
+    run_on_ep,
+)
+
+
+@pytest.fixture
+def cuda_backend(claim_landed):  # noqa: F811
+    if mlx_backend() != "gpu":
+        pytest.skip("cuda_fused needs the CUDA flavour on an NVIDIA GPU (this EP runs MLX on "
+                    f"its {mlx_backend()} backend; the CPU flavour has no CUDA kernels)")
+    return True
+
+
+def use_cuda_fused(monkeypatch, limit="0", tiled="kernel"):
+    """Beyond the dense limit with the backend's fused kernel (the CUDA kernels on CUDA)."""
+    monkeypatch.delenv(NATIVE_ENV, raising=False)
+    monkeypatch.setenv(TILED_ENV, tiled)
+    monkeypatch.setenv(LIMIT_ENV, limit)
+
+
+C = Case
+# (rank, b, sq, sk, hq, hk, d, ...): sizes cross the kernels' tiles (32 or 64 rows) and cover
+# every head-size bucket (d <= 32, 64, 128, 256).
+CUDA_CASES = [
+    C(4, 2, 16, 16, 4, 4, 16),
+    C(3, 2, 70, 70, 2, 2, 32, causal=1),
+    C(4, 2, 12, 20, 4, 2, 32, causal=1, mask=1, mask_shape=(2, 1, 12, 20), full_rows=True),
+    C(3, 1, 20, 12, 4, 1, 8, causal=1, mask=2, mask_shape=(20, 12), full_rows=True),
+    C(3, 2, 16, 16, 2, 2, 64, mask=1, mask_shape=(16,), outputs=(0,)),
+    C(4, 2, 16, 24, 4, 2, 24, mask=1, mask_shape=(1, 1, 1, 30), outputs=(1,)),
+    C(4, 2, 16, 24, 4, 2, 24, causal=1, mask=2, mask_shape=(2, 4, 16, 10), outputs=(2,)),
+    C(3, 2, 9, 33, 4, 2, 40, mask=2, mask_shape=(4, 1, 7), outputs=(0, 1)),
+    C(4, 3, 17, 17, 6, 3, 16, causal=1, outputs=(1, 2)),
+    C(3, 1, 32, 32, 8, 2, 8, causal=1, mask=1, mask_shape=(1, 32, 1), outputs=(0, 2)),
+    C(4, 2, 8, 40, 2, 1, 16, mask=1, mask_shape=(8, 1), outputs=(0, 2)),
+    C(4, 1, 130, 97, 2, 2, 64, causal=1, mask=2, mask_shape=(1, 130, 97)),
+    C(3, 2, 16, 16, 4, 2, 16, mask=1, mask_shape=(16, 16), consistent_y=False),
+    C(4, 1, 100, 150, 4, 2, 96, causal=1, mask=1, mask_shape=(100, 140), full_rows=True),
+    C(3, 1, 65, 66, 2, 1, 128, causal=1),
+    C(4, 1, 40, 70, 2, 2, 200, mask=2, mask_shape=(2, 40, 1)),
+    C(3, 1, 33, 65, 4, 4, 256, causal=1, mask=1, mask_shape=(1, 1, 33, 65)),
+    # Recompute form (d >= 32).
+    C(4, 2, 16, 16, 4, 2, 32, causal=1, mask=1, full_rows=True, recompute=True),
+    C(3, 2, 12, 20, 4, 1, 32, mask=2, mask_shape=(12, 20), recompute=True),
+    C(3, 1, 20, 12, 2, 2, 64, causal=1, outputs=(0, 2), recompute=True),
+    C(4, 2, 24, 16, 4, 4, 48, causal=1, mask=2, mask_shape=(1, 1, 24, 16), outputs=(1,),
+      recompute=True),
+    C(3, 1, 16, 24, 4, 1, 64, mask=2, mask_shape=(16, 8), outputs=(1, 2), recompute=True),
+    C(4, 2, 16, 16, 2, 1, 32, mask=1, mask_shape=(1,), outputs=(0,), recompute=True),
+    C(4, 1, 90, 140, 4, 2, 128, causal=1, mask=1, mask_shape=(1, 4, 90, 140), full_rows=True,
+      recompute=True),
+    C(3, 1, 70, 50, 2, 1, 256, causal=1, mask=2, mask_shape=(70, 60), recompute=True),
+]
+CUDA_CASES = [dataclasses.replace(c, path="tiled") for c in CUDA_CASES]
+
+
+def test_cuda_fused_cases_cover_every_variant():
+    _assert_every_variant(CUDA_CASES + [C(4, 0, 8, 8, 4, 2, 16), C(3, 2, 0, 8, 4, 2, 16),
+                                        C(4, 2, 8, 0, 4, 2, 16)])
+    assert {32 if c.d <= 32 else 64 if c.d <= 64 else 128 if c.d <= 128 else 256
+            for c in CUDA_CASES} == {32, 64, 128, 256}
+
+
+def _check(case, rng, monkeypatch, label=CUDA_FUSED_LABEL):
+    model = case.model()
+    feeds = _feeds(case, model, rng)
+    got, report = run_on_ep(model, feeds)
+    paths = report.paths()
+    assert label in paths, f"expected path {label!r}, report has {sorted(paths)}"
+    assert not (FUSED_LABELS - {label}) & set(paths), sorted(paths)
+    want = attention_vjp_reference_for(model, feeds)
+    mag = gradient_magnitude(model, feeds)
+    body = run_cpu(model, feeds)
+    assert len(got) == len(case.outputs)
+    for o, g, w, c in zip(case.outputs, got, want, body):
+        assert_close(g, w, f"d{'QKV'[o]} vs float64", mag)
+        assert_close(g, c.astype(np.float64), f"d{'QKV'[o]} vs ORT CPU body", mag)
+
+
+@pytest.mark.parametrize("case", CUDA_CASES, ids=lambda c: "cuda_fused_" + c.id)
+def test_cuda_fused_matches_reference_and_cpu(case, rng, monkeypatch, cuda_backend):
+    use_cuda_fused(monkeypatch)
+    _check(case, rng, monkeypatch)
+
+
+@pytest.mark.parametrize("case", CUDA_CASES[:4] + CUDA_CASES[-3:],
+                         ids=lambda c: "cuda_fused_auto_" + c.id)
+def test_cuda_fused_is_the_default_beyond_the_limit(case, rng, monkeypatch, cuda_backend):
+    """attention_vjp_tiled=auto takes the CUDA kernels on the CUDA backend."""
+    use_cuda_fused(monkeypatch, tiled="auto")
+    _check(case, rng, monkeypatch)
+
+
+@pytest.mark.parametrize("case", CUDA_CASES[:3] + CUDA_CASES[-2:],
+                         ids=lambda c: "cuda_fused_fallback_blocked_" + c.id)
+def test_cuda_fused_fallback_blocked_is_selectable(case, rng, monkeypatch, cuda_backend):
+    """The MLX-op fallback stays selectable on the CUDA backend (attention_vjp_tiled=blocked)."""
+    use_cuda_fused(monkeypatch, tiled="blocked")
+    _check(case, rng, monkeypatch, label=BLOCKED_LABEL)
+
+
+@pytest.mark.parametrize("shape", [(0, 8, 8), (2, 0, 8), (2, 8, 0)],
+                         ids=lambda s: "cuda_fused_empty_b%d_s%dx%d" % s)
+def test_cuda_fused_empty_dims_give_zeros(shape, rng, monkeypatch, cuda_backend):
+    use_cuda_fused(monkeypatch)
+    b, sq, sk = shape
+    model = attention_vjp_model(b, sq, sk, 4, 2, 32, rank=3, causal=1, mask_kind=1,
+                                mask_shape=(1, 1), recompute=True)
+    feeds = attention_vjp_feeds(model, rng)
+    got, _ = run_on_ep(model, feeds)
+    for g, name in zip(got, "QKV"):
+        assert g.shape == feeds[name].shape and not np.any(g)
+
+
+def test_cuda_fused_recompute_without_limit_beyond_the_default_budget(rng, monkeypatch,
+                                                                      cuda_backend):
+    """The Recompute form without a limit runs native (dense MLX ops on GPU backends) within the
+    default 64 MiB budget; beyond it the CUDA backend takes the fused kernels (O(S) memory)."""
+    monkeypatch.delenv(NATIVE_ENV, raising=False)
+    monkeypatch.delenv(TILED_ENV, raising=False)
+    monkeypatch.delenv(LIMIT_ENV, raising=False)
+    # 4 * B * HQ * Sq * Sk = 4 * 1 * 8 * 1600 * 1600 = 82 MB > 64 MiB.
+    case = C(4, 1, 1600, 1600, 8, 2, 32, causal=1, recompute=True, path="auto")
+    _check(case, rng, monkeypatch)
+
+
+# Non-finite inputs: causal and narrow masks, so the kernels have tiles no row can see; the value
+# sits at the last key (hidden from early rows) or the first query row.
+NONFINITE = [
+    (4, False, 1, 2, (1, 66)),
+    (3, False, 1, 1, (70, 80)),
+    (4, True, 1, 0, None),
+    (3, True, 1, 2, (2, 1, 70, 60)),
+]
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf], ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize("which", ["Q", "K", "V", "Y", "dY", "Mask"])
+@pytest.mark.parametrize("variant", NONFINITE, ids=lambda v: f"cuda_fused_r{v[0]}_"
+                         f"{'rec' if v[1] else 'plain'}_c{v[2]}_m{v[3]}")
+def test_cuda_fused_non_finite_inputs_follow_the_reference(variant, which, value, rng,
+                                                           monkeypatch, cuda_backend):
+    rank, recompute, causal, kind, mshape = variant
+    if (which == "Y" and recompute) or (which == "Mask" and kind != 2):
+        pytest.skip("no such input")
+    use_cuda_fused(monkeypatch)
+    model = attention_vjp_model(2, 70, 80, 4, 2, 32, rank=rank, causal=causal, mask_kind=kind,
+                                mask_shape=mshape, recompute=recompute)
+    feeds = attention_vjp_feeds(model, rng)
+    x = feeds[which]
+    if which in ("K", "V"):
+        idx = (1, 79, 3) if rank == 3 else (1, 1, 79, 3)
+    elif which == "Mask":
+        idx = (0,) * (x.ndim - 1) + (x.shape[-1] - 1,)
+    else:
+        idx = (0, 0, 5) if rank == 3 else (0, 2, 0, 5)
+    x[idx] = value
+    got, report = run_on_ep(model, feeds)
+    assert CUDA_FUSED_LABEL in report.paths(), sorted(report.paths())
+    with np.errstate(all="ignore"):
+        want = attention_vjp_reference_for(model, feeds)
+        grads = attention_vjp_reference_for(model, feeds, outputs=(0, 1, 2))
+    mag = max([float(np.abs(g[np.isfinite(g)]).max()) for g in grads if np.isfinite(g).any()]
+              or [0.0])
+    for o, g, w in zip(parse_attention_vjp_name(contract_op(model)).outputs, got, want):
+        _same_non_finite(g, w, f"d{'QKV'[o]}", mag)

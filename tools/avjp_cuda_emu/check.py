@@ -1,0 +1,151 @@
+"""Checks the fused CUDA AttentionVJP kernels (src/ortmlx/ops/attention_vjp/cuda/kernels.cu)
+without a GPU: builds them for a host emulation of CUDA (emu.h, harness.cpp) and compares every
+variant with the float64 reference of ortmlx.contracts, NaN/Inf positions included.
+
+    python tools/avjp_cuda_emu/check.py [--quick]
+
+Slow (one std::thread per CUDA thread), so the shapes are small, but they cross tile edges.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+from ortmlx.contracts import attention_vjp_reference  # noqa: E402
+
+
+def build():
+    out = os.path.join(tempfile.gettempdir(), f"avjp_emu_{os.getuid()}.so")
+    subprocess.run(["g++", "-std=c++20", "-O2", "-fPIC", "-shared", "-pthread",
+                    "-Wno-unknown-pragmas", "-include", os.path.join(HERE, "emu.h"), "-o", out,
+                    os.path.join(HERE, "harness.cpp")], check=True)
+    lib = ctypes.CDLL(out)
+    lib.avjp_emu.restype = ctypes.c_int
+    return lib
+
+
+def ptr(a):
+    return a.ctypes.data_as(ctypes.c_void_p)
+
+
+def run_kernels(lib, q, k, v, y, dy, mask, *, hq, hk, d, rank, causal, kind, scale):
+    b = q.shape[0]
+    sq = q.shape[2] if rank == 4 else q.shape[1]
+    sk = k.shape[2] if rank == 4 else k.shape[1]
+    dmax = 32 if d <= 32 else 64 if d <= 64 else 128 if d <= 128 else 256
+    m4 = np.zeros((1, 1, 1, 1), np.bool_) if kind == 0 else mask.reshape(
+        (1,) * (4 - mask.ndim) + mask.shape)
+    m4 = np.ascontiguousarray(m4.astype(np.uint8) if kind == 1 else m4.astype(np.float32))
+    tensors = [q, k, v, dy] + ([] if y is None else [y])
+    finite = np.array([int(all(np.isfinite(t).all() for t in tensors))], np.int32)
+    f32 = [np.ascontiguousarray(t, np.float32) for t in (q, k, v, dy if y is None else y, dy)]
+    lse = np.full(b * hq * sq, np.float32(7), np.float32)
+    delta = np.full_like(lse, 7)
+    dq = np.full(q.shape, np.float32(7), np.float32)
+    dk = np.full(k.shape, np.float32(7), np.float32)
+    dv = np.full(v.shape, np.float32(7), np.float32)
+    rc = lib.avjp_emu(int(y is None), dmax, *(ptr(t) for t in f32), ptr(m4), ptr(finite),
+                      ptr(lse), ptr(delta), ptr(dq), ptr(dk), ptr(dv), b, hq, hk, sq, sk, d,
+                      rank, causal, kind, *m4.shape, ctypes.c_float(scale))
+    assert rc == 0
+    return dq, dk, dv
+
+
+def same(got, want, what, mag):
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"{what}: NaN")
+    inf = np.isinf(want)
+    np.testing.assert_array_equal(got[inf], want[inf], err_msg=f"{what}: Inf")
+    fin = np.isfinite(want)
+    assert np.isfinite(got[fin]).all(), f"{what}: non-finite where the reference is finite"
+    np.testing.assert_allclose(got[fin], want[fin], rtol=2e-4, atol=2e-4 * max(mag, 1e-3),
+                               err_msg=what)
+
+
+def case(lib, rng, *, b, sq, sk, hq, hk, d, rank, causal, kind, mshape, recompute,
+         full_rows=False, poison=None):
+    def shape(s, h):
+        return (b, s, h * d) if rank == 3 else (b, h, s, d)
+    q, dy = rng.standard_normal(shape(sq, hq)), rng.standard_normal(shape(sq, hq))
+    k, v = rng.standard_normal(shape(sk, hk)), rng.standard_normal(shape(sk, hk))
+    y = None if recompute else rng.standard_normal(shape(sq, hq))
+    mask = np.ones(1, np.bool_)
+    if kind == 1:
+        mask = rng.random(mshape) < 0.7
+        if full_rows and len(mshape) >= 2 and mshape[-2] > 1:
+            mask[..., 0, :] = False
+    elif kind == 2:
+        mask = rng.uniform(-1, 1, mshape)
+        mask[rng.random(mshape) > 0.7] = -np.inf
+        if full_rows and len(mshape) >= 2 and mshape[-2] > 1:
+            mask[..., 0, :] = -np.inf
+    if poison:
+        which, value = poison
+        arr = {"Q": q, "K": k, "V": v, "Y": y, "dY": dy, "Mask": mask}[which]
+        idx = tuple(s - 1 for s in arr.shape) if which in ("K", "V", "Mask") else (0,) * arr.ndim
+        arr[idx] = value
+    q, k, v, dy = (t.astype(np.float32).astype(np.float64) for t in (q, k, v, dy))
+    if y is not None:
+        y = y.astype(np.float32).astype(np.float64)
+    if kind == 2:
+        mask = mask.astype(np.float32).astype(np.float64)
+    scale = float(np.float32(1 / np.sqrt(d)))
+    kw = dict(hq=hq, hk=hk, causal=causal, mask_kind=kind, scale=scale, rank=rank)
+    with np.errstate(all="ignore"):
+        want = attention_vjp_reference(q, k, v, dy, mask, y=y, **kw)
+    got = run_kernels(lib, q, k, v, y, dy, mask, hq=hq, hk=hk, d=d, rank=rank, causal=causal,
+                      kind=kind, scale=scale)
+    fin = [w[np.isfinite(w)] for w in want]
+    mag = max([float(np.abs(f).max()) for f in fin if f.size] or [0.0])
+    label = (f"b{b} s{sq}x{sk} h{hq}/{hk} d{d} r{rank} c{causal} m{kind}{mshape} "
+             f"{'rec' if recompute else 'plain'} {poison or ''}")
+    for name, g, w in zip("QKV", got, want):
+        same(g, w, f"{label} d{name}", mag)
+    print("ok", label, flush=True)
+
+
+def main():
+    quick = "--quick" in sys.argv
+    lib = build()
+    rng = np.random.default_rng(20261203)
+    cases = [
+        dict(b=1, sq=70, sk=70, hq=2, hk=2, d=16, rank=4, causal=0, kind=0, mshape=None,
+             recompute=False),
+        dict(b=1, sq=70, sk=45, hq=2, hk=1, d=40, rank=3, causal=1, kind=0, mshape=None,
+             recompute=True),
+        dict(b=2, sq=33, sk=80, hq=4, hk=2, d=64, rank=4, causal=1, kind=1,
+             mshape=(2, 1, 33, 80), recompute=False, full_rows=True),
+        dict(b=1, sq=40, sk=37, hq=3, hk=1, d=96, rank=3, causal=1, kind=2, mshape=(40, 30),
+             recompute=False, full_rows=True),
+        dict(b=1, sq=35, sk=50, hq=2, hk=2, d=128, rank=4, causal=0, kind=2, mshape=(1, 2, 1, 60),
+             recompute=True),
+        dict(b=1, sq=20, sk=40, hq=2, hk=1, d=200, rank=4, causal=1, kind=1, mshape=(20, 1),
+             recompute=True),
+        dict(b=1, sq=12, sk=70, hq=2, hk=2, d=8, rank=3, causal=0, kind=1, mshape=(70,),
+             recompute=False),
+    ]
+    if quick:
+        cases = cases[:3]
+    for c in cases:
+        case(lib, rng, **c)
+    # Non-finite inputs: causal and a narrow mask, so hidden tiles exist and must not be skipped.
+    base = dict(b=1, sq=40, sk=70, hq=2, hk=1, d=32, rank=4, causal=1, kind=2, mshape=(40, 66))
+    values = [np.nan, np.inf] if quick else [np.nan, np.inf, -np.inf]
+    for recompute in (False, True):
+        for which in ("Q", "K", "V", "Y", "dY", "Mask"):
+            if which == "Y" and recompute:
+                continue
+            for value in values:
+                case(lib, rng, **base, recompute=recompute, poison=(which, value))
+    print("all ok")
+
+
+if __name__ == "__main__":
+    main()

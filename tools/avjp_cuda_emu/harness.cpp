@@ -1,0 +1,63 @@
+// Runs the three passes of kernels.cu on the CPU emulation (emu.h), with the grids the host side
+// (src/ortmlx/ops/attention_vjp/cuda/fused.cpp) launches. Called from check.py through ctypes.
+#include <functional>
+#include <thread>
+#include <vector>
+
+#define AVJP_KERNELS_SOURCE
+#include "../../src/ortmlx/ops/attention_vjp/cuda/kernels.cu"
+
+namespace {
+void launch(int gx, int gy, const std::function<void()>& body) {
+  std::barrier<> bar(256);
+  emu_barrier = &bar;
+  blockDim = {256, 1, 1};
+  gridDim = {gx, gy, 1};
+  for (int by = 0; by < gy; ++by)
+    for (int bx = 0; bx < gx; ++bx) {
+      std::vector<std::thread> ts;
+      for (int t = 0; t < 256; ++t)
+        ts.emplace_back([&, t] {
+          threadIdx = {t, 0, 0};
+          blockIdx = {bx, by, 0};
+          body();
+        });
+      for (auto& th : ts) th.join();
+    }
+}
+}  // namespace
+
+#define ARGS b, hq, hk, sq, sk, d, rank, causal, mask_kind, mb, mh, mr, mw, scale
+#define BUCKET(DM)                                                      \
+  if (dmax == DM) {                                                     \
+    constexpr int BQ = Tiles<DM>::BQ, KV = Tiles<DM>::KV;               \
+    launch((sq + BQ - 1) / BQ, b * hq, [&] {                            \
+      if (recompute)                                                    \
+        AVJP_CAT(ortmlx_avjp_stats_recompute_d##DM##_, ORTMLX_AVJP_TAG) \
+        (q, k, v, y, dy, mask, finite, lse, delta, ARGS);               \
+      else                                                              \
+        AVJP_CAT(ortmlx_avjp_stats_d##DM##_, ORTMLX_AVJP_TAG)           \
+        (q, k, v, y, dy, mask, finite, lse, delta, ARGS);               \
+    });                                                                 \
+    launch((sq + BQ - 1) / BQ, b * hq, [&] {                            \
+      AVJP_CAT(ortmlx_avjp_dq_d##DM##_, ORTMLX_AVJP_TAG)                \
+      (q, k, v, dy, mask, finite, lse, delta, dq, ARGS);                \
+    });                                                                 \
+    launch((sk + KV - 1) / KV, b * hk, [&] {                            \
+      AVJP_CAT(ortmlx_avjp_dkv_d##DM##_, ORTMLX_AVJP_TAG)               \
+      (q, k, v, dy, mask, finite, lse, delta, dk, dv, ARGS);            \
+    });                                                                 \
+    return 0;                                                           \
+  }
+
+extern "C" int avjp_emu(int recompute, int dmax, const float* q, const float* k, const float* v,
+                        const float* y, const float* dy, const void* mask, const int* finite,
+                        float* lse, float* delta, float* dq, float* dk, float* dv, int b, int hq,
+                        int hk, int sq, int sk, int d, int rank, int causal, int mask_kind, int mb,
+                        int mh, int mr, int mw, float scale) {
+  BUCKET(32)
+  BUCKET(64)
+  BUCKET(128)
+  BUCKET(256)
+  return 1;
+}
