@@ -1,9 +1,9 @@
 // Host side of the fused CUDA AttentionVJP kernels (kernels.cu; the design is described there and
-// in docs/ATTENTION_VJP.md). The CUDA flavour embeds the kernels' fatbin (built by nvcc, see
-// cmake/EmbedCudaFatbin.cmake); MLX loads it and launches each pass as a precompiled custom
-// kernel on the node's stream, so the passes are ordinary lazy MLX arrays in the plan's graph.
-// Other builds have no kernels: cuda_fused_available() is false and the translator never picks
-// the path.
+// in docs/ATTENTION_VJP.md). The CUDA flavour embeds one sm_90 cubin per head-size bucket (built
+// by nvcc, see cmake/EmbedCudaKernels.cmake); MLX loads it and launches each pass as a
+// precompiled custom kernel on the node's stream, so the passes are ordinary lazy MLX arrays in
+// the plan's graph. Other builds have no kernels, and GPUs other than sm_90 no code for them:
+// cuda_fused_available() is false there and the translator keeps the MLX-op paths.
 #include "ortmlx/ops/attention_vjp/cuda/fused.h"
 
 #include <cstdint>
@@ -14,18 +14,60 @@
 #include <mlx/fast.h>
 #include <mlx/ops.h>
 
+#if ORTMLX_AVJP_CUDA_KERNELS
+#include <cuda_runtime_api.h>
+#endif
+
 namespace ortmlx::attention_vjp {
 
 #if ORTMLX_AVJP_CUDA_KERNELS
-namespace cuda_fatbin {
-extern const unsigned char kData[];
-extern const std::size_t kSize;
-extern const char* const kTag;
+namespace cuda_fatbin {  // generated: attention_vjp_cuda_d<bucket>.cpp in the build folder
+#define ORTMLX_AVJP_BUCKET(b)            \
+  extern const unsigned char kData##b[]; \
+  extern const std::size_t kSize##b;     \
+  extern const char* const kTag##b;
+ORTMLX_AVJP_BUCKET(32)
+ORTMLX_AVJP_BUCKET(64)
+ORTMLX_AVJP_BUCKET(128)
+ORTMLX_AVJP_BUCKET(256)
+#undef ORTMLX_AVJP_BUCKET
 }  // namespace cuda_fatbin
+
+namespace {
+// The cubin of a head-size bucket and the tag its kernel names carry. MLX hashes the binary on
+// every launch (its module key), so each bucket is a separate, small module.
+struct Binary {
+  const std::string code;
+  const std::string tag;
+};
+const Binary& binary(int dmax) {
+  auto make = [](const unsigned char* data, std::size_t size, const char* tag) {
+    return Binary{std::string(reinterpret_cast<const char*>(data), size), tag};
+  };
+  static const Binary b32 = make(cuda_fatbin::kData32, cuda_fatbin::kSize32, cuda_fatbin::kTag32);
+  static const Binary b64 = make(cuda_fatbin::kData64, cuda_fatbin::kSize64, cuda_fatbin::kTag64);
+  static const Binary b128 =
+      make(cuda_fatbin::kData128, cuda_fatbin::kSize128, cuda_fatbin::kTag128);
+  static const Binary b256 =
+      make(cuda_fatbin::kData256, cuda_fatbin::kSize256, cuda_fatbin::kTag256);
+  return dmax <= 32 ? b32 : dmax <= 64 ? b64 : dmax <= 128 ? b128 : b256;
+}
+
+// The kernels are sm_90 SASS: MLX's device (device 0, the one it uses) must be compute 9.x.
+bool device_is_sm90() {
+  static const bool ok = [] {
+    int major = 0;
+    return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess &&
+           major == 9;
+  }();
+  return ok;
+}
+}  // namespace
 #endif
 
 namespace {
 
+#if ORTMLX_AVJP_CUDA_KERNELS
 // Tile rows of each pass per head-size bucket, as kernels.cu's Tiles<DMAX> (BQ, BK, KV, KQ).
 struct Geometry {
   int dmax, bq, bk, kv, kq;
@@ -50,6 +92,7 @@ int dkv_smem(const Geometry& g) {
   const int ld = g.dmax + 1, lp = g.kq + 1;
   return 4 * (2 * g.kv * ld + 2 * g.kq * ld + 2 * g.kv * lp + 2 * g.kq);
 }
+#endif
 
 constexpr int kThreads = 256;
 // CUDA's limit on the grid's y extent, which carries (batch, head).
@@ -59,7 +102,7 @@ constexpr int kMaxGridY = 65535;
 
 bool cuda_fused_available() {
 #if ORTMLX_AVJP_CUDA_KERNELS
-  return true;
+  return device_is_sm90();
 #else
   return false;
 #endif
@@ -93,10 +136,9 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
     throw std::runtime_error("AttentionVJP cuda_fused: unsupported problem (B * HQ = " +
                              std::to_string(static_cast<int64_t>(b) * c.hq) + ")");
   const Geometry geo = geometry(c.d);
-  const std::string tag = cuda_fatbin::kTag;
-  const std::string dname = "_d" + std::to_string(geo.dmax) + "_" + tag;
-  static const std::string fatbin(reinterpret_cast<const char*>(cuda_fatbin::kData),
-                                  cuda_fatbin::kSize);
+  const Binary& bin = binary(geo.dmax);
+  const std::string& fatbin = bin.code;
+  const std::string dname = "_d" + std::to_string(geo.dmax) + "_" + bin.tag;
 
   // The mask in 4-D (its broadcast dims stay 1; the kernel turns them into zero strides). Kind 0
   // reads no mask: a one-element placeholder.

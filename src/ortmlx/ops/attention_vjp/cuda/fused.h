@@ -15,7 +15,8 @@ namespace ortmlx::attention_vjp {
 
 namespace mx = mlx::core;
 
-// True when this library carries the CUDA kernels (the CUDA flavour).
+// True when this library carries the CUDA kernels (the CUDA flavour) and MLX's GPU is one they
+// were built for (sm_90: H100, H200).
 bool cuda_fused_available();
 
 // Whether the kernels take this problem (available, non-empty, B * HQ within the grid's y limit).

@@ -1,5 +1,5 @@
 // Fused AttentionVJP kernels for NVIDIA GPUs (the `cuda_fused` path, docs/ATTENTION_VJP.md).
-// Built by nvcc into a fatbin (sm_90 SASS + compute_90 PTX) that the library embeds and hands to
+// Built by nvcc into one sm_90 cubin per head-size bucket that the library embeds and hands to
 // MLX with mx::fast::precompiled_cuda_kernel; host side: fused.cpp.
 //
 // Three passes, FlashAttention-2 style, fp32 throughout, no atomics:
@@ -530,7 +530,14 @@ __device__ void dkv_kernel(const float* q, const float* k, const float* v, const
     dkv_kernel<DMAX>(q, k, v, dy, lse, delta, p, dk, dv);                                     \
   }
 
+// One head-size bucket per build (-DAVJP_BUCKET=...): MLX hashes a precompiled kernel's whole
+// binary on every launch, so each bucket is its own small module. Without it, all of them.
+#if defined(AVJP_BUCKET)
+#define AVJP_ENTRIES_OF(b) AVJP_ENTRIES(b)  // expands AVJP_BUCKET before the token pasting
+AVJP_ENTRIES_OF(AVJP_BUCKET)
+#else
 AVJP_ENTRIES(32)
 AVJP_ENTRIES(64)
 AVJP_ENTRIES(128)
 AVJP_ENTRIES(256)
+#endif
