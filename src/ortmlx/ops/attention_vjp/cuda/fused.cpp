@@ -5,6 +5,7 @@
 // the plan's graph. Other builds have no kernels, and GPUs other than sm_90 no code for them:
 // cuda_fused_available() is false there and the translator keeps the MLX-op paths.
 #include "ortmlx/ops/attention_vjp/cuda/fused.h"
+#include "ortmlx/ops/attention_vjp/cuda/tiles.h"
 
 #include <cstdint>
 #include <optional>
@@ -67,34 +68,7 @@ bool device_is_sm90() {
 
 namespace {
 
-#if ORTMLX_AVJP_CUDA_KERNELS
-// Tile rows of each pass per head-size bucket, as kernels.cu's Tiles<DMAX> (BQ, BK, KV, KQ).
-struct Geometry {
-  int dmax, bq, bk, kv, kq;
-};
-
-Geometry geometry(int d) {
-  const int dmax = d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256;
-  return {dmax, dmax >= 256 ? 32 : 64, dmax >= 128 ? 32 : 64, dmax >= 256 ? 32 : 64,
-          dmax >= 128 ? 32 : 64};
-}
-
-// Dynamic shared memory of each pass in bytes (kernels.cu lays the tiles out in this order).
-int stats_smem(const Geometry& g) {
-  const int ld = g.dmax + 1, ls = g.bk + 1;
-  return 4 * (g.bq * ld + 2 * g.bk * ld + g.bq * ls + g.bq);
-}
-int dq_smem(const Geometry& g) {
-  const int ld = g.dmax + 1, ls = g.bk + 1;
-  return 4 * (2 * g.bq * ld + 2 * g.bk * ld + g.bq * ls + 2 * g.bq);
-}
-int dkv_smem(const Geometry& g) {
-  const int ld = g.dmax + 1, lp = g.kq + 1;
-  return 4 * (2 * g.kv * ld + 2 * g.kq * ld + 2 * g.kv * lp + 2 * g.kq);
-}
-#endif
-
-constexpr int kThreads = 256;
+using namespace ortmlx_avjp_tiles;
 // CUDA's limit on the grid's y extent, which carries (batch, head).
 constexpr int kMaxGridY = 65535;
 
@@ -135,10 +109,10 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
   if (!cuda_fused_supports(c, b, sq, sk))
     throw std::runtime_error("AttentionVJP cuda_fused: unsupported problem (B * HQ = " +
                              std::to_string(static_cast<int64_t>(b) * c.hq) + ")");
-  const Geometry geo = geometry(c.d);
-  const Binary& bin = binary(geo.dmax);
+  const int dmax = dmax_of(c.d);
+  const Binary& bin = binary(dmax);
   const std::string& fatbin = bin.code;
-  const std::string dname = "_d" + std::to_string(geo.dmax) + "_" + bin.tag;
+  const std::string dname = "_d" + std::to_string(dmax) + "_" + bin.tag;
 
   // The mask in 4-D (its broadcast dims stay 1; the kernel turns them into zero strides). Kind 0
   // reads no mask: a one-element placeholder.
@@ -178,21 +152,22 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
       std::string(c.recompute ? "ortmlx_avjp_stats_recompute" : "ortmlx_avjp_stats") + dname;
   const std::vector<mx::array> stats = mx::fast::precompiled_cuda_kernel(
       stats_name, fatbin, {q, k, v, y ? *y : dy, dy, mask4, finite}, {rows_shape, rows_shape},
-      {mx::float32, mx::float32}, scalars, {tiles(sq, geo.bq) * kThreads, b * c.hq, 1}, block,
-      stats_smem(geo), std::nullopt, /*ensure_row_contiguous=*/true, s);
+      {mx::float32, mx::float32}, scalars, {tiles(sq, bq(dmax)) * kThreads, b * c.hq, 1}, block,
+      stats_smem(dmax), std::nullopt, /*ensure_row_contiguous=*/true, s);
 
   std::array<std::optional<mx::array>, 3> grads;
   if (c.wants(0)) {
     grads[0] = mx::fast::precompiled_cuda_kernel(
         "ortmlx_avjp_dq" + dname, fatbin, {q, k, v, dy, mask4, finite, stats[0], stats[1]},
-        {q.shape()}, {mx::float32}, scalars, {tiles(sq, geo.bq) * kThreads, b * c.hq, 1}, block,
-        dq_smem(geo), std::nullopt, true, s)[0];
+        {q.shape()}, {mx::float32}, scalars, {tiles(sq, bq(dmax)) * kThreads, b * c.hq, 1}, block,
+        dq_smem(dmax), std::nullopt, true, s)[0];
   }
   if (c.wants(1) || c.wants(2)) {
     const std::vector<mx::array> dkv = mx::fast::precompiled_cuda_kernel(
         "ortmlx_avjp_dkv" + dname, fatbin, {q, k, v, dy, mask4, finite, stats[0], stats[1]},
         {k.shape(), v.shape()}, {mx::float32, mx::float32}, scalars,
-        {tiles(sk, geo.kv) * kThreads, b * c.hk, 1}, block, dkv_smem(geo), std::nullopt, true, s);
+        {tiles(sk, kv(dmax)) * kThreads, b * c.hk, 1}, block, dkv_smem(dmax), std::nullopt, true,
+        s);
     grads[1] = dkv[0];
     grads[2] = dkv[1];
   }

@@ -29,6 +29,8 @@
 // Layout: every tensor is read and written in its original layout through (batch, head, row)
 // strides: rank 4 (B, H, S, D) or rank 3 (B, S, H*D). No transposes on the host.
 
+#include "tiles.h"
+
 #ifndef ORTMLX_AVJP_TAG
 #define ORTMLX_AVJP_TAG dev
 #endif
@@ -40,7 +42,7 @@ extern __shared__ float avjp_smem[];
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = ortmlx_avjp_tiles::kThreads;
 constexpr float kInf = __builtin_huge_valf();
 
 struct Problem {
@@ -179,14 +181,15 @@ struct RowStat {
   }
 };
 
-// Tile sizes per head-size bucket (DMAX >= d, a multiple of 16).
+// Tile sizes per head-size bucket (DMAX >= d, a multiple of 16): tiles.h.
 template <int DMAX>
 struct Tiles {
-  static constexpr int BQ = DMAX >= 256 ? 32 : 64;  // query rows (stats, dq)
-  static constexpr int BK = DMAX >= 128 ? 32 : 64;  // key rows per step (stats, dq)
-  static constexpr int KV = DMAX >= 256 ? 32 : 64;  // key rows per block (dkv)
-  static constexpr int KQ = DMAX >= 128 ? 32 : 64;  // query rows per step (dkv)
-  static constexpr int LD = DMAX + 1;               // padded row stride of D-wide tiles
+  static constexpr int BQ = ortmlx_avjp_tiles::bq(DMAX);  // query rows (stats, dq)
+  static constexpr int BK = ortmlx_avjp_tiles::bk(DMAX);  // key rows per step (stats, dq)
+  static constexpr int KV = ortmlx_avjp_tiles::kv(DMAX);  // key rows per block (dkv)
+  static constexpr int KQ = ortmlx_avjp_tiles::kq(DMAX);  // query rows per step (dkv)
+  static constexpr int LD = ortmlx_avjp_tiles::ld(DMAX);  // padded row stride of D-wide tiles
+  static_assert(BQ % 16 == 0 && BK % 16 == 0 && KV % 16 == 0 && KQ % 16 == 0 && DMAX % 16 == 0);
 };
 
 // ---------------------------------------------------------------------------------------
