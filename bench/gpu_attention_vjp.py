@@ -154,7 +154,11 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args) -> dict:
             else np.zeros(qs, np.float32)
     names = ("Q", "K", "V", "dY", "Mask") if recompute else ("Q", "K", "V", "Y", "dY", "Mask")
     feeds = {n: feeds[n] for n in names}
-    opts = {"attention_vjp_tiled": "kernel" if path == "cuda_fused" else "blocked"}
+    # kernel = the backend's fused kernel, with limit 0 so that it runs for every shape (the
+    # default grid is beyond the default 64 MiB budget anyway); blocked = the MLX-op fallback with
+    # the default budget (its block size: a limit of 0 would mean 1-row blocks).
+    opts = ({"attention_vjp_tiled": "kernel", "attention_vjp_dense_limit_bytes": "0"}
+            if path == "cuda_fused" else {"attention_vjp_tiled": "blocked"})
 
     with tempfile.TemporaryDirectory(prefix="gpu_attention_vjp-") as tmp:
         report_path = os.path.join(tmp, "report.json")
