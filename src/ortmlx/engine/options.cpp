@@ -31,7 +31,8 @@ const std::vector<OptionSpec>& option_specs() {
        "flag; off skips MLX's kernel JIT on first use"},
       {"attention_vjp_native", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_NATIVE", "auto|flag",
        "AttentionVJPRecompute without a dense limit: vjp of MLX's fused SDPA (on), the fused "
-       "CPU kernel (off), or auto (default: native on GPU backends, fused kernel on MLX CPU)"},
+       "kernel (off), or auto (default: native on GPU backends, the CUDA kernels beyond the "
+       "default budget on CUDA, fused kernel on MLX CPU)"},
       {"attention_vjp_tiled", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_TILED", "auto|kernel|blocked",
        "AttentionVJP beyond the dense limit: kernel (the backend's fused kernel: CPU kernel on "
        "MLX CPU, CUDA kernels on CUDA; an error on other GPU backends), blocked (MLX ops by "
