@@ -1,11 +1,18 @@
 #!/usr/bin/env python3
-"""AttentionVJP on the CUDA backend: the fused CUDA kernels (cuda_fused) vs torch's fp32
-memory-efficient SDPA backward on the same tensors.
+"""AttentionVJP on the CUDA backend: the fused CUDA kernels (cuda_fused, opt-in) and, with
+--full, the default paths vs torch's fp32 memory-efficient SDPA backward on the same tensors.
 
 On the H200, from the checkout root (after `source .gpu/env.sh`):
 
-    python3 bench/gpu_attention_vjp.py --out $OUT          # default grid (< 3 minutes)
-    python3 bench/gpu_attention_vjp.py --full --out $OUT   # + Recompute form and the blocked path
+    python3 bench/gpu_attention_vjp.py --out $OUT          # cuda_fused, default grid (< 3 min)
+    python3 bench/gpu_attention_vjp.py --full --out $OUT   # + blocked, Recompute form, native
+
+Every cell names its path through the options (the EP's report confirms it):
+- cuda_fused: attention_vjp_tiled=kernel with a dense limit of 0 (every shape beyond it);
+- blocked: attention_vjp_tiled=blocked, attention_vjp_native=0, the default budget (the default
+  beyond it for the plain form on GPU backends; its block size follows the budget);
+- native (--full, Recompute form only): attention_vjp_native=1, the Recompute form's default on
+  GPU backends (dense MLX ops, O(S^2) memory).
 
 Writes OUT/gpu_attention_vjp.{json,md} (OUT: --out, default bench/results). Per shape
 (B, HQ, HK, S, D), causal and not, rank 4, plain form (Y from torch's forward):
@@ -52,6 +59,18 @@ QUICK_SHAPES = [(1, 4, 2, 256, 64), (1, 2, 2, 300, 128)]
 LABELS = {"onnax CUDA fused attention VJP": "cuda_fused", "onnax blocked attention VJP": "blocked",
           "onnax GEMM attention VJP": "dense", "onnax tiled attention VJP": "tiled",
           "onnax native SDPA attention VJP": "native"}
+
+
+# The options that select each path (module docstring). kernel = the backend's fused kernel, with
+# limit 0 so that it runs for every shape (the default grid is beyond the default 64 MiB budget
+# anyway); blocked = MLX ops by query blocks with the default budget (a limit of 0 would mean
+# 1-row blocks), native off so that the Recompute form takes it too; native = the vjp of MLX's
+# SDPA (the Recompute form's default on GPU backends).
+PATH_OPTIONS = {
+    "cuda_fused": {"attention_vjp_tiled": "kernel", "attention_vjp_dense_limit_bytes": "0"},
+    "blocked": {"attention_vjp_tiled": "blocked", "attention_vjp_native": "0"},
+    "native": {"attention_vjp_native": "1"},
+}
 
 
 class MlxMemory:
@@ -154,11 +173,7 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args) -> dict:
             else np.zeros(qs, np.float32)
     names = ("Q", "K", "V", "dY", "Mask") if recompute else ("Q", "K", "V", "Y", "dY", "Mask")
     feeds = {n: feeds[n] for n in names}
-    # kernel = the backend's fused kernel, with limit 0 so that it runs for every shape (the
-    # default grid is beyond the default 64 MiB budget anyway); blocked = the MLX-op fallback with
-    # the default budget (its block size: a limit of 0 would mean 1-row blocks).
-    opts = ({"attention_vjp_tiled": "kernel", "attention_vjp_dense_limit_bytes": "0"}
-            if path == "cuda_fused" else {"attention_vjp_tiled": "blocked"})
+    opts = PATH_OPTIONS[path]
 
     with tempfile.TemporaryDirectory(prefix="gpu_attention_vjp-") as tmp:
         report_path = os.path.join(tmp, "report.json")
@@ -249,7 +264,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--full", action="store_true",
-                    help="also the Recompute form and the blocked (MLX-op) path")
+                    help="also the blocked (MLX-op) path, the Recompute form and its native "
+                    "path")
     ap.add_argument("--quick", action="store_true", help="tiny shapes: a smoke test")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
@@ -275,7 +291,7 @@ def main() -> int:
     for shape in shapes:
         for causal in (0, 1):
             for form in forms:
-                for path in paths:
+                for path in paths + (["native"] if form == "recompute" else []):
                     row = bench_cell(env, mem, shape, causal, form, path, args)
                     res["rows"].append(row)
                     print(json.dumps({k: v for k, v in row.items() if k != "traceback"},

@@ -43,8 +43,8 @@ CUDA_FUSED_LABEL = "onnax CUDA fused attention VJP"
 # CPU backend); expected_label() gives the label on the backend the EP runs on.
 PATHS = {
     "dense": (HUGE_LIMIT, DENSE_LABEL),
-    # Beyond the limit: the fused CPU kernel on MLX's CPU backend; on the CUDA backend the fused
-    # CUDA kernels (test_attention_vjp_cuda.py covers them on their own).
+    # Beyond the limit: the fused CPU kernel on MLX's CPU backend; on a GPU backend blocked MLX
+    # ops (the CUDA backend's fused kernels are opt-in: test_attention_vjp_cuda.py).
     "tiled": ("0", TILED_LABEL),
     # Beyond the limit with attention_vjp_tiled=blocked: MLX ops by query blocks on any backend.
     "blocked": ("0", BLOCKED_LABEL),
@@ -60,9 +60,9 @@ FUSED_LABELS = {label for _, label in PATHS.values()} | {CUDA_FUSED_LABEL}
 
 def expected_label(path, recompute):
     """The trace label of `path` on the backend this process's EP runs MLX on."""
-    if mlx_backend() == "gpu":  # the CUDA backend (the GPU backend tested)
+    if mlx_backend() == "gpu":
         if path == "tiled":
-            return CUDA_FUSED_LABEL
+            return BLOCKED_LABEL
         if path == "auto" and recompute:
             return NATIVE_LABEL
     return PATHS[path][1]

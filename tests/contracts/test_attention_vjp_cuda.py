@@ -1,5 +1,6 @@
 """The cuda_fused AttentionVJP path (docs/ATTENTION_VJP.md): the fused CUDA kernels the CUDA
-backend runs beyond the dense budget, against the float64 reference and ORT CPU running the
+backend runs beyond the dense budget when asked (attention_vjp_tiled=kernel; opt-in, the default
+stays the blocked MLX-op path), against the float64 reference and ORT CPU running the
 contract's body, on every variant (ranks, GQA/MQA, causal with Sq < Sk and Sq > Sk, every mask
 kind with broadcast, narrow and wide masks, fully masked rows, output subsets, both forms,
 non-finite inputs, every head-size bucket of the kernels, shapes crossing tile edges).
@@ -29,6 +30,7 @@ from tests.contracts.test_attention_vjp import (
     FUSED_LABELS,
     LIMIT_ENV,
     NATIVE_ENV,
+    NATIVE_LABEL,
     TILED_ENV,
     Case,
     _assert_every_variant,
@@ -52,9 +54,13 @@ def cuda_backend(claim_landed):  # noqa: F811
 
 
 def use_cuda_fused(monkeypatch, limit="0", tiled="kernel"):
-    """Beyond the dense limit with the backend's fused kernel (the CUDA kernels on CUDA)."""
+    """Beyond the dense limit with the backend's fused kernel (the CUDA kernels on CUDA); tiled
+    None leaves attention_vjp_tiled at its default (auto)."""
     monkeypatch.delenv(NATIVE_ENV, raising=False)
-    monkeypatch.setenv(TILED_ENV, tiled)
+    if tiled is None:
+        monkeypatch.delenv(TILED_ENV, raising=False)
+    else:
+        monkeypatch.setenv(TILED_ENV, tiled)
     monkeypatch.setenv(LIMIT_ENV, limit)
 
 
@@ -123,12 +129,14 @@ def test_cuda_fused_matches_reference_and_cpu(case, rng, monkeypatch, cuda_backe
     _check(case, rng, monkeypatch)
 
 
+@pytest.mark.parametrize("tiled", [None, "auto"], ids=["unset", "auto"])
 @pytest.mark.parametrize("case", CUDA_CASES[:4] + CUDA_CASES[-3:],
-                         ids=lambda c: "cuda_fused_auto_" + c.id)
-def test_cuda_fused_is_the_default_beyond_the_limit(case, rng, monkeypatch, cuda_backend):
-    """attention_vjp_tiled=auto takes the CUDA kernels on the CUDA backend."""
-    use_cuda_fused(monkeypatch, tiled="auto")
-    _check(case, rng, monkeypatch)
+                         ids=lambda c: "cuda_fused_opt_in_" + c.id)
+def test_cuda_fused_is_opt_in_auto_keeps_blocked(case, tiled, rng, monkeypatch, cuda_backend):
+    """attention_vjp_tiled=auto (the default) keeps the blocked MLX-op path on the CUDA backend:
+    the fused kernels are slower on an H200 (bench/results/gpu_attention_vjp.md)."""
+    use_cuda_fused(monkeypatch, tiled=tiled)
+    _check(case, rng, monkeypatch, label=BLOCKED_LABEL)
 
 
 @pytest.mark.parametrize("case", CUDA_CASES[:3] + CUDA_CASES[-2:],
@@ -152,16 +160,28 @@ def test_cuda_fused_empty_dims_give_zeros(shape, rng, monkeypatch, cuda_backend)
         assert g.shape == feeds[name].shape and not np.any(g)
 
 
-def test_cuda_fused_recompute_without_limit_beyond_the_default_budget(rng, monkeypatch,
-                                                                      cuda_backend):
-    """The Recompute form without a limit runs native (dense MLX ops on GPU backends) within the
-    default 64 MiB budget; beyond it the CUDA backend takes the fused kernels (O(S) memory)."""
-    monkeypatch.delenv(NATIVE_ENV, raising=False)
-    monkeypatch.delenv(TILED_ENV, raising=False)
+@pytest.mark.parametrize("native,tiled,label", [
+    (None, None, NATIVE_LABEL),
+    (None, "kernel", NATIVE_LABEL),
+    ("0", None, BLOCKED_LABEL),
+    ("0", "kernel", CUDA_FUSED_LABEL),
+], ids=["cuda_fused_recompute_default_native", "cuda_fused_recompute_kernel_native_auto",
+        "cuda_fused_recompute_native_off_blocked", "cuda_fused_recompute_native_off_kernel"])
+def test_cuda_fused_recompute_without_limit_beyond_the_default_budget(native, tiled, label, rng,
+                                                                      monkeypatch, cuda_backend):
+    """The Recompute form without a limit beyond the default 64 MiB budget: attention_vjp_native
+    auto keeps native (dense MLX ops on GPU backends) on the CUDA backend; native off follows the
+    plain form's choice by the default budget: blocked by default, the fused kernels (O(S)
+    memory) with attention_vjp_tiled=kernel."""
+    for env, value in ((NATIVE_ENV, native), (TILED_ENV, tiled)):
+        if value is None:
+            monkeypatch.delenv(env, raising=False)
+        else:
+            monkeypatch.setenv(env, value)
     monkeypatch.delenv(LIMIT_ENV, raising=False)
     # 4 * B * HQ * Sq * Sk = 4 * 1 * 8 * 1600 * 1600 = 82 MB > 64 MiB.
     case = C(4, 1, 1600, 1600, 8, 2, 32, causal=1, recompute=True, path="auto")
-    _check(case, rng, monkeypatch)
+    _check(case, rng, monkeypatch, label=label)
 
 
 # Non-finite inputs: causal and narrow masks, so the kernels have tiles no row can see; the value

@@ -130,14 +130,23 @@ TEST(AttentionVjpBlocked, PathChoicePerBackendAndOption) {
       path_label(rec, {1, 16, 1024, 32}, {1, 8, 1025, 32}, std::nullopt, false, Tiled::kBlocked),
       kBlockedLabel);
   EXPECT_EQ(path_label(rec, qr, kr, std::nullopt, false, Tiled::kBlocked), kDenseLabel);
-  // auto: the backend's fused kernel (CPU kernel on MLX's CPU backend, CUDA kernels on the CUDA
-  // backend), blocked MLX ops on other GPU backends.
+  // auto: the fused CPU kernel on MLX's CPU backend, blocked MLX ops on a GPU backend (also on
+  // the CUDA backend: its fused kernels are opt-in).
   const char* beyond = tiled_label();
   EXPECT_EQ(path_label(plain, q, k, 0), beyond);
   EXPECT_EQ(path_label(rec, qr, kr, 4095), beyond);
-  // kernel: the backend's fused kernel; a clear error on a GPU backend without one.
-  if (default_is_cpu() || ortmlx::attention_vjp::cuda_fused_available()) {
-    EXPECT_EQ(path_label(plain, q, k, 0, std::nullopt, Tiled::kKernel), beyond);
+  // kernel: the backend's fused kernel (the CPU kernel on MLX's CPU backend, the CUDA kernels on
+  // the CUDA backend with an sm_90 GPU); a clear error on a GPU backend without one.
+  const bool cuda = !default_is_cpu() && ortmlx::attention_vjp::cuda_fused_available();
+  if (default_is_cpu() || cuda) {
+    const char* kernel = cuda ? kCudaFusedLabel : kTiledLabel;
+    const mx::Shape qb{1, 16, 1024, 32}, kb{1, 8, 1025, 32};  // beyond the default budget
+    EXPECT_EQ(path_label(plain, q, k, 0, std::nullopt, Tiled::kKernel), kernel);
+    EXPECT_EQ(path_label(rec, qr, kr, 4095, std::nullopt, Tiled::kKernel), kernel);
+    EXPECT_EQ(path_label(rec, qb, kb, std::nullopt, false, Tiled::kKernel), kernel);
+    // Recompute without a limit: native auto keeps its choice (native on GPU backends).
+    EXPECT_EQ(path_label(rec, qb, kb, std::nullopt, std::nullopt, Tiled::kKernel),
+              cuda ? kNativeLabel : kTiledLabel);
   } else {
     try {
       path_label(plain, q, k, 0, std::nullopt, Tiled::kKernel);

@@ -406,12 +406,10 @@ inline std::vector<Problem> variants(bool recompute) {
 
 // The label the translator marks for live shapes and a limit (the graph is built, not evaluated).
 // The label of the path beyond the dense limit with attention_vjp_tiled=auto: the fused CPU
-// kernel on MLX's CPU backend, blocked MLX ops on a GPU backend (the default device's).
-// Beyond the dense limit with attention_vjp_tiled=auto: the fused CPU kernel on MLX's CPU
-// backend, the fused CUDA kernels on the CUDA backend, blocked MLX ops on other GPU backends.
+// kernel on MLX's CPU backend, blocked MLX ops on a GPU backend (the default device's; the fused
+// CUDA kernels are opt-in, attention_vjp_tiled=kernel).
 inline const char* tiled_label() {
-  if (mx::default_device() == mx::Device::cpu) return kTiledLabel;
-  return ortmlx::attention_vjp::cuda_fused_available() ? kCudaFusedLabel : kBlockedLabel;
+  return mx::default_device() == mx::Device::cpu ? kTiledLabel : kBlockedLabel;
 }
 
 inline std::string path_label(

@@ -404,13 +404,12 @@ TEST(AttentionVjpPaths, SelectionFollowsTheSeed) {
   EXPECT_EQ(path_label(plain, {1, 16, 1024, 8}, {1, 8, 1025, 8}, std::nullopt), tiled_label());
   EXPECT_EQ(path_label(plain, {1, 16, 8, 8}, {1, 8, 8, 8}, 0), tiled_label());
   // Recompute: native without an explicit limit (any size) when native is on (auto on GPU
-  // backends within the default budget; beyond it the CUDA backend takes its fused kernels); on
-  // MLX's CPU backend auto takes the fused kernel, labelled by the default budget.
+  // backends, the CUDA backend included); on MLX's CPU backend auto takes the fused kernel,
+  // labelled by the default budget.
   const bool cpu = mx::default_device() == mx::Device::cpu;
-  const bool cuda = !cpu && ortmlx::attention_vjp::cuda_fused_available();
   EXPECT_EQ(path_label(rec, {1, 16, 1024, 32}, {1, 8, 1025, 32}, std::nullopt, true), kNativeLabel);
   EXPECT_EQ(path_label(rec, {1, 16, 1024, 32}, {1, 8, 1025, 32}, std::nullopt),
-            cpu ? kTiledLabel : cuda ? kCudaFusedLabel : kNativeLabel);
+            cpu ? kTiledLabel : kNativeLabel);
   EXPECT_EQ(path_label(rec, {1, 16, 1024, 32}, {1, 8, 1024, 32}, std::nullopt),
             cpu ? kDenseLabel : kNativeLabel);
   EXPECT_EQ(path_label(rec, {1, 16, 8, 32}, {1, 8, 8, 32}, std::nullopt, false), kDenseLabel);

@@ -30,13 +30,14 @@ const std::vector<OptionSpec>& option_specs() {
        "fuse elementwise ops into generated kernels when compiling: auto (default, fuse) or a "
        "flag; off skips MLX's kernel JIT on first use"},
       {"attention_vjp_native", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_NATIVE", "auto|flag",
-       "AttentionVJPRecompute without a dense limit: vjp of MLX's fused SDPA (on), the fused "
-       "kernel (off), or auto (default: native on GPU backends, the CUDA kernels beyond the "
-       "default budget on CUDA, fused kernel on MLX CPU)"},
+       "AttentionVJPRecompute without a dense limit: vjp of MLX's fused SDPA (on), the plain "
+       "form's paths by the default budget (off), or auto (default: native on GPU backends, fused "
+       "kernel on MLX CPU)"},
       {"attention_vjp_tiled", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_TILED", "auto|kernel|blocked",
-       "AttentionVJP beyond the dense limit: kernel (the backend's fused kernel: CPU kernel on "
-       "MLX CPU, CUDA kernels on CUDA; an error on other GPU backends), blocked (MLX ops by "
-       "query blocks, any backend) or auto (default: kernel where there is one, else blocked)"},
+       "AttentionVJP beyond the dense limit: kernel (the backend's fused kernel: CPU kernel on MLX "
+       "CPU; on CUDA with an sm_90 GPU the opt-in CUDA kernels, slower than blocked today; an "
+       "error elsewhere), blocked (MLX ops by query blocks, any backend) or auto (default: kernel "
+       "on MLX CPU, blocked on GPU backends)"},
       {"attention_vjp_mlx_ops", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_MLX_OPS", "flag",
        "tests: AttentionVJP picks and runs its paths as on GPU backends (MLX ops: dense, blocked, "
        "native) also on MLX's CPU backend"},

@@ -2,8 +2,8 @@
 // name of an onnax model-local function (docs/ATTENTION_VJP.md). Claim: contract.cpp.
 // Paths: attention_vjp/dense.cpp (MLX GEMMs), tiled_cpu.cpp (fused CPU kernel, also used for the
 // dense path on the CPU backend), cuda/ (fused CUDA kernels: beyond the dense budget on the CUDA
-// backend), blocked.cpp (MLX ops by query blocks: beyond the dense budget on other GPU backends,
-// or forced), native.cpp (vjp of MLX's fused SDPA).
+// backend when attention_vjp_tiled=kernel asks), blocked.cpp (MLX ops by query blocks: beyond the
+// dense budget on GPU backends, or forced), native.cpp (vjp of MLX's fused SDPA).
 #include <stdexcept>
 #include <string>
 
@@ -118,8 +118,11 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
   // makes the CPU backend take the GPU backends' MLX-op paths instead.
   const bool on_cpu =
       mx::to_stream(s).device.type == mx::Device::cpu && !ctx.options().attention_vjp_mlx_ops;
-  // The fused CUDA kernels: a GPU stream of the CUDA flavour (its only GPU backend), unless
-  // attention_vjp_mlx_ops asks for the MLX-op paths.
+  // The fused CUDA kernels: a GPU stream of the CUDA flavour (its only GPU backend) on an sm_90
+  // device, unless attention_vjp_mlx_ops asks for the MLX-op paths. Opt-in only
+  // (attention_vjp_tiled=kernel): on an H200 they run at 0.31x-0.41x of torch's fp32
+  // memory-efficient SDPA backward, slower than the blocked MLX-op path
+  // (bench/results/gpu_attention_vjp.md).
   const bool cuda = mx::to_stream(s).device.type == mx::Device::gpu &&
                     !ctx.options().attention_vjp_mlx_ops && cuda_fused_supports(c, b, sq, sk);
 
@@ -149,13 +152,12 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
     return t;
   };
 
-  // Beyond the dense budget: the fused kernel of the backend (CPU kernel on MLX's CPU backend,
-  // CUDA kernels on the CUDA backend); MLX ops by query blocks on other GPU backends; or what
-  // the option attention_vjp_tiled forces (blocked: the MLX-op fallback on any backend).
+  // Beyond the dense budget: the fused CPU kernel on MLX's CPU backend; MLX ops by query blocks
+  // on GPU backends; or what the option attention_vjp_tiled forces (kernel: the backend's fused
+  // kernel, the CUDA kernels on the CUDA backend; blocked: MLX ops on any backend).
   using Tiled = EpOptions::AttentionVjpTiled;
   const Tiled tiled_mode = ctx.options().attention_vjp_tiled;
-  const bool blocked =
-      tiled_mode == Tiled::kBlocked || (tiled_mode == Tiled::kAuto && !on_cpu && !cuda);
+  const bool blocked = tiled_mode == Tiled::kBlocked || (tiled_mode == Tiled::kAuto && !on_cpu);
   auto run_tiled = [&] {
     if (!blocked && cuda) {
       results = cuda_fused(c, in, s);
@@ -172,9 +174,9 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
     if (!on_cpu)
       throw std::runtime_error(
           "AttentionVJP beyond the dense limit: attention_vjp_tiled=kernel asks for a fused "
-          "kernel, and this backend has none (fused kernels: MLX's CPU backend and the CUDA "
-          "backend; attention_vjp_mlx_ops turns the CPU one off); use attention_vjp_tiled=auto "
-          "or blocked");
+          "kernel, and this backend has none for this problem (fused kernels: MLX's CPU "
+          "backend, and the CUDA backend on sm_90 GPUs with B * HQ <= 65535; "
+          "attention_vjp_mlx_ops turns both off); use attention_vjp_tiled=auto or blocked");
     results = cpu_kernel(c, in, s, 0, false, kernel_isa());
     ctx.mark_fast(node, kTiledLabel);
   };
@@ -183,15 +185,15 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
   // backend that runs on reference-BLAS matmuls with O(S^2) memory, so by default (option
   // attention_vjp_native = auto) the CPU backend runs the fused kernel instead, which recomputes
   // Y per panel; the path then follows the default byte budget, as for the plain form.
-  // On the CUDA backend the native path is dense MLX ops (native.cpp), so beyond the default
-  // budget auto takes the fused CUDA kernels (O(S) memory) instead; on (the option) keeps native.
+  // GPU backends keep native (dense MLX ops there, native.cpp): the fused CUDA kernels are opt-in
+  // (off here, then attention_vjp_tiled=kernel beyond the default budget), as they are slower
+  // than the MLX-op paths on the plain form and the Recompute form was not timed with them.
   const bool native_requested = c.recompute && dense && !explicit_limit;
+  const bool native = native_requested && ctx.options().attention_vjp_native.value_or(!on_cpu);
   Config plain = c;  // the default byte budget, as for the plain form
   plain.recompute = false;
   const bool within_default =
       use_dense(plain, {b, c.hq, sq, c.d}, {b, c.hk, sk, c.d}, std::nullopt);
-  const bool native = native_requested && ctx.options().attention_vjp_native.value_or(
-                                              !on_cpu && (within_default || !cuda));
   if (native) {
     bind_bhsd(native_sdpa(c, bhsd_inputs(), s, /*mlx_ops=*/!on_cpu));
     ctx.mark_fast(node, kNativeLabel);
