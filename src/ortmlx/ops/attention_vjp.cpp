@@ -121,7 +121,7 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
   // The fused CUDA kernels: a GPU stream of the CUDA flavour (its only GPU backend) on an sm_90
   // device, unless attention_vjp_mlx_ops asks for the MLX-op paths. Opt-in only
   // (attention_vjp_tiled=kernel): on an H200 they run at 0.31x-0.41x of torch's fp32
-  // memory-efficient SDPA backward, slower than the blocked MLX-op path
+  // memory-efficient SDPA backward, on most shapes slower than the blocked MLX-op path
   // (bench/results/gpu_attention_vjp.md).
   const bool cuda = mx::to_stream(s).device.type == mx::Device::gpu &&
                     !ctx.options().attention_vjp_mlx_ops && cuda_fused_supports(c, b, sq, sk);
