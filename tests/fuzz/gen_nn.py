@@ -67,6 +67,22 @@ def _gqa_ref(q, k, v, pk, pv, hq, scale):
     return [out, kk, vv]
 
 
+
+def _rms_ref(x, scale, node):
+    """RMS normalisation over the axes from `axis` on, in float64 (the node's attributes, which a
+    hostile value may have replaced; None where they make no sense)."""
+    from onnx import helper
+
+    a = {at.name: helper.get_attribute_value(at) for at in node.attribute}
+    axis = int(a.get("axis", -1))
+    if not -x.ndim <= axis < x.ndim:
+        return None
+    eps = float(np.float32(a.get("epsilon", 1e-5)))
+    xd = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        ms = np.mean(xd * xd, axis=tuple(range(axis % x.ndim, x.ndim)), keepdims=True)
+        return [xd / np.sqrt(ms + eps) * scale.astype(np.float64)]
+
 class NNGen:
     def _fl(self, op, nin=1, among=FL):
         return self.types_for(op, lambda t: ([t] * nin, [t]), among)
@@ -305,8 +321,13 @@ class NNGen:
         if r.random() < 0.4:
             attrs["epsilon"] = float(r.choice([1e-5, 1e-6, 1e-2]))
         nshape = shape[axis if "axis" in attrs else -1:]
-        return self.emit(cid, op, [x, floats(r, nshape, t, -2, 2)], attrs, domain=domain,
-                         const_p=0.4, tol_scale=LOOSE, mag=[4.0])
+        scale = floats(r, nshape, t, -2, 2)
+        c = self.emit(cid, op, [x, scale], attrs, domain=domain, const_p=0.4, tol_scale=LOOSE,
+                      mag=[4.0])
+        # float64 reference: rows holding a value beyond ~1.8e19 overflow ORT's float32 mean
+        # square (its outputs become 0); the EP scales such rows first (o57_189).
+        c.reference = lambda: _rms_ref(x, scale, c.nodes[0])
+        return c
 
     def gen_RMSNormalization(self, cid):
         return self._rms(cid, "RMSNormalization")

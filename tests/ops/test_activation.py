@@ -113,3 +113,29 @@ def test_prelu_opset_7(slope_shape, rng):
     slope = random_array(rng, slope_shape)
     check_on_ep(single_node_model("PRelu", {"x": x, "slope": slope}, opset=7),
                 {"x": x, "slope": slope})
+
+
+@pytest.mark.parametrize("op, attrs", [("Elu", {}), ("Elu", {"alpha": 2.0}), ("Selu", {}),
+                                       ("Celu", {"alpha": 0.5})])
+def test_expm1_activations_near_zero_match_float64(op, attrs):
+    """alpha * (exp(x) - 1) cancels near 0: ORT CPU's float32 exp(x) - 1 is off by up to a float32
+    unit of 1 (Elu(-7.9459e-4): 3.4e-8 off); the EP's expm1 keeps the relative error at float32
+    rounding. Checked against float64."""
+    from ortmlx.testing import EpRun, assert_ran_on_ep
+
+    x = np.array([-7.9487e-4, -1e-5, -3e-7, -1e-3, -0.25, -4.0, 0.0, 2.5], np.float32)
+    run = EpRun(single_node_model(op, {"x": x}, attrs=attrs), strict=True)
+    try:
+        (got,) = run.run({"x": x})
+        assert_ran_on_ep(run, ["node"])
+    finally:
+        run.close()
+    xd = x.astype(np.float64)
+    alpha = float(np.float32(attrs.get("alpha", {"Selu": 1.67326319217681884765625}.get(op, 1.0))))
+    if op == "Celu":
+        want = np.maximum(xd, 0) + np.minimum(0, alpha * np.expm1(xd / alpha))
+    else:
+        want = np.where(xd >= 0, xd, alpha * np.expm1(np.minimum(xd, 0)))
+        if op == "Selu":
+            want = want * float(np.float32(1.05070102214813232421875))
+    np.testing.assert_allclose(got, want, rtol=3e-7, atol=0)

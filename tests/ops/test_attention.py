@@ -552,3 +552,12 @@ def test_attention_empty_batch_raises_like_ort(rng):
     model = dynamic_dims(single_node_model("Attention", ins, attrs={"is_causal": 0}, opset=23))
     bad = {"q": q[:0], "k": k[:0], "v": v[:0]}
     check_raises_like_cpu(model, bad, feeds_of(ins), match="batch_size", **TOL)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_rotary_empty_batch(interleaved, dtype, rng):
+    """B = 0: an empty output, as ORT returns (MLX's take refused the empty input)."""
+    model, ins = rotary_case(rng, (0, 3, 8), 6, 4, np.zeros((0, 3), np.int64),
+                             {"interleaved": interleaved, "num_heads": 1}, dtype)
+    check_on_ep(model, ins)

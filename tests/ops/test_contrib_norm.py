@@ -43,6 +43,28 @@ def test_simplified_layer_norm_constant_scale(rng):
     check_on_ep(model, {"x": x}, rtol=1e-5, atol=1e-5)
 
 
+def test_simplified_layer_norm_huge_value_matches_float64(rng):
+    """A row holding 1e30: ORT CPU's float32 mean square overflows and every output is 0; the EP
+    scales the row first and matches float64 (x / rms = sqrt(48) at the huge value)."""
+    from ortmlx.testing import EpRun, assert_ran_on_ep
+
+    x = random_array(rng, (3, 2, 4, 2))
+    x[1, 1, 1, 1] = 1e30
+    scale = random_array(rng, (3, 2, 4, 2))
+    model = contrib_model("SimplifiedLayerNormalization", {"x": x, "scale": scale}, {"axis": 0},
+                          domain="", opset=17)
+    run = EpRun(model, strict=True)
+    try:
+        got = run.run({"x": x, "scale": scale})[0]
+        assert_ran_on_ep(run, ["node"])
+    finally:
+        run.close()
+    xd = x.astype(np.float64)
+    want = xd / np.sqrt(np.mean(xd * xd) + 1e-5) * scale
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert abs(got[1, 1, 1, 1]) > 1.0
+
+
 # ---------------------------------------------------------------- SkipLayerNormalization
 
 SKIP_SHAPES = [((2, 5, 16), (2, 5, 16)), ((2, 5, 16), (1, 5, 16)), ((2, 5, 16), (5, 16)),

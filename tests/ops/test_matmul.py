@@ -294,3 +294,20 @@ def test_gemm_nan_in_c_propagates(rng):
     got = check_on_ep(single_node_model("Gemm", {"a": a, "b": b, "c": c}, attrs={"beta": 0.5}),
                       {"a": a, "b": b, "c": c})
     assert np.isnan(got[0][:, 2]).all() and np.isfinite(np.delete(got[0], 2, axis=1)).all()
+
+
+@pytest.mark.parametrize("a_shape, b_len", [((0, 2), 2), ((0, 2, 4), 4), ((2, 0, 4), 4)],
+                         ids=str)
+def test_matmul_empty_left_by_a_vector(a_shape, b_len, rng):
+    """A valid empty product: ORT CPU (1.30) raises "left operand cannot broadcast" for it (a
+    documented difference, docs/RELIABILITY.md); the EP returns numpy's empty result."""
+    a = np.zeros(a_shape, np.float32)
+    b = random_array(rng, (b_len,))
+    run = EpRun(single_node_model("MatMul", {"a": a, "b": b}), strict=True)
+    try:
+        (got,) = run.run({"a": a, "b": b})
+        assert_ran_on_ep(run, ["node"])
+    finally:
+        run.close()
+    want = np.matmul(a, b)
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.shape, want.shape)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from opcheck import check_error_on_ep, check_on_ep, drop_input_ranks, refusal, single_node_model
-from ortmlx.testing import EpRun, random_array
+from ortmlx.testing import EpRun, random_array, run_cpu
 
 POOL_CASES = [
     ((2, 3, 11), {"kernel_shape": [3]}),
@@ -336,3 +336,20 @@ def test_global_pool_unknown_rank(op, shape, rng):
                 rtol=1e-5, atol=1e-5)
     check_error_on_ep(drop_input_ranks(single_node_model(op, {"x": x})),
                       {"x": random_array(rng, (2, 3))}, "rank 2")
+
+
+# SAME padding with a stride beyond the kernel needs negative padding: ORT (1.30) raises for
+# MaxPool and for AveragePool before opset 19, and pools without it for LpPool and AveragePool 19.
+@pytest.mark.parametrize("op, opset, raises", [("AveragePool", 11, True), ("MaxPool", 19, True),
+                                               ("AveragePool", 19, False), ("LpPool", 18, False)])
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+def test_pool_same_padding_with_a_stride_beyond_the_kernel(op, opset, raises, auto_pad, rng):
+    x = random_array(rng, (5, 1, 6, 2, 1))
+    model = single_node_model(op, {"x": x}, opset=opset, attrs={
+        "kernel_shape": [5, 1, 1], "strides": [2, 2, 1], "auto_pad": auto_pad})
+    if raises:
+        with pytest.raises(Exception, match="padding values must be non-negative"):
+            run_cpu(model, {"x": x})
+        check_error_on_ep(model, {"x": x}, "padding values must be non-negative")
+    else:
+        check_on_ep(model, {"x": x})

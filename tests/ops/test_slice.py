@@ -378,3 +378,31 @@ def test_slice_opset_1_attributes(attrs, rng):
 def test_pad_opset_2_attributes(attrs, rng):
     x = random_array(rng, (3, 4, 5))
     check_on_ep(single_node_model("Pad", {"x": x}, attrs=attrs, opset=2), {"x": x})
+
+
+@pytest.mark.parametrize("shape, axis", [((3, 4, 5), 1), ((1, 3, 4), -1), ((5, 0, 0, 4), -1)],
+                         ids=str)
+def test_split_num_outputs_with_an_empty_tail_raises_like_cpu(shape, axis, rng):
+    """Dim 4 into 3 outputs of ceil(4 / 3) = 2: the last would be empty, which ORT (1.30) rejects
+    ("Split size 2 exceeds the remaining size"); the EP returned 2, 2 and 0."""
+    from isolated import check_hostile, loose_model
+
+    dims = ["d" if i == axis % len(shape) else s for i, s in enumerate(shape)]
+    model = loose_model("Split", [("x", np.float32, dims)], {"axis": axis, "num_outputs": 3},
+                        n_outputs=3)
+    good_shape = tuple(7 if i == axis % len(shape) else s for i, s in enumerate(shape))
+    check_hostile(model, {"x": random_array(rng, shape)}, {"x": random_array(rng, good_shape)},
+                  op_type="Split", error="split size 2 exceeds the remaining size")
+
+
+@pytest.mark.parametrize("mode, dtype", [("edge", np.int8), ("constant", np.float32)])
+def test_pad_beyond_int32_is_the_documented_dim_limit(mode, dtype, rng):
+    """A pad of 2^31 makes a dim MLX's int32 dims cannot hold: the error names the node and the
+    documented limit (ORT CPU, given the memory, returns the 2 GiB tensor)."""
+    from isolated import check_hostile, loose_model
+
+    model = loose_model("Pad", [("x", dtype, [2]), ("p", np.int64, [2])], {"mode": mode})
+    x = np.array([3, -4]).astype(dtype)
+    check_hostile(model, {"x": x, "p": np.array([1, 2**31], np.int64)},
+                  {"x": x, "p": np.array([1, 2], np.int64)}, op_type="Pad",
+                  error="exceeds MLX's int32 dims", cpu=False)

@@ -710,6 +710,12 @@ void translate_rotary(TranslationContext& ctx, const NodeDesc& n) {
                                 mx::less(p, mx::array(int64_t{rows}), s), s),
                 "position_ids value is out of range " + range);
   }
+  // An empty input (B = 0 or S = 0) gives an empty output, as in ORT; MLX's take refuses to
+  // index the empty pairs below.
+  if (x.size() == 0) {
+    ctx.bind_output(n, 0, x);
+    return;
+  }
   p = mx::clip(mx::astype(p, mx::int64, s), mx::array(int64_t{0}),
                mx::array(int64_t{std::max(rows - 1, 0)}), s);
   // cos/sin [B, S, half] placed on the sequence axis of xh.

@@ -146,6 +146,13 @@ PoolGeometry pool_geometry(const NodeDesc& n, const mx::array& x) {
       // ORT's legacy SAME padding: the undilated kernel, target size ceil(in / stride).
       const int64_t target = (in + s - 1) / s;
       const int64_t needed = (target - 1) * s + k - in;
+      // A stride beyond the kernel can make it negative: ORT (1.30) raises there for MaxPool and
+      // AveragePool before opset 19 ("padding values must be non-negative"); its LpPool and
+      // AveragePool-19 kernels pool without the padding.
+      if (needed < 0 &&
+          (n.op_type == "MaxPool" || (n.op_type == "AveragePool" && n.since_version < 19)))
+        throw std::runtime_error("padding values must be non-negative (auto_pad " + ap +
+                                 " with a stride larger than the kernel)");
       lo = ap == "SAME_LOWER" ? (needed + 1) / 2 : needed / 2;
       hi = needed - lo;
     }

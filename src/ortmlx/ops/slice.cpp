@@ -195,11 +195,16 @@ void translate_split(TranslationContext& ctx, const NodeDesc& n) {
   } else if (auto s = n.attr_ints("split"); s && n.since_version < 13) {
     sizes = *s;
   } else if (n.has_attr("num_outputs")) {
-    // Opset 18: ceil(dim / n) each, the last one smaller (ORT refuses a zero-sized tail).
+    // Opset 18: ceil(dim / n) each, the last one smaller. ORT (1.30) raises where the first
+    // n - 1 parts leave nothing for the last (dim 4 into 3: 2, 2 and an empty tail), as here.
     if (parts > dim)
       throw std::runtime_error("num_outputs " + std::to_string(parts) +
                                " exceeds the size of the split dim (" + std::to_string(dim) + ")");
     const int64_t each = (dim + parts - 1) / parts;
+    if (each * (parts - 1) >= dim && parts > 1)
+      throw std::runtime_error("split size " + std::to_string(each) +
+                               " exceeds the remaining size of the axis (" +
+                               std::to_string(dim % each) + ")");
     for (int64_t i = 0; i < parts; ++i)
       sizes.push_back(std::max<int64_t>(0, std::min(each, dim - i * each)));
   } else {
@@ -402,7 +407,8 @@ void translate_pad(TranslationContext& ctx, const NodeDesc& n) {
     const int64_t lo = std::max<int64_t>(pads[i], 0), hi = std::max<int64_t>(pads[i + k], 0);
     if (lo == 0 && hi == 0) continue;
     if (lo > std::numeric_limits<int32_t>::max() || hi > std::numeric_limits<int32_t>::max())
-      throw std::runtime_error("pads do not fit an MLX shape");
+      throw std::runtime_error("pad " + std::to_string(std::max(lo, hi)) +
+                               " exceeds MLX's int32 dims");
     pad_axes.push_back(axes[i]);
     low.push_back(static_cast<int>(lo));
     high.push_back(static_cast<int>(hi));
