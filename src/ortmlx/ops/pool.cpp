@@ -241,6 +241,11 @@ mx::Shape output_shape(const mx::array& x, const PoolGeometry& g) {
   return out;
 }
 
+// Nothing to pool: an empty input or an output with a zero dim (the result is all zeros, if any).
+bool nothing_to_pool(const mx::array& x, const mx::Shape& out) {
+  return x.size() == 0 || std::any_of(out.begin(), out.end(), [](int d) { return d == 0; });
+}
+
 mx::array lowest(mx::Dtype dt) {
   if (dt == mx::uint8) return mx::array(0, mx::uint8);
   if (dt == mx::int8) return mx::array(-128, mx::int8);
@@ -252,7 +257,7 @@ void translate_max_pool(TranslationContext& ctx, const NodeDesc& n) {
   mx::array x = ctx.input(n, 0);
   const PoolGeometry g = pool_geometry(n, x);
   const mx::Shape out = output_shape(x, g);
-  if (x.size() == 0 || std::any_of(out.begin(), out.end(), [](int d) { return d == 0; })) {
+  if (nothing_to_pool(x, out)) {
     ctx.bind_output(n, 0, mx::zeros(out, x.dtype(), s));
     return;
   }
@@ -279,7 +284,7 @@ void translate_max_pool_indices(TranslationContext& ctx, const NodeDesc& n) {
   const PoolGeometry g = pool_geometry(n, x);
   const mx::Shape out = output_shape(x, g);
   const size_t nd = x.ndim() - 2;
-  if (x.size() == 0 || std::any_of(out.begin(), out.end(), [](int d) { return d == 0; })) {
+  if (nothing_to_pool(x, out)) {
     ctx.bind_output(n, 0, mx::zeros(out, x.dtype(), s));
     ctx.bind_output(n, 1, mx::zeros(out, mx::int64, s));
     return;
@@ -366,7 +371,7 @@ void translate_avg_pool(TranslationContext& ctx, const NodeDesc& n) {
   mx::array x = widen(ctx.input(n, 0), s);
   const PoolGeometry g = pool_geometry(n, x);
   const mx::Shape out = output_shape(x, g);
-  if (x.size() == 0 || std::any_of(out.begin(), out.end(), [](int d) { return d == 0; })) {
+  if (nothing_to_pool(x, out)) {
     ctx.bind_output(n, 0, mx::zeros(out, dt, s));
     return;
   }
@@ -407,7 +412,7 @@ void translate_lp_pool(TranslationContext& ctx, const NodeDesc& n) {
   mx::array x = widen(ctx.input(n, 0), s);
   const PoolGeometry g = pool_geometry(n, x);
   const mx::Shape out = output_shape(x, g);
-  if (x.size() == 0 || std::any_of(out.begin(), out.end(), [](int d) { return d == 0; })) {
+  if (nothing_to_pool(x, out)) {
     ctx.bind_output(n, 0, mx::zeros(out, dt, s));
     return;
   }
