@@ -70,6 +70,10 @@ OPTIONS: tuple[Option, ...] = (
            "recognise LayerNorm/RMSNorm/GELU chains in fused subgraphs and run them as one op, and "
            "LayerNormalization as MLX's fused kernel: auto (default: chains everywhere, the fused "
            "LayerNormalization kernel on GPU backends), 1 (also on MLX CPU) or 0 (off)", "auto"),
+    Option("cuda_graphs", "ONNXRUNTIME_EP_MLX_CUDA_GRAPHS", "flag",
+           "MLX's CUDA graphs for kernel launches (default off: direct launches cost less host "
+           "time per run on inference graphs); process-wide, decided when the library loads: a "
+           "session value that differs from the process mode fails", "0"),
     Option("tf32", "ONNXRUNTIME_EP_MLX_TF32", "flag",
            "TF32 fp32 matmuls on CUDA (default off: exact fp32); process-wide, decided when the "
            "library loads: a session value that differs from the process mode fails", "0"),

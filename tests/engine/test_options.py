@@ -126,3 +126,14 @@ def test_python_helper_refuses_bad_options(key, value, expect):
 def test_python_helper_accepts_every_example(tmp_path):
     for opt in options.OPTIONS:
         options.validate({opt.key: opt.example.format(tmp=tmp_path)})
+
+
+@pytest.mark.parametrize("key, env", [("cuda_graphs", "ONNXRUNTIME_EP_MLX_CUDA_GRAPHS"),
+                                      ("tf32", "ONNXRUNTIME_EP_MLX_TF32")])
+def test_process_wide_option_that_differs_from_the_process_fails(key, env):
+    # Both switches are read by MLX once per process and decided when the library loads (neither
+    # variable is set in the test process, so both modes are off): a session can confirm the
+    # mode but not change it, and asking for the other one says how to get it.
+    _session({key: "0"})
+    msg = _creation_error({key: "1"})
+    assert f"{key}=1 differs from this process's mode" in msg and env in msg, msg

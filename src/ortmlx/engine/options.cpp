@@ -52,6 +52,10 @@ const std::vector<OptionSpec>& option_specs() {
        "recognise LayerNorm/RMSNorm/GELU chains in fused subgraphs and run them as one op, and "
        "LayerNormalization as MLX's fused kernel: auto (default: chains everywhere, the fused "
        "LayerNormalization kernel on GPU backends), 1 (also on MLX CPU) or 0 (off)"},
+      {"cuda_graphs", "ONNXRUNTIME_EP_MLX_CUDA_GRAPHS", "flag",
+       "MLX's CUDA graphs for kernel launches (default off: direct launches cost less host time "
+       "per run on inference graphs); process-wide, decided when the library loads: a session "
+       "value that differs from the process mode fails"},
       {"tf32", "ONNXRUNTIME_EP_MLX_TF32", "flag",
        "TF32 fp32 matmuls on CUDA (default off: exact fp32); process-wide, decided when the "
        "library loads: a session value that differs from the process mode fails"},
@@ -203,6 +207,8 @@ EpOptions EpOptions::resolve(
         o.fast_patterns = from_session ? parse_strict_flag(spec, *v) : parse_flag(*v);
     } else if (key == "tf32") {
       if (!v->empty() || from_session) o.tf32 = flag();
+    } else if (key == "cuda_graphs") {
+      if (!v->empty() || from_session) o.cuda_graphs = flag();
     } else if (key == "cpu_claim") {
       o.cpu_claim = parse_cpu_claim(spec, *v, from_session);
     } else if (key == "cpu_isa") {

@@ -76,6 +76,9 @@ struct EpOptions {
   // library loads (device::init_precision_mode, from the environment variable); a session value
   // is only a check against it. nullopt = not given by the session.
   std::optional<bool> tf32;
+  // MLX's CUDA graphs: process-wide like tf32 (device::init_launch_mode); a session value is only
+  // a check against the process mode. nullopt = not given by the session.
+  std::optional<bool> cuda_graphs;
 
   // True when Compute may use mlx::compile (neither kill switch is set).
   bool compile_enabled() const { return !no_compile && !no_general_compile; }

@@ -59,6 +59,7 @@ __attribute__((visibility("default"))) OrtStatus* CreateEpFactories(
     if (max_factories < 1) throw OrtError(ORT_INVALID_ARGUMENT, "no room for the factory");
     // Before anything touches MLX: exact fp32 matmuls on CUDA unless the user opted in to TF32.
     ortmlx::device::init_precision_mode();
+    ortmlx::device::init_launch_mode();
     factories[0] = new MlxEpFactory(registered_name, default_logger);
     *num_factories = 1;
   });

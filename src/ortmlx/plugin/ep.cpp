@@ -91,6 +91,13 @@ MlxEp::MlxEp(MlxEpFactory& factory, const OrtSessionOptions* session_options,
                        (device::tf32_enabled() ? "TF32" : "exact fp32") +
                        "): MLX reads its TF32 switch once per process, so set "
                        "ONNXRUNTIME_EP_MLX_TF32 before the EP library is registered");
+  if (options_.cuda_graphs && *options_.cuda_graphs != device::cuda_graphs_enabled())
+    throw OrtError(ORT_INVALID_ARGUMENT,
+                   std::string("provider option ") + kOptionPrefix + "cuda_graphs=" +
+                       (*options_.cuda_graphs ? "1" : "0") + " differs from this process's mode (" +
+                       (device::cuda_graphs_enabled() ? "on" : "off") +
+                       "): MLX reads its CUDA-graph switch once per process, so set "
+                       "ONNXRUNTIME_EP_MLX_CUDA_GRAPHS before the EP library is registered");
   report_->set_backend(device::mlx_backend(), factory_.gpu() ? device::gpu_name() : std::string(),
                        factory_.gpu() ? "device" : "host", device::tf32_enabled());
   report_->set_cpu_isa(cpu_isa_name(options_.resolved_cpu_isa()));

@@ -12,6 +12,7 @@ namespace ortmlx::device {
 
 namespace {
 std::atomic<bool> g_tf32{false};
+std::atomic<bool> g_cuda_graphs{true};
 }
 
 void init_precision_mode() {
@@ -25,6 +26,28 @@ void init_precision_mode() {
     ::setenv("MLX_ENABLE_TF32", "0", 1);
   }
   g_tf32 = tf32;
+}
+
+void init_launch_mode() {
+  // MLX's CUDA backend captures each kernel launch into a CUDA graph, then instantiates or
+  // updates and launches that graph every ~20 ops. For inference-sized subgraphs that host work
+  // costs more than the launches it saves: on an H200, bert ran at 1.32 ms per run with graphs
+  // and 0.80 ms without (bench/results/gpu_profile.md). So the EP turns them off unless the user
+  // asks (ONNXRUNTIME_EP_MLX_CUDA_GRAPHS) or set MLX's own variable. MLX reads it once.
+  bool graphs = false;
+  if (const char* ours = std::getenv("ONNXRUNTIME_EP_MLX_CUDA_GRAPHS")) {
+    graphs = parse_flag(ours);
+    ::setenv("MLX_USE_CUDA_GRAPHS", graphs ? "1" : "0", 1);
+  } else if (const char* mlx = std::getenv("MLX_USE_CUDA_GRAPHS")) {
+    graphs = parse_flag(mlx);
+  } else {
+    ::setenv("MLX_USE_CUDA_GRAPHS", "0", 1);
+  }
+  g_cuda_graphs = graphs;
+}
+
+bool cuda_graphs_enabled() {
+  return g_cuda_graphs.load();
 }
 
 bool tf32_enabled() {

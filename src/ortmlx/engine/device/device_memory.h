@@ -63,6 +63,11 @@ namespace ortmlx::device {
 void init_precision_mode();
 // The process-wide mode decided by init_precision_mode().
 bool tf32_enabled();
+// MLX's CUDA backend batches kernel launches into CUDA graphs unless MLX_USE_CUDA_GRAPHS=0, read
+// once per process. Called with init_precision_mode: off unless ONNXRUNTIME_EP_MLX_CUDA_GRAPHS
+// opts in (an explicit MLX_USE_CUDA_GRAPHS is respected); see backend.cpp for why.
+void init_launch_mode();
+bool cuda_graphs_enabled();
 // MLX's default device: "gpu" (CUDA or Metal) or "cpu".
 const char* mlx_backend();
 
