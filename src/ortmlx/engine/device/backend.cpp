@@ -13,7 +13,7 @@ namespace ortmlx::device {
 namespace {
 std::atomic<bool> g_tf32{false};
 std::atomic<bool> g_cuda_graphs{true};
-}
+}  // namespace
 
 void init_precision_mode() {
   bool tf32 = false;
