@@ -19,6 +19,8 @@ POOL_CASES = [
     ((1, 2, 10, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "VALID"}),
     ((1, 3, 6, 7, 5), {"kernel_shape": [2, 3, 2], "strides": [2, 1, 2], "pads": [1, 0, 1, 0, 1, 0]}),
     ((1, 1, 1, 1), {"kernel_shape": [1, 1]}),
+    # More taps (49) than the translator pools as one slice per tap: the window-view path.
+    ((1, 2, 12, 11), {"kernel_shape": [7, 7], "strides": [2, 2], "pads": [3, 3, 2, 2]}),
 ]
 
 DILATED = [

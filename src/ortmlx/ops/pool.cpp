@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -229,6 +230,47 @@ mx::array windows(const mx::array& xp, const PoolGeometry& g, mx::StreamOrDevice
   return dilated ? mx::contiguous(w, /*allow_col_major=*/false, s) : w;
 }
 
+// The most taps a window is pooled over as separate slices (below); larger windows reduce the
+// strided window view instead.
+constexpr int64_t kMaxSliceTaps = 32;
+
+// Number of taps of a window, or 0 when there are more than kMaxSliceTaps.
+int64_t slice_taps(const PoolGeometry& g) {
+  int64_t taps = 1;
+  for (int64_t k : g.kernel) {
+    taps *= k;
+    if (taps > kMaxSliceTaps) return 0;
+  }
+  return taps;
+}
+
+// Reduces the windows of a padded input with `combine` over its taps, one strided slice of xp per
+// tap (tap order = row-major over the kernel, the order ORT's loops visit them). The slices are
+// views and the chain is elementwise, so under mx::compile it is one kernel that reads the input
+// in place; reducing the as_strided window view instead first materialises every window (on an
+// H200, ResNet-18 at batch 32 spent 2.7 of 8.6 ms per run in its one MaxPool that way).
+template <class Combine>
+mx::array reduce_taps(const mx::array& xp, const PoolGeometry& g, int64_t taps, Combine combine,
+                      mx::StreamOrDevice s) {
+  const size_t nd = xp.ndim() - 2;
+  std::optional<mx::array> acc;
+  for (int64_t t = 0; t < taps; ++t) {
+    mx::Shape start(xp.ndim(), 0), stop = xp.shape(), step(xp.ndim(), 1);
+    int64_t rest = t;
+    for (size_t i = nd; i-- > 0;) {
+      const int ax = 2 + static_cast<int>(i);
+      const int64_t tap = rest % g.kernel[i];
+      rest /= g.kernel[i];
+      start[ax] = checked_int(tap * g.dil[i], "window offset");
+      stop[ax] = checked_int(tap * g.dil[i] + (g.out[i] - 1) * g.stride[i] + 1, "window extent");
+      step[ax] = checked_int(g.stride[i], "strides");
+    }
+    mx::array slice = mx::slice(xp, start, stop, step, s);
+    acc = acc ? combine(*acc, slice) : slice;
+  }
+  return *acc;
+}
+
 std::vector<int> window_axes(size_t nd) {
   std::vector<int> a;
   for (size_t i = 0; i < nd; ++i) a.push_back(static_cast<int>(2 + nd + i));
@@ -262,6 +304,11 @@ void translate_max_pool(TranslationContext& ctx, const NodeDesc& n) {
     return;
   }
   mx::array xp = pad_for_windows(x, g, lowest(x.dtype()), s);
+  if (const int64_t taps = slice_taps(g)) {
+    auto maximum = [&](const mx::array& a, const mx::array& b) { return mx::maximum(a, b, s); };
+    ctx.bind_output(n, 0, reduce_taps(xp, g, taps, maximum, s));
+    return;
+  }
   ctx.bind_output(n, 0, mx::max(windows(xp, g, s), window_axes(x.ndim() - 2), false, s));
 }
 
@@ -378,7 +425,10 @@ void translate_avg_pool(TranslationContext& ctx, const NodeDesc& n) {
   const size_t nd = x.ndim() - 2;
   const auto axes = window_axes(nd);
   mx::array xp = pad_for_windows(x, g, mx::array(0.0f, x.dtype()), s);
-  mx::array sum = mx::sum(windows(xp, g, s), axes, false, s);
+  const int64_t taps = slice_taps(g);
+  auto add = [&](const mx::array& a, const mx::array& b) { return mx::add(a, b, s); };
+  mx::array sum =
+      taps ? reduce_taps(xp, g, taps, add, s) : mx::sum(windows(xp, g, s), axes, false, s);
   // The divisor per output position, from a (1, 1, spatial...) mask pooled the same way.
   mx::Shape mshape{1, 1};
   for (size_t i = 0; i < nd; ++i) mshape.push_back(x.shape(2 + static_cast<int>(i)));
