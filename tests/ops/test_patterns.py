@@ -424,3 +424,96 @@ def test_verbose_summary_lists_the_patterns(rng, capfd):
     gc.collect()
     err = capfd.readouterr().err
     assert "patterns: gelu_erf=1" in err and f"path:    fast {GELU_ERF_PATH} x1" in err, err
+
+
+# ------------------------------------------------------------------------ MatMul + bias Add
+
+MM_ADD_PATH = "MatMul + bias Add -> one addmm"
+
+
+def matmul_add(a_shape, b_shape, bias_shape, bias_first=False, product_out=False,
+               bias_input=False):
+    """y = MatMul(a, w) + bias (a Linear as torch exports it), w and bias constants unless told."""
+    n = h.make_node
+    rng = np.random.default_rng(7)
+    inits = [const("w", rng.uniform(-1, 1, b_shape))]
+    inputs = [h.make_tensor_value_info("a", T.FLOAT, list(a_shape))]
+    if bias_input:
+        inputs.append(h.make_tensor_value_info("bias", T.FLOAT, list(bias_shape)))
+    else:
+        inits.append(const("bias", rng.uniform(-1, 1, bias_shape)))
+    nodes = [n("MatMul", ["a", "w"], ["p"], name="mm"),
+             n("Add", ["bias", "p"] if bias_first else ["p", "bias"], ["y"], name="add")]
+    product_shape = list(np.matmul(np.zeros(a_shape), np.zeros(b_shape)).shape)
+    out_shape = product_shape
+    out_shape = list(np.broadcast_shapes(tuple(out_shape), tuple(bias_shape)))
+    outs = [h.make_tensor_value_info("y", T.FLOAT, out_shape)]
+    if product_out:
+        outs.append(h.make_tensor_value_info("p", T.FLOAT, product_shape))
+    return make_model(h.make_graph(nodes, "linear", inputs, outs, inits))
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [((5, 12), (12, 7)), ((2, 5, 12), (12, 7)),
+                                             ((2, 3, 5, 12), (12, 7)), ((2, 5, 12), (2, 12, 7)),
+                                             ((1, 300), (300, 9)), ((4, 1), (1, 3))], ids=str)
+@pytest.mark.parametrize("bias_first", [False, True])
+def test_matmul_add_is_one_addmm(a_shape, b_shape, bias_first, rng):
+    model = matmul_add(a_shape, b_shape, (b_shape[-1],), bias_first)
+    report = run_pattern(model, {"a": random_array(rng, a_shape)})
+    assert taken(report, "matmul_add") == 1
+    assert MM_ADD_PATH in report.paths()
+
+
+def test_matmul_add_bias_as_graph_input(rng):
+    model = matmul_add((3, 4, 16), (16, 8), (8,), bias_input=True)
+    feeds = {"a": random_array(rng, (3, 4, 16)), "bias": random_array(rng, (8,))}
+    report = run_pattern(model, feeds)
+    assert taken(report, "matmul_add") == 1 and MM_ADD_PATH in report.paths()
+
+
+def test_matmul_add_in_an_mlp(rng):
+    """Two Linear layers with a Relu between: two matches, one fused node."""
+    n = h.make_node
+    w_rng = np.random.default_rng(9)
+    inits = [const("w1", w_rng.uniform(-1, 1, (16, 32))), const("b1", w_rng.uniform(-1, 1, 32)),
+             const("w2", w_rng.uniform(-1, 1, (32, 4))), const("b2", w_rng.uniform(-1, 1, 4))]
+    nodes = [n("MatMul", ["x", "w1"], ["p1"], name="mm1"), n("Add", ["p1", "b1"], ["h1"], name="add1"),
+             n("Relu", ["h1"], ["r"], name="relu"),
+             n("MatMul", ["r", "w2"], ["p2"], name="mm2"), n("Add", ["b2", "p2"], ["y"], name="add2")]
+    model = model_of(nodes, inits, (2, 6, 16), out_shape=(2, 6, 4))
+    report = run_pattern(model, {"x": random_array(rng, (2, 6, 16))})
+    assert taken(report, "matmul_add") == 2
+    assert report.paths()[MM_ADD_PATH]["fast"]
+
+
+@pytest.mark.parametrize("variant", ["bias_2d", "bias_matrix", "product_out", "two_uses",
+                                     "vector_a", "option_off"])
+def test_matmul_add_not_taken(variant, rng):
+    if variant == "bias_2d":
+        model = matmul_add((5, 12), (12, 7), (1, 7))
+    elif variant == "bias_matrix":
+        model = matmul_add((5, 12), (12, 7), (5, 7))
+    elif variant == "product_out":
+        model = matmul_add((5, 12), (12, 7), (7,), product_out=True)
+    elif variant == "two_uses":  # the product read by the Add and by a Relu
+        model = matmul_add((5, 12), (12, 7), (7,))
+        model.graph.node.append(h.make_node("Relu", ["p"], ["r"], name="relu"))
+        model.graph.output.append(h.make_tensor_value_info("r", T.FLOAT, [5, 7]))
+    elif variant == "vector_a":
+        model = matmul_add((12,), (12, 7), (7,))
+    else:
+        model = matmul_add((5, 12), (12, 7), (7,))
+    a_shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    opts = {"fast_patterns": "0"} if variant == "option_off" else None
+    report = run_pattern(model, {"a": random_array(rng, a_shape)}, opts)
+    assert taken(report, "matmul_add") == 0 and MM_ADD_PATH not in report.paths()
+
+
+def test_matmul_add_bias_of_one_broadcast_keeps_the_two_ops(rng):
+    """A bias of length 1 broadcast over N > 1 columns: matched, but not a vector of the last
+    axis, so the pattern node runs MatMul and Add as before."""
+    model = matmul_add((5, 12), (12, 7), (1,))
+    report = run_pattern(model, {"a": random_array(rng, (5, 12))})
+    assert taken(report, "matmul_add") == 1
+    assert "MatMul + Add: the bias is not a vector of the last axis" in report.paths()
+    assert MM_ADD_PATH not in report.paths()

@@ -7,6 +7,7 @@
 #include <mlx/ops.h>
 
 #include "ortmlx/engine/dtype.h"
+#include "ortmlx/ops/patterns/patterns.h"
 
 namespace ortmlx {
 
@@ -83,6 +84,14 @@ std::shared_ptr<Plan> build_plan(const GraphView& graph, std::string fused_name,
     plan->nodes.push_back(std::move(d));
   }
   return plan;
+}
+
+std::map<std::string, int64_t> prepare_plan(Plan& plan) {
+  std::map<std::string, int64_t> counts;
+  if (!ops::patterns::chains_enabled(plan.options)) return counts;
+  for (const auto& [pattern, n] : ops::patterns::apply(plan))
+    counts["pattern." + pattern] = static_cast<int64_t>(n);
+  return counts;
 }
 
 std::shared_ptr<Plan> build_body_plan(const GraphView& body, std::string name,

@@ -56,6 +56,11 @@ std::shared_ptr<Plan> build_plan(const GraphView& graph, std::string fused_name,
                                  std::vector<std::string> output_names,
                                  const OpRegistry& registry = OpRegistry::global());
 
+// The Compile-time rewrites of a built plan, run after the report recorded the ONNX nodes ORT
+// assigned: the pattern pass (ops/patterns) where the options enable it. Returns how many
+// rewrites of each kind were made, by report counter name ("pattern.<name>").
+std::map<std::string, int64_t> prepare_plan(Plan& plan);
+
 // Plan of a control-flow body: its graph inputs and outputs, its nodes and constants.
 std::shared_ptr<Plan> build_body_plan(const GraphView& body, std::string name,
                                       const OpRegistry& registry = OpRegistry::global());

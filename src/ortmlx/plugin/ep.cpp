@@ -12,7 +12,6 @@
 #include "ortmlx/engine/mlx_thread.h"
 #include "ortmlx/engine/plan.h"
 #include "ortmlx/graph/partitioner.h"
-#include "ortmlx/ops/patterns/patterns.h"
 #include "ortmlx/plugin/compute.h"
 #include "ortmlx/plugin/factory.h"
 #include "ortmlx/plugin/graph_reader.h"
@@ -301,9 +300,7 @@ void MlxEp::compile(const OrtGraph** graphs, const OrtNode** fused_nodes, size_t
     }
     report_->record_fused(plan->name, std::move(names), std::move(ops));
     // After the report recorded the ONNX nodes ORT assigned: chains become pattern nodes.
-    if (ops::patterns::chains_enabled(plan->options))
-      for (const auto& [pattern, n] : ops::patterns::apply(*plan))
-        report_->count("pattern." + pattern, static_cast<int64_t>(n));
+    for (const auto& [counter, n] : prepare_plan(*plan)) report_->count(counter, n);
     node_compute_infos[i] = new MlxComputeInfo(*this, std::move(plan), std::move(all_inputs));
   }
   flush_report();

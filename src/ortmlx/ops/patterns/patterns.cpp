@@ -13,6 +13,8 @@
 //     the same two tails.
 //   Attention: p = Softmax(Mul(MatMul(q, kT), c) | Div(MatMul(q, kT), c), -1); MatMul(p, v), rank
 //     4, kT = Transpose(k, [0, 1, 3, 2]) or any value.
+//   Linear: Add(MatMul(a, b), bias), bias a vector of the last axis, a and b of rank >= 2 (one
+//     addmm: a GEMM with the bias as its accumulator, one primitive instead of two).
 // The norms run as mx::fast::layer_norm / rms_norm, which MLX's CUDA backend implements as one
 // kernel each (float32 accumulation, two-pass variance for LayerNorm: mlx/backend/cuda/
 // layer_norm.cu, rms_norm.cu); on MLX's CPU backend they are MLX's composed fallback. The GELU
@@ -31,6 +33,7 @@
 
 #include "ortmlx/ops/common.h"
 #include "ortmlx/ops/elementwise.h"
+#include "ortmlx/ops/matmul_cpu.h"
 
 namespace ortmlx::ops::patterns {
 
@@ -439,6 +442,31 @@ std::optional<Match> match_attention(const PlanIndex& ix, size_t i) {
   return m;
 }
 
+// y = Add(MatMul(a, b), bias) | Add(bias, MatMul(a, b)): a Gemm-like layer (a Linear as torch
+// exports it). float32, a and b of rank >= 2 (2-D or batched), bias of rank 1 (a vector of the
+// last axis; its length is checked in the translator). The product's only reader is the Add.
+std::optional<Match> match_matmul_add(const PlanIndex& ix, size_t i) {
+  const NodeDesc& add = ix.node(i);
+  if (add.inputs.size() != 2 || add.input_infos.size() != 2) return std::nullopt;
+  for (size_t side = 0; side < 2; ++side) {
+    auto mm = ix.producer(add.inputs[side], "MatMul");
+    if (!mm || ix.sole_consumer(add.inputs[side], "Add") != i) continue;
+    const NodeDesc& m = ix.node(*mm);
+    const TensorInfo& bias = add.input_infos[1 - side];
+    if (add.inputs[0] == add.inputs[1] || bias.dtype != ElemType::kFloat || bias.rank() != 1)
+      return std::nullopt;
+    for (size_t k = 0; k < 2; ++k)
+      if (!float_input(m, k) || m.input_infos[k].rank() < 2) return std::nullopt;
+    Match r;
+    r.pattern = "matmul_add";
+    r.nodes = {*mm, i};
+    r.last = i;
+    r.inputs = {m.inputs[0], m.inputs[1], add.inputs[1 - side]};
+    return r;
+  }
+  return std::nullopt;
+}
+
 // Every interior value (all outputs of matched nodes but the result) is read inside the chain
 // only; nothing else of the matched nodes is used outside.
 bool self_contained(const PlanIndex& ix, const Match& m) {
@@ -558,6 +586,26 @@ bool attention_chain(TranslationContext& ctx, const NodeDesc& n) {
   return true;
 }
 
+// MatMul + bias as one product with the bias as the accumulator's start (C = bias, beta = 1):
+// blas_matmul (one sgemm) on MLX's CPU backend, mx::addmm on GPU backends. Each element is
+// round(dot + bias) as with the two ops whenever the product is not split over K; the sums of
+// long rows differ in the last bits only (the tolerance ORT's own MatMul+Add -> Gemm fusion has).
+bool matmul_add_chain(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  const mx::array a = ctx.input(n, 0);
+  const mx::array b = ctx.input(n, 1);
+  const mx::array bias = ctx.input(n, 2);
+  if (a.ndim() < 2 || b.ndim() < 2 || bias.ndim() != 1 || a.dtype() != mx::float32 ||
+      b.dtype() != mx::float32 || bias.dtype() != mx::float32 || a.shape(-1) != b.shape(-2) ||
+      bias.shape(0) != b.shape(-1))
+    return false;
+  ctx.bind_output(n, 0,
+                  use_blas_matmul(s, mx::float32) ? blas_matmul(a, b, s, 1.f, bias, 1.f)
+                                                  : mx::addmm(bias, a, b, 1.f, 1.f, s));
+  ctx.mark_fast(n, "MatMul + bias Add -> one addmm");
+  return true;
+}
+
 struct PatternKind {
   const char* op_type;
   FastFn fast;
@@ -576,6 +624,8 @@ const PatternKind& kind_of(const std::string& pattern) {
       {"attention",
        {"Attention", attention_chain,
         "attention chain: no fused MLX kernel for these shapes on this backend (its own ops)"}},
+      {"matmul_add",
+       {"MatMulAdd", matmul_add_chain, "MatMul + Add: the bias is not a vector of the last axis"}},
   };
   return kinds.at(pattern);
 }
@@ -625,11 +675,9 @@ std::map<std::string, size_t> apply(Plan& plan) {
   std::vector<Match> matches;
   using Matcher = std::optional<Match> (*)(const PlanIndex&, size_t);
   // LayerNorm before RMSNorm: a LayerNorm's variance chain is an RMSNorm of x - mean.
-  const std::pair<const char*, Matcher> passes[] = {{"Div", match_layer_norm},
-                                                    {"Sqrt", match_rms_norm},
-                                                    {"Erf", match_gelu_erf},
-                                                    {"Tanh", match_gelu_tanh},
-                                                    {"Softmax", match_attention}};
+  const std::pair<const char*, Matcher> passes[] = {
+      {"Div", match_layer_norm}, {"Sqrt", match_rms_norm},     {"Erf", match_gelu_erf},
+      {"Tanh", match_gelu_tanh}, {"Softmax", match_attention}, {"Add", match_matmul_add}};
   for (const auto& [anchor, matcher] : passes) {
     for (size_t i = 0; i < plan.nodes.size(); ++i) {
       const NodeDesc& n = plan.nodes[i];

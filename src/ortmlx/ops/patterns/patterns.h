@@ -1,8 +1,9 @@
 // The pattern pass: recognises the chains that exporters write for common layers (LayerNorm,
-// RMSNorm, GELU, softmax attention) inside a fused subgraph and replaces each by one pattern node,
-// translated as one MLX op (mx::fast::layer_norm / rms_norm / scaled_dot_product_attention: one
-// kernel on GPU backends) instead of 4-10 ops. Where the fast form does not apply to the concrete
-// shapes, the pattern node translates the chain's original nodes (exactly today's path).
+// RMSNorm, GELU, softmax attention, MatMul + bias) inside a fused subgraph and replaces each by one
+// pattern node, translated as one MLX op (mx::fast::layer_norm / rms_norm /
+// scaled_dot_product_attention: one kernel on GPU backends) instead of 4-10 ops. Where the fast
+// form does not apply to the concrete shapes, the pattern node translates the chain's original
+// nodes (exactly today's path).
 //
 // It runs once per fused node at Compile, after the report recorded the fused node's ONNX nodes
 // (so the report still lists what ORT assigned) and before the first trace. A chain is replaced
@@ -45,7 +46,7 @@ mlx::core::array shifted_fast_layer_norm(const mlx::core::array& x,
                                          mlx::core::StreamOrDevice s);
 
 // Rewrites plan.nodes in place; returns the number of chains replaced, by pattern name
-// ("layer_norm", "rms_norm", "gelu_erf", "gelu_tanh", "attention").
+// ("layer_norm", "rms_norm", "gelu_erf", "gelu_tanh", "attention", "matmul_add").
 std::map<std::string, size_t> apply(Plan& plan);
 
 }  // namespace ortmlx::ops::patterns
