@@ -27,6 +27,10 @@ KNOWN: list[tuple[str, str, str, str, str]] = [
     ("lenient", ":Mod", r"hostile: INT_MIN / -1",
      "INT_MIN Mod -1 returns 0 (e.g. o29_142), where ORT CPU's kernel traps",
      "none (documented leniency)"),
+    # Documented (docs/RELIABILITY.md): INT_MIN Div -1 is the wrapped INT_MIN on the EP, where
+    # ORT CPU's kernel traps (the fuzz suite does not run ORT there).
+    ("lenient", ":Div", r"hostile: INT_MIN / -1",
+     "INT_MIN Div -1 returns INT_MIN, where ORT CPU's kernel traps", "none (documented leniency)"),
     # Documented limit (docs/RELIABILITY.md): MLX's dims are int32, so an output with a dim of
     # 2^31 or more cannot be made; the EP raises a clean error naming the node where ORT CPU,
     # given the memory (the GPU suite's workers have no address-space cap), returns the tensor.

@@ -27,11 +27,59 @@ def test_binary_other_types(op, dtype, rng):
     check_on_ep(single_node_model(op, {"a": a, "b": b}), {"a": a, "b": b}, rtol=1e-3)
 
 
-def test_integer_div_is_refused(rng):
-    a = random_array(rng, (3,), np.int32)
-    b = random_array(rng, (3,), np.int32)
-    reason = refusal(single_node_model("Div", {"a": a, "b": b}), "Div")
-    assert reason and "int32" in reason
+DIV_INTS = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
+
+
+@pytest.mark.parametrize("dtype", DIV_INTS)
+@pytest.mark.parametrize("shapes", [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((5,), ()), ((0, 3), (3,))],
+                         ids=str)
+def test_integer_div_truncates(dtype, shapes, rng):
+    """C truncation toward zero as ORT's CPU kernel: -7 / 2 = -3, 7 / -2 = -3."""
+    a = random_array(rng, shapes[0], dtype)
+    b = random_array(rng, shapes[1], dtype)
+    b[b == 0] = 3
+    if b.size:
+        b.flat[0] = 2  # at least one exact and one inexact quotient of each sign
+    if np.issubdtype(dtype, np.signedinteger) and a.size >= 4:
+        a.flat[:4] = [-7, 7, -8, 9]
+    check_on_ep(single_node_model("Div", {"a": a, "b": b}), {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("opset", [7, 13])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.uint64])
+def test_integer_div_older_opsets(opset, dtype, rng):
+    a = random_array(rng, (4, 5), dtype)
+    b = _nonzero(rng, (5,), dtype)
+    check_on_ep(single_node_model("Div", {"a": a, "b": b}, opset=opset), {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("no_compile", [0, 1], ids=["compiled", "eager"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8])
+def test_integer_div_by_zero_raises_like_ort(dtype, no_compile, rng):
+    """ORT CPU raises "Integer division by zero"; so does the EP, naming the node, and the
+    session still runs afterwards."""
+    a = random_array(rng, (3, 4), dtype)
+    bad = _nonzero(rng, (4,), dtype)
+    bad[1] = 0
+    check_raises_like_cpu(single_node_model("Div", {"a": a, "b": bad}), {"a": a, "b": bad},
+                          {"a": a, "b": _nonzero(rng, (4,), dtype)},
+                          match="Integer division by zero",
+                          provider_options={"no_compile": no_compile})
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64])
+def test_integer_div_int_min_by_minus_one_wraps(dtype):
+    """INT_MIN / -1 overflows the hardware division (ORT's kernel dies of SIGFPE); the EP returns
+    the wrapped quotient INT_MIN. Compared with numpy (the wrapped value) and not with ORT."""
+    info = np.iinfo(dtype)
+    a = np.array([info.min, info.min, 7, -7, info.max], dtype)
+    b = np.array([-1, 1, -1, -1, -1], dtype)
+    run = EpRun(single_node_model("Div", {"a": a, "b": b}), strict=True)
+    try:
+        got = run.run({"a": a, "b": b})[0]
+    finally:
+        run.close()
+    np.testing.assert_array_equal(got, np.array([info.min, info.min, -7, 7, -info.max], dtype))
 
 
 def test_pow(rng):

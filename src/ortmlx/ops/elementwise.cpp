@@ -84,6 +84,36 @@ TranslateFn translate_binary(BinaryFn fn) {
   };
 }
 
+// Integer Div truncates toward zero, as C (and ORT's CPU kernel) does. A zero divisor is a run-time
+// error naming the node with ORT's message; INT_MIN / -1 wraps to INT_MIN (ORT's kernel traps).
+// Whether MLX's floor_divide floors or truncates integers, a quotient rounded down with a remainder
+// of the other sign than a is moved up by one, so the result is the truncated one.
+void translate_div(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  const mx::array a = ctx.input(n, 0);
+  const mx::array b = ctx.input(n, 1);
+  if (!mx::issubdtype(a.dtype(), mx::integer)) {
+    ctx.bind_output(n, 0, mx::divide(a, b, s));
+    return;
+  }
+  const mx::array zero = mx::zeros({}, b.dtype(), s);
+  const mx::array one = mx::ones({}, b.dtype(), s);
+  const mx::array is_zero = mx::equal(b, zero, s);
+  ctx.require(n, mx::logical_not(is_zero, s), "Integer division by zero");
+  if (!mx::issubdtype(a.dtype(), mx::signedinteger)) {
+    ctx.bind_output(n, 0, mx::floor_divide(a, mx::where(is_zero, one, b, s), s));
+    return;
+  }
+  const mx::array minus_one = mx::equal(b, mx::array(-1, b.dtype()), s);
+  const mx::array divisor = mx::where(mx::logical_or(is_zero, minus_one, s), one, b, s);
+  mx::array q = mx::floor_divide(a, divisor, s);
+  const mx::array r = mx::subtract(a, mx::multiply(q, divisor, s), s);
+  const mx::array rounded_down = mx::logical_and(
+      mx::not_equal(r, zero, s), mx::not_equal(mx::less(r, zero, s), mx::less(a, zero, s), s), s);
+  q = mx::where(rounded_down, mx::add(q, one, s), q, s);
+  ctx.bind_output(n, 0, mx::where(minus_one, mx::negative(a, s), q, s));
+}
+
 // Pow: float base; exponent of the base's type, or int32/int64 (the integer exponents ORT's CPU
 // EP runs); output has the base's type.
 ClaimResult claim_pow(const ClaimContext& c) {
@@ -517,8 +547,7 @@ void register_elementwise_ops(OpRegistry& r) {
   r.add("", "Add", 7, 1 << 30, claim_binary(true), translate_binary(mx::add));
   r.add("", "Sub", 7, 1 << 30, claim_binary(true), translate_binary(mx::subtract));
   r.add("", "Mul", 7, 1 << 30, claim_binary(true), translate_binary(mx::multiply));
-  // Integer Div truncates in ONNX; MLX's divide promotes to float: keep integers on CPU.
-  r.add("", "Div", 7, 1 << 30, claim_binary(false), translate_binary(mx::divide));
+  r.add("", "Div", 7, 1 << 30, claim_binary(true), translate_div);
   r.add("", "Pow", 7, 1 << 30, claim_pow, translate_pow);
 
   r.add("", "Neg", 6, 1 << 30, claim_unary(UnaryTypes::kSigned), translate_unary(mx::negative));
