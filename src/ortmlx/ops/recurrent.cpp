@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "ortmlx/ops/common.h"
+#include "ortmlx/ops/matmul_cpu.h"
 #include "ortmlx/ops/ops.h"
 
 namespace ortmlx {
@@ -320,6 +321,14 @@ mx::array gate_cols(const mx::array& a, int g, int count, int h, mx::StreamOrDev
   return mx::slice(a, start, stop, s);
 }
 
+// acc + a·b as one GEMM with acc as its accumulator (C, beta 1): one primitive per step instead
+// of a matmul and an add (MLX's GPU backends pay per primitive). OpenBLAS on MLX's CPU backend.
+mx::array add_product(const mx::array& acc, const mx::array& a, const mx::array& b,
+                      mx::StreamOrDevice s) {
+  if (use_blas_matmul(s, mx::float32)) return blas_matmul(a, b, s, 1.f, acc, 1.f);
+  return mx::addmm(acc, a, b, 1.f, 1.f, s);
+}
+
 struct DirectionResult {
   std::vector<mx::array> ys;  // per time index (not step order)
   mx::array h_last;
@@ -375,7 +384,7 @@ void translate_recurrent(TranslationContext& ctx, const NodeDesc& n, Cell cell) 
   const mx::array zeros_bh = mx::zeros({B, H}, mx::float32, s);
 
   // X·W^T for all steps and directions in one matmul: (T*B, I) x (I, ND*GH).
-  mx::array xw = mx::matmul(mx::reshape(x, {T * B, I}, s),
+  mx::array xw = matmul_any(mx::reshape(x, {T * B, I}, s),
                             mx::transpose(mx::reshape(W, {ND * GH, I}, s), {1, 0}, s), s);
   xw = mx::reshape(xw, {T, B, ND * GH}, s);
 
@@ -386,7 +395,10 @@ void translate_recurrent(TranslationContext& ctx, const NodeDesc& n, Cell cell) 
     mx::array xw_d = gate_cols(xw, d * G, G, H, s);  // (T, B, GH)
     mx::array r_t = mx::transpose(mx::squeeze(mx::slice(R, {d, 0, 0}, {d + 1, GH, H}, s), 0, s),
                                   {1, 0}, s);  // (H, GH)
-    std::optional<mx::array> wb, rb;           // (GH) each
+    // GRU's recurrent weights of z and r, and of h (each (H, .)), sliced once per direction.
+    const mx::array r_zr = cell == Cell::kGru ? gate_cols(r_t, 0, 2, H, s) : r_t;
+    const mx::array r_h = cell == Cell::kGru ? gate_cols(r_t, 2, 1, H, s) : r_t;
+    std::optional<mx::array> wb, rb;  // (GH) each
     if (bias) {
       mx::array bd = mx::squeeze(mx::slice(*bias, {d, 0}, {d + 1, 2 * GH}, s), 0, s);
       wb = mx::slice(bd, {0}, {GH}, s);
@@ -422,7 +434,12 @@ void translate_recurrent(TranslationContext& ctx, const NodeDesc& n, Cell cell) 
       p_f = mx::slice(pd, {2 * H}, {3 * H}, s);
     }
 
-    const std::vector<mx::array> steps = mx::split(xw_d, T, 0, s);
+    // Step t's gate inputs: a slice of its own (not one mx::split into T outputs: MLX handles a
+    // primitive's sibling outputs in loops over all of them, so a T-way split costs T^2 in the
+    // graph walks of every trace and run).
+    auto step_gates = [&](int t) {
+      return mx::squeeze(mx::slice(xw_d, {t, 0, 0}, {t + 1, B, GH}, s), 0, s);
+    };
     mx::array h =
         init_h ? mx::squeeze(mx::slice(*init_h, {d, 0, 0}, {d + 1, B, H}, s), 0, s) : zeros_bh;
     mx::array c =
@@ -430,44 +447,45 @@ void translate_recurrent(TranslationContext& ctx, const NodeDesc& n, Cell cell) 
     DirectionResult res{std::vector<mx::array>(static_cast<size_t>(T), zeros_bh), h, c};
     for (int k = 0; k < T; ++k) {
       const int t = reverse ? T - 1 - k : k;
-      mx::array g = mx::squeeze(steps[static_cast<size_t>(t)], 0, s);  // (B, GH)
+      mx::array g = step_gates(t);  // (B, GH)
       mx::array h_new = zeros_bh, c_new = c;
       if (cell == Cell::kRnn) {
-        h_new = activate(clip(mx::add(g, mx::matmul(h, r_t, s), s)), act[0], s);
+        h_new = activate(clip(add_product(g, h, r_t, s)), act[0], s);
       } else if (cell == Cell::kGru) {
-        mx::array hr_zr = mx::matmul(h, gate_cols(r_t, 0, 2, H, s), s);
-        mx::array zr = mx::add(gate_cols(g, 0, 2, H, s), hr_zr, s);
-        mx::array z = activate(clip(gate_cols(zr, 0, 1, H, s)), act[0], s);
-        mx::array rg = activate(clip(gate_cols(zr, 1, 1, H, s)), act[0], s);
-        mx::array rh = gate_cols(r_t, 2, 1, H, s);
+        // z and r: one product, one clip of both gates (elementwise: the same values).
+        mx::array zr = clip(add_product(gate_cols(g, 0, 2, H, s), h, r_zr, s));
+        mx::array z = activate(gate_cols(zr, 0, 1, H, s), act[0], s);
+        mx::array rg = activate(gate_cols(zr, 1, 1, H, s), act[0], s);
         mx::array pre = gate_cols(g, 2, 1, H, s);
         if (spec->linear_before_reset) {
-          mx::array lin = mx::matmul(h, rh, s);
-          if (rb_h) lin = mx::add(lin, *rb_h, s);
+          mx::array lin = rb_h ? add_product(*rb_h, h, r_h, s) : matmul_any(h, r_h, s);
           pre = mx::add(pre, mx::multiply(rg, lin, s), s);
         } else {
-          pre = mx::add(pre, mx::matmul(mx::multiply(rg, h, s), rh, s), s);
+          pre = add_product(pre, mx::multiply(rg, h, s), r_h, s);
         }
         mx::array hh = activate(clip(pre), act[1], s);
         // (1 - z) * hh + z * h, in ORT's order.
         h_new = mx::add(mx::multiply(mx::subtract(scalar(1.0f), z, s), hh, s),
                         mx::multiply(z, h, s), s);
       } else {
-        mx::array gates = mx::add(g, mx::matmul(h, r_t, s), s);  // i, o, f, c
+        mx::array gates = add_product(g, h, r_t, s);  // i, o, f, c
+        // Without peepholes every gate is clipped as it is: one clip of all four.
+        if (!peep) gates = clip(gates);
+        auto gate_clip = [&](const mx::array& a) { return peep ? clip(a) : a; };
         mx::array pi = gate_cols(gates, 0, 1, H, s);
         if (p_i) pi = mx::add(pi, mx::multiply(c, *p_i, s), s);
-        mx::array ig = activate(clip(pi), act[0], s);
+        mx::array ig = activate(gate_clip(pi), act[0], s);
         mx::array fg = mx::subtract(scalar(1.0f), ig, s);
         if (!spec->input_forget) {
           mx::array pf = gate_cols(gates, 2, 1, H, s);
           if (p_f) pf = mx::add(pf, mx::multiply(c, *p_f, s), s);
-          fg = activate(clip(pf), act[0], s);
+          fg = activate(gate_clip(pf), act[0], s);
         }
-        mx::array cg = activate(clip(gate_cols(gates, 3, 1, H, s)), act[1], s);
+        mx::array cg = activate(gate_clip(gate_cols(gates, 3, 1, H, s)), act[1], s);
         c_new = mx::add(mx::multiply(c, fg, s), mx::multiply(ig, cg, s), s);
         mx::array po = gate_cols(gates, 1, 1, H, s);
         if (p_o) po = mx::add(po, mx::multiply(c_new, *p_o, s), s);
-        mx::array og = activate(clip(po), act[0], s);
+        mx::array og = activate(gate_clip(po), act[0], s);
         h_new = mx::multiply(activate(c_new, act[2], s), og, s);
       }
       if (lens2) {
