@@ -517,3 +517,14 @@ def test_matmul_add_bias_of_one_broadcast_keeps_the_two_ops(rng):
     assert taken(report, "matmul_add") == 1
     assert "MatMul + Add: the bias is not a vector of the last axis" in report.paths()
     assert MM_ADD_PATH not in report.paths()
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [((5, 12), (12, 7)), ((2, 3, 5, 12), (12, 7)),
+                                             ((2, 5, 12), (2, 12, 7))], ids=str)
+def test_matmul_add_mlx_addmm(a_shape, b_shape, rng, monkeypatch):
+    """The GPU backends' form, mx::addmm, run on MLX's CPU backend (the internal A/B switch that
+    turns OpenBLAS off): batched operands broadcast, equal to ORT CPU."""
+    monkeypatch.setenv("ORTMLX_INTERNAL_CPU_MATMUL", "mlx")
+    model = matmul_add(a_shape, b_shape, (b_shape[-1],))
+    report = run_pattern(model, {"a": random_array(rng, a_shape)})
+    assert taken(report, "matmul_add") == 1 and MM_ADD_PATH in report.paths()
