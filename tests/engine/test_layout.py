@@ -1,6 +1,6 @@
 """Channels-last propagation (engine/layout.h): convolution outputs are NCHW views of NHWC data;
-BatchNormalization and elementwise ops (per-channel scales, residual adds, activations) on such
-views run on the NHWC data, so a CNN keeps it channels-last from one convolution to the next. The
+BatchNormalization, elementwise ops (per-channel scales, residual adds, activations) and
+GlobalAveragePool on such views run on the NHWC data, so a CNN keeps it channels-last from one convolution to the next. The
 report counts those nodes (`paths`); results equal ORT's CPU EP, and equal the run with the
 propagation off (fast_patterns=0)."""
 
@@ -16,6 +16,7 @@ from ortmlx.testing import EpRun, assert_ran_on_ep, make_model, run_cpu
 OFF = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
 ELEM = "channels-last elementwise (no NCHW copy)"
 BN = "BatchNormalization channels-last (no NCHW copy)"
+GAP = "GlobalAveragePool channels-last (no NCHW copy)"
 
 
 def residual_cnn(c=8, classes=5, seed=0):
@@ -77,8 +78,11 @@ def test_cnn_stays_channels_last_and_matches(compiled, rng):
     paths = report.paths()
     # Per run: both BatchNormalizations; Relu x2, the residual Add, the channel Mul, HardSwish.
     assert paths[BN]["count"] == 2 * 2 and paths[ELEM]["count"] == 5 * 2, paths
+    # The GlobalAveragePool of the HardSwish output averages the NHWC data (no NCHW copy).
+    assert paths[GAP]["count"] == 1 * 2, paths
     off, report_off = run(model, x, dict(opts, fast_patterns="0"))
     assert BN not in report_off.paths() and ELEM not in report_off.paths()
+    assert GAP not in report_off.paths()
     np.testing.assert_allclose(got, off, rtol=1e-6, atol=1e-6)
 
 
@@ -88,3 +92,30 @@ def test_elementwise_without_convolutions_is_untouched(rng):
     model = make_model(h.make_graph([h.make_node("Relu", ["x"], ["y"], name="relu")], "g", [x], [y]))
     _, report = run(model, rng.normal(0, 1, (2, 3, 4, 5)).astype(np.float32), {})
     assert ELEM not in report.paths()
+
+
+def test_global_average_pool_of_plain_nchw_is_untouched(rng):
+    x = h.make_tensor_value_info("x", T.FLOAT, [2, 3, 4, 5])
+    y = h.make_tensor_value_info("y", T.FLOAT, [2, 3, 1, 1])
+    model = make_model(h.make_graph([h.make_node("GlobalAveragePool", ["x"], ["y"], name="gap")],
+                                    "g", [x], [y]))
+    xv = rng.normal(0, 1, (2, 3, 4, 5)).astype(np.float32)
+    got, report = run(model, xv, {})
+    assert GAP not in report.paths()
+    np.testing.assert_allclose(got, run_cpu(model, {"x": xv})[0], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("spatial", [(1, 1), (7, 9)], ids=str)
+def test_global_average_pool_after_conv(spatial, rng):
+    """Conv then GlobalAveragePool: the pool reads the convolution's NHWC output directly."""
+    c = 6
+    w = onnx.numpy_helper.from_array(rng.normal(0, 0.3, (c, 3, 1, 1)).astype(np.float32), "w")
+    x = h.make_tensor_value_info("x", T.FLOAT, [2, 3, *spatial])
+    y = h.make_tensor_value_info("y", T.FLOAT, [2, c, 1, 1])
+    model = make_model(h.make_graph(
+        [h.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+         h.make_node("GlobalAveragePool", ["c"], ["y"], name="gap")], "g", [x], [y], [w]))
+    xv = rng.normal(0, 1, (2, 3, *spatial)).astype(np.float32)
+    got, report = run(model, xv, {})
+    assert report.paths()[GAP]["count"] == 2
+    np.testing.assert_allclose(got, run_cpu(model, {"x": xv})[0], rtol=1e-5, atol=1e-6)

@@ -55,6 +55,19 @@ class Rebinding {
   std::vector<std::pair<std::string, std::optional<mx::array>>> saved_;
 };
 
+// GlobalAveragePool of a float32 NCHW view of NHWC data: the mean over the NHWC array's spatial
+// axes (1, 2), bound as the NCHW view of its (N, 1, 1, C) result, so the pooled data is never
+// copied to NCHW first. The same elements are averaged; only the order of the sums may differ.
+bool global_average_pool_channels_last(TranslationContext& ctx, const NodeDesc& node) {
+  if (node.inputs.empty() || node.inputs[0].empty() || node.outputs.size() != 1) return false;
+  const auto src = channels_last_source(ctx.resolve(node.inputs[0]));
+  if (!src || src->dtype() != mx::float32 || src->size() == 0) return false;
+  const auto s = ctx.stream();
+  ctx.bind(node.outputs[0], channels_first_view(mx::mean(*src, {1, 2}, true, s), s));
+  ctx.mark_fast(node, "GlobalAveragePool channels-last (no NCHW copy)");
+  return true;
+}
+
 }  // namespace
 
 std::optional<mx::array> channels_last_source(const mx::array& a) {
@@ -71,6 +84,8 @@ mx::array channels_first_view(const mx::array& nhwc, mx::StreamOrDevice s) {
 }
 
 bool translate_channels_last(TranslationContext& ctx, const NodeDesc& node) {
+  if (node.domain.empty() && node.op_type == "GlobalAveragePool")
+    return global_average_pool_channels_last(ctx, node);
   if (!elementwise(node) || node.outputs.size() != 1 || node.outputs[0].empty()) return false;
   std::vector<std::pair<std::string, mx::array>> inputs;
   bool any = false;
