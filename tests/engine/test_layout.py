@@ -17,6 +17,7 @@ OFF = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
 ELEM = "channels-last elementwise (no NCHW copy)"
 BN = "BatchNormalization channels-last (no NCHW copy)"
 GAP = "GlobalAveragePool channels-last (no NCHW copy)"
+CONCAT = "Concat channels-last (no NCHW copy)"
 
 
 def residual_cnn(c=8, classes=5, seed=0):
@@ -119,3 +120,65 @@ def test_global_average_pool_after_conv(spatial, rng):
     got, report = run(model, xv, {})
     assert report.paths()[GAP]["count"] == 2
     np.testing.assert_allclose(got, run_cpu(model, {"x": xv})[0], rtol=1e-5, atol=1e-6)
+
+
+def inception_block(axis=1, mixed=False, seed=1):
+    """Two convolution branches concatenated (an Inception/DenseNet block), then a convolution;
+    `mixed`: the second operand of the Concat is the graph input itself (plain NCHW)."""
+    rng = np.random.default_rng(seed)
+    c = 4
+
+    def w(name, shape):
+        return onnx.numpy_helper.from_array(rng.normal(0, 0.3, shape).astype(np.float32), name)
+
+    n = h.make_node
+    inits = [w("wa", [c, 3, 1, 1]), w("wb", [c, 3, 3, 3])]
+    nodes = [n("Conv", ["x", "wa"], ["a"], name="conv_a"),
+             n("Relu", ["a"], ["ra"], name="relu_a")]
+    if mixed:
+        other, other_c = "x", 3
+    else:
+        nodes.append(n("Conv", ["x", "wb"], ["b"], name="conv_b", pads=[1, 1, 1, 1]))
+        other, other_c = "b", c
+    nodes.append(n("Concat", ["ra", other], ["cat"], name="concat", axis=axis))
+    axis_n = axis % 4
+    cat_shape = [2, c, 6, 5]
+    cat_shape[axis_n] += [2, other_c, 6, 5][axis_n]
+    if axis_n == 1:
+        inits.append(w("wc", [2, cat_shape[1], 1, 1]))
+        nodes.append(n("Conv", ["cat", "wc"], ["y"], name="conv_c"))
+        out_shape = [2, 2] + cat_shape[2:]
+    else:
+        nodes.append(n("Relu", ["cat"], ["y"], name="relu_out"))
+        out_shape = cat_shape
+    x = h.make_tensor_value_info("x", T.FLOAT, [2, 3, 6, 5])
+    y = h.make_tensor_value_info("y", T.FLOAT, out_shape)
+    return make_model(h.make_graph(nodes, "block", [x], [y], inits))
+
+
+@pytest.mark.parametrize("axis,mixed", [(1, False), (-3, False), (2, False), (-1, False),
+                                        (1, True)], ids=str)
+@pytest.mark.parametrize("compiled", [True, False])
+def test_concat_stays_channels_last(axis, mixed, compiled, rng):
+    if mixed and axis != 1:
+        pytest.skip("only the channel axis mixes a 3-channel input")
+    model = inception_block(axis, mixed)
+    x = rng.normal(0, 1, (2, 3, 6, 5)).astype(np.float32)
+    opts = {} if compiled else {"no_compile": "1"}
+    got, report = run(model, x, opts)
+    np.testing.assert_allclose(got, run_cpu(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+    assert report.paths()[CONCAT]["count"] == 2, report.paths()
+    off, report_off = run(model, x, dict(opts, fast_patterns="0"))
+    assert CONCAT not in report_off.paths()
+    np.testing.assert_array_equal(got, off)  # a concatenation copies values: exact
+
+
+def test_concat_without_convolutions_is_untouched(rng):
+    x = h.make_tensor_value_info("x", T.FLOAT, [2, 3, 4, 5])
+    y = h.make_tensor_value_info("y", T.FLOAT, [2, 6, 4, 5])
+    model = make_model(h.make_graph([h.make_node("Concat", ["x", "x"], ["y"], name="concat",
+                                                 axis=1)], "g", [x], [y]))
+    xv = rng.normal(0, 1, (2, 3, 4, 5)).astype(np.float32)
+    got, report = run(model, xv, {})
+    assert CONCAT not in report.paths()
+    np.testing.assert_array_equal(got, np.concatenate([xv, xv], axis=1))

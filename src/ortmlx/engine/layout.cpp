@@ -68,6 +68,40 @@ bool global_average_pool_channels_last(TranslationContext& ctx, const NodeDesc& 
   return true;
 }
 
+// Concat of rank-4 inputs, at least one an NCHW view of NHWC data: the NHWC arrays (the other
+// inputs as NHWC views) concatenated on the matching NHWC axis, bound as an NCHW view. A copy
+// either way; this one writes NHWC, which the next convolution reads without another copy.
+bool concat_channels_last(TranslationContext& ctx, const NodeDesc& node) {
+  if (node.inputs.empty() || node.outputs.size() != 1) return false;
+  int64_t axis = node.attr_int("axis", 1);
+  if (axis < 0) axis += 4;
+  if (axis < 0 || axis > 3) return false;
+  static const int kNhwcAxis[4] = {0, 3, 1, 2};
+  const auto s = ctx.stream();
+  std::vector<mx::array> parts;
+  bool any = false;
+  for (const auto& name : node.inputs) {
+    if (name.empty()) return false;
+    const mx::array a = ctx.resolve(name);
+    if (a.ndim() != 4 || (!parts.empty() && a.dtype() != parts.front().dtype())) return false;
+    if (auto src = channels_last_source(a)) {
+      parts.push_back(*src);
+      any = true;
+    } else {
+      parts.push_back(mx::transpose(a, kToLast, s));
+    }
+  }
+  if (!any) return false;
+  for (size_t d = 0; d < 4; ++d) {
+    if (static_cast<int64_t>(d) == kNhwcAxis[axis]) continue;
+    for (const auto& p : parts)
+      if (p.shape(static_cast<int>(d)) != parts.front().shape(static_cast<int>(d))) return false;
+  }
+  ctx.bind(node.outputs[0], channels_first_view(mx::concatenate(parts, kNhwcAxis[axis], s), s));
+  ctx.mark_fast(node, "Concat channels-last (no NCHW copy)");
+  return true;
+}
+
 }  // namespace
 
 std::optional<mx::array> channels_last_source(const mx::array& a) {
@@ -86,6 +120,7 @@ mx::array channels_first_view(const mx::array& nhwc, mx::StreamOrDevice s) {
 bool translate_channels_last(TranslationContext& ctx, const NodeDesc& node) {
   if (node.domain.empty() && node.op_type == "GlobalAveragePool")
     return global_average_pool_channels_last(ctx, node);
+  if (node.domain.empty() && node.op_type == "Concat") return concat_channels_last(ctx, node);
   if (!elementwise(node) || node.outputs.size() != 1 || node.outputs[0].empty()) return false;
   std::vector<std::pair<std::string, mx::array>> inputs;
   bool any = false;

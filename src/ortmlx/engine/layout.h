@@ -27,8 +27,9 @@ std::optional<mlx::core::array> channels_last_source(const mlx::core::array& a);
 mlx::core::array channels_first_view(const mlx::core::array& nhwc, mlx::core::StreamOrDevice s);
 
 // Translates `node` on channels-last arrays when it is a default-domain elementwise op with at
-// least one input that is an NCHW view of an NHWC array (and no input of rank above 4), or a
-// GlobalAveragePool of a float32 such view; returns false, having done nothing, otherwise.
+// least one input that is an NCHW view of an NHWC array (and no input of rank above 4), a
+// GlobalAveragePool of a float32 such view, or a Concat of rank-4 inputs with such a view among
+// them; returns false, having done nothing, otherwise.
 bool translate_channels_last(TranslationContext& ctx, const NodeDesc& node);
 
 }  // namespace ortmlx
