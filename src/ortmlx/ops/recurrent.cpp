@@ -434,12 +434,12 @@ void translate_recurrent(TranslationContext& ctx, const NodeDesc& n, Cell cell) 
       p_f = mx::slice(pd, {2 * H}, {3 * H}, s);
     }
 
-    // Step t's gate inputs: a slice of its own (not one mx::split into T outputs: MLX handles a
-    // primitive's sibling outputs in loops over all of them, so a T-way split costs T^2 in the
-    // graph walks of every trace and run).
-    auto step_gates = [&](int t) {
-      return mx::squeeze(mx::slice(xw_d, {t, 0, 0}, {t + 1, B, GH}, s), 0, s);
-    };
+    // Step t's gate inputs: rows [t * B, (t + 1) * B) of the (T * B, GH) inputs, one slice (one
+    // primitive) per step; not one mx::split into T outputs: MLX handles a primitive's sibling
+    // outputs in loops over all of them, so a T-way split costs T^2 in the graph walks of every
+    // trace and run.
+    const mx::array xw_rows = mx::reshape(xw_d, {T * B, GH}, s);
+    auto step_gates = [&](int t) { return mx::slice(xw_rows, {t * B, 0}, {(t + 1) * B, GH}, s); };
     mx::array h =
         init_h ? mx::squeeze(mx::slice(*init_h, {d, 0, 0}, {d + 1, B, H}, s), 0, s) : zeros_bh;
     mx::array c =
