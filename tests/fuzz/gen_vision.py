@@ -1,0 +1,136 @@
+"""Op generators (mixin of gen_ops.OpCases): Shrink, Hardmax, the deprecated Scatter, Det, the
+losses (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss, with out-of-range and ignored
+targets) and CenterCropPad (with hostile target sizes)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .fuzzlib import TensorProto
+from .gen_data import data, floats, rand_dim, rand_shape, rand_shape_axis
+from .hostile import hpick, out_of_range
+
+F32, F16, F64 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE
+I8, I32, I64, U8 = TensorProto.INT8, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8
+BOOL = TensorProto.BOOL
+LOOSE = 30.0
+
+
+class VisionGen:
+    def gen_Shrink(self, cid):
+        t = self.types_for("Shrink", lambda t: ([t], [t]), (F32, F32, F16, I32, I8))
+        if t is None:
+            return None
+        r = self.rng
+        attrs = {}
+        if r.random() < 0.6:
+            attrs["bias"] = float(r.choice([0.0, 0.5, -1.5, 3.0, 1e30]))
+        if r.random() < 0.6:
+            attrs["lambd"] = float(r.choice([0.0, 0.5, 2.0, -1.0, np.inf]))
+        return self.emit(cid, "Shrink", [data(r, rand_shape(r), t, self.data_kind())], attrs)
+
+    def gen_Hardmax(self, cid):
+        t = self.types_for("Hardmax", lambda t: ([t], [t]), (F32, F32, F16))
+        if t is None:
+            return None
+        r = self.rng
+        shape, axis = rand_shape_axis(r)
+        if self.opset < 11:
+            axis %= len(shape)
+        attrs = {"axis": axis} if r.random() < 0.8 else {}
+        if r.random() < 0.03:
+            attrs["axis"] = hpick(r, [len(shape), -len(shape) - 1, 1 << 40])
+        x = floats(r, shape, t, -3, 3, special_p=0.05 if r.random() < 0.2 else 0.0,
+                   specials=(np.inf, -np.inf, 0.0, -0.0, 1e30))
+        if r.random() < 0.3 and x.size:
+            x = np.round(x).astype(x.dtype)  # ties
+        return self.emit(cid, "Hardmax", [x], attrs)
+
+    def gen_Scatter(self, cid):
+        t = self._any("Scatter", [I64, None])
+        if t is None:
+            return None
+        r = self.rng
+        shape = rand_shape(r, lo=1, hi=3, zero_p=0.03)
+        axis = int(r.integers(-len(shape), len(shape)))
+        a = axis % len(shape)
+        if shape[a] == 0:
+            return None
+        ishape = tuple(int(r.integers(0, d + 1)) if i != a else int(r.integers(0, d + 1))
+                       for i, d in enumerate(shape))
+        # Distinct targets along the axis per line (Scatter has no reduction).
+        perm = np.argsort(r.random(ishape[:a] + (shape[a],) + ishape[a + 1:]), axis=a)
+        idx = np.take(perm, np.arange(ishape[a]), axis=a).astype(np.int64)
+        idx = np.where(r.random(idx.shape) < 0.3, idx - shape[a], idx).astype(np.int64)
+        if idx.size and r.random() < 0.08:
+            idx.flat[int(r.integers(idx.size))] = out_of_range(r, shape[a])
+        return self.emit(cid, "Scatter", [data(r, shape, t), idx, data(r, ishape, t)],
+                         {"axis": axis}, const_p=0.3, label=f"idx={idx.ravel()[:6].tolist()}")
+
+    def gen_Det(self, cid):
+        t = self.types_for("Det", lambda t: ([t], [t]), (F32, F32, F16))
+        if t is None:
+            return None
+        r = self.rng
+        n = int(r.choice([0, 1, 2, 3, 4, 5, 8]))
+        batch = rand_shape(r, hi=2)
+        x = floats(r, batch + (n, n), t, -2, 2,
+                   special_p=0.03 if r.random() < 0.1 else 0.0)
+        if r.random() < 0.2 and n > 1:
+            x[..., 0, :] = x[..., 1, :]  # singular
+        return self.emit(cid, "Det", [x], tol_scale=LOOSE, mag=[max(1.0, 2.0 ** n)])
+
+    def _loss(self, cid, op):
+        t = self.types_for(op, lambda t: ([t, I64], [t]), (F32, F32, F16))
+        if t is None:
+            return None
+        r = self.rng
+        c = rand_dim(r, zero_p=0.02)
+        shape = (rand_dim(r, zero_p=0.05), c) + rand_shape(r, hi=2, zero_p=0.03)
+        x = floats(r, shape, t, -4, 2, special_p=0.03 if r.random() < 0.15 else 0.0)
+        tgt_shape = (shape[0],) + shape[2:]
+        tgt = self._idx(c, tgt_shape, hostile_p=0.08,
+                        dt=np.int32 if r.random() < 0.3 else np.int64)
+        attrs = {}
+        if r.random() < 0.7:
+            attrs["reduction"] = str(r.choice(["none", "sum", "mean"]))
+        if r.random() < 0.5:
+            ig = int(r.integers(-c - 1, c + 1)) if r.random() < 0.8 else \
+                hpick(r, [-100, 1 << 40, -(1 << 63)])
+            attrs["ignore_index"] = ig
+            if tgt.size and -(1 << 31) <= ig < (1 << 31):
+                tgt.flat[r.random(tgt.size) < 0.3] = ig
+        arrays = [x, tgt]
+        if r.random() < 0.5:
+            arrays.append(floats(r, (c,), t, 0.0, 2.0))
+        n_out = 2 if op == "SoftmaxCrossEntropyLoss" and r.random() < 0.5 else 1
+        return self.emit(cid, op, arrays, attrs, n_out=n_out, const_p=0.2, tol_scale=LOOSE,
+                         label=f"t={tgt.ravel()[:6].tolist()}")
+
+    def gen_NegativeLogLikelihoodLoss(self, cid):
+        return self._loss(cid, "NegativeLogLikelihoodLoss")
+
+    def gen_SoftmaxCrossEntropyLoss(self, cid):
+        return self._loss(cid, "SoftmaxCrossEntropyLoss")
+
+    def gen_CenterCropPad(self, cid):
+        t = self._any("CenterCropPad", [I64])
+        if t is None:
+            return None
+        r = self.rng
+        shape = rand_shape(r, lo=1, hi=3)
+        rank = len(shape)
+        attrs = {}
+        axes = list(range(rank))
+        if r.random() < 0.4:
+            k = int(r.integers(1, rank + 1))
+            axes = [int(a) for a in r.permutation(rank)[:k]]
+            axes = [a - rank if r.random() < 0.3 else a for a in axes]
+            attrs["axes"] = axes
+        target = [int(r.integers(0, 7)) for _ in axes]
+        if r.random() < 0.05:
+            target[0] = hpick(r, [-1, 1 << 31, 1 << 40])
+        sh = np.asarray(target, np.int64 if r.random() < 0.7 else np.int32) \
+            if abs(target[0]) < (1 << 31) else np.asarray(target, np.int64)
+        return self.emit(cid, "CenterCropPad", [data(r, shape, t), sh], attrs, const_p=0.6,
+                         label=f"shape={target}")
