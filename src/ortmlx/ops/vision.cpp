@@ -1,8 +1,8 @@
 // Vision family: CenterCropPad (opset 18+).
 // ORT's CPU EP has no CenterCropPad kernel: it runs ONNX's function body (Pad to at least the
 // target size, split evenly with the extra element on the right, then Slice the centre, the
-// extra element again on the right). The target sizes decide the output shape, so they are read
-// on the host (host_values.h).
+// extra element again on the right; a negative size gives an empty axis). The target sizes
+// decide the output shape, so they are read on the host (host_values.h).
 #include <string>
 #include <vector>
 
@@ -37,13 +37,6 @@ ClaimResult claim_center_crop_pad(const ClaimContext& c) {
     std::string why;
     ORTMLX_REQUIRE(normalize_axes(*c.node().attr_ints("axes"), rank, &why).has_value(), why);
   }
-  if (const ConstTensor* t = c.constant_input(1)) {
-    if (auto v = t->as_int64()) {
-      for (int64_t d : *v)
-        ORTMLX_REQUIRE(d >= 0, "negative target size " + std::to_string(d) +
-                                   " (the function body slices from the end then)");
-    }
-  }
   return ClaimResult::yes();
 }
 
@@ -65,7 +58,6 @@ void translate_center_crop_pad(TranslationContext& ctx, const NodeDesc& n) {
   bool pad = false;
   for (size_t i = 0; i < axes.size(); ++i) {
     const int64_t d = x.shape(axes[i]), t = target[i];
-    if (t < 0) throw std::runtime_error("target size " + std::to_string(t) + " is negative");
     checked_int(t, "CenterCropPad target size");
     if (t > d) {
       const int64_t left = (t - d) / 2;
@@ -88,6 +80,13 @@ void translate_center_crop_pad(TranslationContext& ctx, const NodeDesc& n) {
   mx::Shape start(static_cast<size_t>(rank), 0), stop = x.shape();
   for (size_t i = 0; i < axes.size(); ++i) {
     const int64_t d = x.shape(axes[i]), t = target[i];
+    if (t < 0) {
+      // The body's Slice then ends before it starts (or, counted from the end, before the
+      // start clamped to the dim): an empty axis whatever the negative size.
+      start[static_cast<size_t>(axes[i])] = 0;
+      stop[static_cast<size_t>(axes[i])] = 0;
+      continue;
+    }
     const int64_t first = (d - t) / 2;
     start[static_cast<size_t>(axes[i])] = checked_int(first, "CenterCropPad start");
     stop[static_cast<size_t>(axes[i])] = checked_int(first + t, "CenterCropPad stop");
