@@ -1,6 +1,7 @@
 """Op generators (mixin of gen_ops.OpCases): Shrink, Hardmax, the deprecated Scatter, Det, the
 losses (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss, with out-of-range and ignored
-targets) and CenterCropPad (with hostile target sizes)."""
+targets), CenterCropPad (with hostile target sizes), MaxUnpool (out-of-range indices) and
+Col2Im."""
 
 from __future__ import annotations
 
@@ -134,3 +135,70 @@ class VisionGen:
             if abs(target[0]) < (1 << 31) else np.asarray(target, np.int64)
         return self.emit(cid, "CenterCropPad", [data(r, shape, t), sh], attrs, const_p=0.6,
                          label=f"shape={target}")
+
+    def gen_MaxUnpool(self, cid):
+        t = self.types_for("MaxUnpool", lambda t: ([t, I64], [t]), (F32, F32, F16))
+        if t is None:
+            return None
+        r = self.rng
+        nd = int(r.integers(1, 4))
+        ks = [int(r.integers(1, 4)) for _ in range(nd)]
+        st = [int(r.integers(1, 3)) for _ in range(nd)]
+        pads = [int(r.integers(0, k)) for k in ks] + [0] * nd
+        shape = (rand_dim(r, zero_p=0.05), int(r.integers(1, 3))) + \
+            tuple(int(r.integers(1, 4)) for _ in range(nd))
+        out = shape[:2] + tuple((shape[2 + i] - 1) * st[i] - pads[i] - pads[i + nd] + ks[i]
+                                for i in range(nd))
+        total = int(np.prod(out))
+        x = floats(r, shape, t, -3, 3)
+        arrays = [x]
+        if total <= 0 or total < x.size:
+            return None
+        idx = r.permutation(total)[:x.size].reshape(shape).astype(np.int64)
+        if idx.size and r.random() < 0.08:
+            idx.flat[int(r.integers(idx.size))] = hpick(r, [total, -1, 1 << 40, -(1 << 63)])
+        arrays.append(idx)
+        if r.random() < 0.3:
+            extra = [int(r.integers(0, 3)) for _ in range(nd)]
+            arrays.append(np.asarray(list(out[:2]) + [d + e for d, e in zip(out[2:], extra)],
+                                     np.int64))
+        attrs = {"kernel_shape": ks}
+        if r.random() < 0.7 or any(s != 1 for s in st):
+            attrs["strides"] = st
+        if any(pads):
+            attrs["pads"] = pads
+        return self.emit(cid, "MaxUnpool", arrays, attrs, const_p=0.3,
+                         label=f"idx={idx.ravel()[:6].tolist()}")
+
+    def gen_Col2Im(self, cid):
+        t = self.types_for("Col2Im", lambda t: ([t, I64, I64], [t]), (F32, F32, F16))
+        if t is None:
+            return None
+        r = self.rng
+        nd = int(r.choice([1, 2, 2, 3]))
+        img = [int(r.integers(1, 6)) for _ in range(nd)]
+        blk = [int(r.integers(1, 4)) for _ in range(nd)]
+        st = [int(r.integers(1, 3)) for _ in range(nd)]
+        dil = [int(r.integers(1, 3)) if nd == 2 else 1 for _ in range(nd)]
+        pads = [int(r.integers(0, 2)) for _ in range(2 * nd)]
+        slides = [(img[i] + pads[i] + pads[i + nd] - (dil[i] * (blk[i] - 1) + 1)) // st[i] + 1
+                  for i in range(nd)]
+        if any(s <= 0 for s in slides):
+            return None
+        c = int(r.integers(1, 3))
+        x = floats(r, (rand_dim(r, zero_p=0.05), c * int(np.prod(blk)), int(np.prod(slides))),
+                   t, -3, 3)
+        if r.random() < 0.05 and x.shape[2] > 0:
+            x = x[:, :, :-1]  # a block count that does not match
+        attrs = {}
+        if r.random() < 0.7:
+            attrs["strides"] = st
+        elif any(s != 1 for s in st):
+            return None
+        if any(pads):
+            attrs["pads"] = pads
+        if any(d != 1 for d in dil):
+            attrs["dilations"] = dil
+        return self.emit(cid, "Col2Im", [x, np.asarray(img, np.int64), np.asarray(blk, np.int64)],
+                         attrs, const_idx=(1, 2) if r.random() < 0.8 else (), tol_scale=LOOSE,
+                         label=f"img={img} blk={blk}")

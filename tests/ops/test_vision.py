@@ -4,8 +4,8 @@ body)."""
 import numpy as np
 import pytest
 
-from opcheck import check_on_ep, single_node_model
-from ort_raises import dynamic_dims
+from opcheck import check_error_on_ep, check_on_ep, refusal, single_node_model
+from ort_raises import check_raises_like_cpu, dynamic_dims
 from opcheck import check_runs_on_ep
 from ortmlx.testing import random_array
 
@@ -56,3 +56,113 @@ def test_center_crop_pad_negative_sizes_give_empty_axes(target, rng):
     sh = np.array(target, I64)
     model = single_node_model("CenterCropPad", {"x": x, "s": sh}, opset=18, check=False)
     check_on_ep(model, {"x": x, "s": sh})
+
+
+# ---------------------------------------------------------------- MaxUnpool
+
+def _unpooled(shape, ks, st, pads):
+    nd = len(ks)
+    return shape[:2] + tuple((shape[2 + i] - 1) * st[i] - pads[i] - pads[i + nd] + ks[i]
+                             for i in range(nd))
+
+
+@pytest.mark.parametrize("opset", [9, 11, 22])
+@pytest.mark.parametrize("case", [
+    ((1, 1, 2, 2), [2, 2], [2, 2], [0, 0, 0, 0]), ((2, 3, 3, 2), [3, 2], [2, 1], [1, 0, 0, 1]),
+    ((1, 2, 5), [2], [2], [0, 0]), ((1, 1, 2, 2, 2), [2, 2, 2], [2, 2, 2], [0] * 6),
+    ((0, 2, 2, 2), [2, 2], [2, 2], [0] * 4),
+], ids=str)
+def test_max_unpool(opset, case, rng):
+    shape, ks, st, pads = case
+    out = _unpooled(shape, ks, st, pads)
+    x = random_array(rng, shape)
+    idx = rng.permutation(int(np.prod(out)))[:x.size].reshape(shape).astype(I64)
+    attrs = {"kernel_shape": ks, "strides": st, "pads": pads}
+    model = single_node_model("MaxUnpool", {"x": x, "i": idx}, attrs=attrs, opset=opset)
+    check_on_ep(model, {"x": x, "i": idx})
+
+
+@pytest.mark.parametrize("const", [True, False], ids=["const", "input"])
+def test_max_unpool_output_shape(const, rng):
+    x = random_array(rng, (1, 2, 2, 2))
+    out = np.array([1, 2, 5, 5], I64)
+    idx = rng.permutation(50)[:8].reshape(1, 2, 2, 2).astype(I64)
+    attrs = {"kernel_shape": [2, 2], "strides": [2, 2]}
+    inits = {"o": out} if const else {}
+    model = single_node_model("MaxUnpool", {"x": x, "i": idx, "o": out}, attrs=attrs,
+                              initializers=inits, check=False)
+    feeds = {"x": x, "i": idx} | ({} if const else {"o": out})
+    check_on_ep(model, feeds)
+
+
+def test_max_unpool_out_of_range_index_raises_like_ort(rng):
+    x = random_array(rng, (1, 1, 2, 2))
+    attrs = {"kernel_shape": [2, 2], "strides": [2, 2]}
+    good = np.array([[[[0, 3], [9, 15]]]], I64)
+    model = single_node_model("MaxUnpool", {"x": x, "i": good}, attrs=attrs)
+    for bad_value in (16, -1, 1 << 40):
+        bad = good.copy()
+        bad[0, 0, 1, 0] = bad_value
+        check_raises_like_cpu(model, {"x": x, "i": bad}, {"x": x, "i": good},
+                              match=r"index out of bounds.*\[0, 16\)")
+
+
+def test_max_unpool_refusals(rng):
+    x = random_array(rng, (1, 1, 2, 2)).astype(np.float16)
+    idx = np.zeros((1, 1, 2, 2), I64)
+    model = single_node_model("MaxUnpool", {"x": x, "i": idx}, attrs={"kernel_shape": [2, 2]},
+                              check=False)
+    assert "float32 only" in refusal(model, "MaxUnpool")
+
+
+# ---------------------------------------------------------------- Col2Im
+
+def _blocks(img, blk, attrs):
+    nd = len(img)
+    st = attrs.get("strides", [1] * nd)
+    dil = attrs.get("dilations", [1] * nd)
+    pads = attrs.get("pads", [0] * 2 * nd)
+    return int(np.prod([(img[i] + pads[i] + pads[i + nd] - (dil[i] * (blk[i] - 1) + 1)) // st[i]
+                        + 1 for i in range(nd)]))
+
+
+@pytest.mark.parametrize("case", [
+    (1, 1, [3, 3], [1, 3], {}), (2, 3, [4, 5], [2, 2], {"strides": [2, 1]}),
+    (1, 1, [5, 5], [2, 2], {"pads": [1, 0, 0, 1], "dilations": [2, 1]}),
+    (1, 2, [5, 5], [1, 3], {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    (1, 2, [5], [3], {"strides": [1]}), (2, 1, [2, 3, 4], [2, 2, 2], {}),
+    (1, 2, [4, 3, 3], [2, 1, 2], {"strides": [2, 1, 1], "pads": [1, 0, 0, 0, 1, 1]}),
+    (0, 1, [3, 3], [2, 2], {}), (1, 3, [1, 1], [1, 1], {}),
+], ids=str)
+def test_col2im(case, rng):
+    n, c, img, blk, attrs = case
+    x = random_array(rng, (n, c * int(np.prod(blk)), _blocks(img, blk, attrs)))
+    img, blk = np.array(img, I64), np.array(blk, I64)
+    model = single_node_model("Col2Im", {"x": x, "img": img, "blk": blk}, attrs=attrs, opset=18,
+                              initializers={"img": img, "blk": blk}, check=False)
+    check_on_ep(model, {"x": x}, rtol=1e-5, atol=1e-5)
+
+
+def test_col2im_shapes_as_inputs(rng):
+    x = random_array(rng, (1, 4, 12))
+    img, blk = np.array([4, 5], I64), np.array([2, 2], I64)
+    model = single_node_model("Col2Im", {"x": x, "img": img, "blk": blk}, opset=18, check=False)
+    check_on_ep(model, {"x": x, "img": img, "blk": blk}, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("img,blk,dil", [([6], [2], [2]), ([3, 3, 4], [2, 2, 2], [1, 1, 2])])
+def test_col2im_dilations_beyond_2d_are_refused(img, blk, dil, rng):
+    x = random_array(rng, (1, int(np.prod(blk)), _blocks(img, blk, {"dilations": dil})))
+    img, blk = np.array(img, I64), np.array(blk, I64)
+    model = single_node_model("Col2Im", {"x": x, "img": img, "blk": blk},
+                              attrs={"dilations": dil}, opset=18,
+                              initializers={"img": img, "blk": blk}, check=False)
+    assert "2 image dims only" in refusal(model, "Col2Im")
+
+
+def test_col2im_wrong_block_count_raises(rng):
+    x = random_array(rng, (1, 4, 11))
+    img, blk = np.array([4, 5], I64), np.array([2, 2], I64)
+    model = single_node_model("Col2Im", {"x": x, "img": img, "blk": blk}, opset=18,
+                              initializers={"img": img, "blk": blk}, check=False)
+    check_error_on_ep(model, {"x": x}, "sliding blocks")

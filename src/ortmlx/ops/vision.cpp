@@ -1,8 +1,21 @@
-// Vision family: CenterCropPad (opset 18+).
+// Vision family: CenterCropPad (opset 18+), MaxUnpool (9-10, 11+), Col2Im (18+).
+//
+// CenterCropPad:
 // ORT's CPU EP has no CenterCropPad kernel: it runs ONNX's function body (Pad to at least the
 // target size, split evenly with the extra element on the right, then Slice the centre, the
 // extra element again on the right; a negative size gives an empty axis). The target sizes
 // decide the output shape, so they are read on the host (host_values.h).
+//
+// MaxUnpool: X's values written at their indices I (flat over the whole output, as MaxPool's
+// Indices output gives them) into zeros of the unpooled shape (from kernel_shape, strides and
+// pads, or the output_shape input). An index outside the output is an error (a runtime check;
+// the scatter sees clamped indices). Duplicate indices are written in an unspecified order (ORT:
+// the last one wins); MaxPool's own indices repeat only with equal values.
+//
+// Col2Im: the sliding blocks of the input summed into the image (the inverse of im2col). The
+// destination of every block element is known from the shapes alone: one scatter-add.
+#include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -94,10 +107,255 @@ void translate_center_crop_pad(TranslationContext& ctx, const NodeDesc& n) {
   ctx.bind_output(n, 0, mx::slice(x, start, stop, s));
 }
 
+// ---------------------------------------------------------------- MaxUnpool
+
+bool f32(ElemType t) {
+  return t == ElemType::kFloat;
+}
+
+// Checks the int list attributes of a pooling-like node against `nd` spatial dims.
+ClaimResult claim_window_attrs(const ClaimContext& c, size_t nd, bool dilations) {
+  const auto& n = c.node();
+  auto ks = n.attr_ints("kernel_shape");
+  if (ks) {
+    ORTMLX_REQUIRE(ks->size() == nd, "kernel_shape must list one size per spatial dim");
+    for (int64_t k : *ks) ORTMLX_REQUIRE(k >= 1, "kernel_shape values must be positive");
+  }
+  auto st = spatial_attr(n, "strides", nd, 1);
+  ORTMLX_REQUIRE(st.has_value(), "strides must list one value per spatial dim");
+  for (int64_t v : *st) ORTMLX_REQUIRE(v >= 1, "strides must be positive");
+  auto pads = spatial_attr(n, "pads", nd, 0, 2);
+  ORTMLX_REQUIRE(pads.has_value(), "pads must list two values per spatial dim");
+  for (int64_t v : *pads) ORTMLX_REQUIRE(v >= 0, "pads must be >= 0");
+  if (dilations) {
+    auto dil = spatial_attr(n, "dilations", nd, 1);
+    ORTMLX_REQUIRE(dil.has_value(), "dilations must list one value per spatial dim");
+    for (int64_t v : *dil) ORTMLX_REQUIRE(v >= 1, "dilations must be positive");
+  }
+  for (const char* name : {"kernel_shape", "strides", "pads", "dilations"})
+    ORTMLX_REQUIRE(require_int_range(c, name, 0, std::numeric_limits<int32_t>::max()).ok,
+                   std::string(name) + " values must fit int32");
+  return ClaimResult::yes();
+}
+
+ClaimResult claim_max_unpool(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() >= 2 && c.num_inputs() <= 3 && c.num_outputs() == 1,
+                 "expects 2 or 3 inputs and 1 output");
+  auto r = refuse_unknown_attrs(c, {"kernel_shape", "strides", "pads"});
+  if (!r.ok) return r;
+  r = require_input_type(c, 0, f32, "float32 only (ORT's kernel)");
+  if (!r.ok) return r;
+  r = require_input_type(
+      c, 1, [](ElemType t) { return t == ElemType::kInt64; }, "int64 indices");
+  if (!r.ok) return r;
+  if (c.has_input(2)) {
+    r = claim_index_list(c, 2, "output_shape");
+    if (!r.ok) return r;
+  }
+  const auto ks = c.node().attr_ints("kernel_shape");
+  ORTMLX_REQUIRE(ks.has_value(), "kernel_shape is required");
+  ORTMLX_REQUIRE(ks->size() >= 1 && ks->size() <= 3, "1 to 3 spatial dims (as ORT's kernel)");
+  const int64_t rank = c.input_rank(0);
+  ORTMLX_REQUIRE(rank < 0 || rank == static_cast<int64_t>(ks->size()) + 2,
+                 "X rank must be 2 + the number of kernel_shape values");
+  return claim_window_attrs(c, ks->size(), false);
+}
+
+void translate_max_unpool(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  const mx::array x = ctx.input(n, 0), idx = ctx.input(n, 1);
+  const std::vector<int64_t> ks = *n.attr_ints("kernel_shape");
+  const size_t nd = ks.size();
+  if (x.ndim() != nd + 2) throw std::runtime_error("X rank must be 2 + len(kernel_shape)");
+  if (idx.shape() != x.shape()) throw std::runtime_error("I must have X's shape");
+  const auto st = *spatial_attr(n, "strides", nd, 1);
+  const auto pads = *spatial_attr(n, "pads", nd, 0, 2);
+  std::vector<int64_t> out = {x.shape(0), x.shape(1)};
+  for (size_t i = 0; i < nd; ++i) {
+    const int64_t v = checked_add(
+        checked_add(checked_mul(x.shape(static_cast<int>(i + 2)) - 1, st[i], "MaxUnpool dim"),
+                    ks[i], "MaxUnpool dim"),
+        -(pads[i] + pads[i + nd]), "MaxUnpool dim");
+    if (v <= 0)
+      throw std::runtime_error("the unpooled size of spatial dim " + std::to_string(i) +
+                               " is not positive (" + std::to_string(v) + ")");
+    out.push_back(v);
+  }
+  int64_t total = 1;
+  for (int64_t d : out) total = checked_mul(total, d, "MaxUnpool output size");
+  if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+    const std::vector<int64_t> given = host_ints(ctx, n, 2, "output_shape");
+    if (given.size() != out.size())
+      throw std::runtime_error("output_shape must list one size per dim of X");
+    if (given[0] != out[0] || given[1] != out[1])
+      throw std::runtime_error("output_shape must keep X's batch and channel dims");
+    int64_t want = 1;
+    for (int64_t d : given) {
+      if (d < 0) throw std::runtime_error("output_shape values must be >= 0");
+      want = checked_mul(want, d, "MaxUnpool output size");
+    }
+    if (want < total)
+      throw std::runtime_error("output_shape is smaller than the unpooled shape (" +
+                               std::to_string(want) + " < " + std::to_string(total) + " elements)");
+    out = given;
+    total = want;
+  }
+  const mx::Shape shape = checked_shape(out, mx::float32);
+  const int64_t m = x.size();
+  if (m == 0 || total == 0) {
+    ctx.bind_output(n, 0, mx::zeros(shape, mx::float32, s));
+    return;
+  }
+  const mx::array i64 = mx::reshape(mx::astype(idx, mx::int64, s), checked_shape({m}), s);
+  const mx::array size(total, mx::int64), zero(int64_t{0}, mx::int64);
+  ctx.require(n, mx::logical_and(mx::greater_equal(i64, zero, s), mx::less(i64, size, s), s),
+              "index out of bounds: every index must be within [0, " + std::to_string(total) +
+                  ") (the output's element count)");
+  const mx::array safe = mx::minimum(mx::maximum(i64, zero, s), mx::array(total - 1, mx::int64), s);
+  const mx::array flat = mx::zeros(checked_shape({total, 1}), mx::float32, s);
+  const mx::array upd = mx::reshape(x, checked_shape({m, 1, 1}), s);
+  ctx.bind_output(n, 0, mx::reshape(mx::scatter(flat, {safe}, upd, {0}, s), shape, s));
+}
+
+// ---------------------------------------------------------------- Col2Im
+
+// Block-element/destination pairs beyond this are refused at run time (host-built index lists).
+constexpr int64_t kMaxCol2ImPairs = int64_t{1} << 26;
+
+ClaimResult claim_col2im(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() == 3 && c.num_outputs() == 1, "expects 3 inputs and 1 output");
+  auto r = refuse_unknown_attrs(c, {"dilations", "pads", "strides"});
+  if (!r.ok) return r;
+  r = require_input_type(c, 0, f32, "float32 only (ORT's kernel)");
+  if (!r.ok) return r;
+  r = claim_index_list(c, 1, "image_shape");
+  if (!r.ok) return r;
+  r = claim_index_list(c, 2, "block_shape");
+  if (!r.ok) return r;
+  const int64_t rank = c.input_rank(0);
+  ORTMLX_REQUIRE(rank < 0 || rank == 3, "input must be 3-D (N, C * prod(block_shape), L)");
+  const TensorInfo* img = c.input(1);
+  const bool known = img && img->has_shape && img->shape.size() == 1 && img->shape[0] >= 1;
+  if (known) {
+    r = claim_window_attrs(c, static_cast<size_t>(img->shape[0]), true);
+    if (!r.ok) return r;
+  }
+  // ORT's kernel for other than 2 image dims walks the dilated block extent with the dilation
+  // applied again: its result is not ONNX's Col2Im, and not matched here.
+  if (auto dil = c.node().attr_ints("dilations")) {
+    bool plain = true;
+    for (int64_t d : *dil) plain = plain && d == 1;
+    ORTMLX_REQUIRE(plain || (known && img->shape[0] == 2),
+                   "dilations other than 1 are implemented for 2 image dims only (ORT's N-d "
+                   "kernel differs from ONNX's definition there)");
+  }
+  return ClaimResult::yes();
+}
+
+void translate_col2im(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  const mx::array col = ctx.input(n, 0);
+  const std::vector<int64_t> img = host_ints(ctx, n, 1, "image_shape");
+  const std::vector<int64_t> blk = host_ints(ctx, n, 2, "block_shape");
+  const size_t nd = img.size();
+  if (nd == 0 || blk.size() != nd)
+    throw std::runtime_error(
+        "image_shape and block_shape must hold the same number (>= 1) of "
+        "values");
+  auto st_o = spatial_attr(n, "strides", nd, 1);
+  auto dil_o = spatial_attr(n, "dilations", nd, 1);
+  auto pads_o = spatial_attr(n, "pads", nd, 0, 2);
+  if (!st_o || !dil_o || !pads_o)
+    throw std::runtime_error(
+        "strides, dilations and pads must list a value per image dim "
+        "(pads: two)");
+  const auto &st = *st_o, &dil = *dil_o, &pads = *pads_o;
+  std::vector<int64_t> slides(nd);
+  int64_t k_total = 1, l_total = 1, p_total = 1;
+  for (size_t i = 0; i < nd; ++i) {
+    if (img[i] <= 0 || blk[i] <= 0)
+      throw std::runtime_error("image_shape and block_shape values must be positive");
+    const int64_t span =
+        checked_add(checked_mul(dil[i], blk[i] - 1, "Col2Im block"), 1, "Col2Im block");
+    const int64_t padded = checked_add(img[i], pads[i] + pads[i + nd], "Col2Im image");
+    if (padded < span)
+      throw std::runtime_error("the padded image is smaller than the dilated block in dim " +
+                               std::to_string(i));
+    slides[i] = (padded - span) / st[i] + 1;
+    k_total = checked_mul(k_total, blk[i], "Col2Im block size");
+    l_total = checked_mul(l_total, slides[i], "Col2Im block count");
+    p_total = checked_mul(p_total, img[i], "Col2Im image size");
+  }
+  if (col.ndim() != 3) throw std::runtime_error("input must be 3-D (N, C * prod(block), L)");
+  const int64_t nb = col.shape(0), ck = col.shape(1);
+  if (ck == 0 || ck % k_total != 0)
+    throw std::runtime_error("input dim 1 (" + std::to_string(ck) +
+                             ") must be a positive multiple of prod(block_shape) (" +
+                             std::to_string(k_total) + ")");
+  if (col.shape(2) != l_total)
+    throw std::runtime_error("input dim 2 (" + std::to_string(col.shape(2)) +
+                             ") must be the number of sliding blocks (" + std::to_string(l_total) +
+                             ")");
+  const int64_t ch = ck / k_total;
+  const int64_t pairs = checked_mul(k_total, l_total, "Col2Im pairs");
+  if (pairs > kMaxCol2ImPairs)
+    throw std::runtime_error("more than 2^26 block elements are not implemented");
+  std::vector<int64_t> out_shape = {nb, ch};
+  out_shape.insert(out_shape.end(), img.begin(), img.end());
+  const mx::Shape shape = checked_shape(out_shape, mx::float32);
+  // Destination (flat over the image) of each block element k at each block position l, in
+  // (k, l) order; elements that fall on the padding are dropped.
+  std::vector<int64_t> src, dst;
+  std::vector<int64_t> kc(nd, 0), lc(nd, 0);
+  for (int64_t k = 0; k < k_total; ++k) {
+    std::fill(lc.begin(), lc.end(), 0);
+    for (int64_t l = 0; l < l_total; ++l) {
+      int64_t flat = 0;
+      bool inside = true;
+      for (size_t i = 0; i < nd && inside; ++i) {
+        const int64_t y = lc[i] * st[i] - pads[i] + kc[i] * dil[i];
+        inside = y >= 0 && y < img[i];
+        flat = flat * img[i] + y;
+      }
+      if (inside) {
+        src.push_back(k * l_total + l);
+        dst.push_back(flat);
+      }
+      for (size_t i = nd; i-- > 0;) {
+        if (++lc[i] < slides[i]) break;
+        lc[i] = 0;
+      }
+    }
+    for (size_t i = nd; i-- > 0;) {
+      if (++kc[i] < blk[i]) break;
+      kc[i] = 0;
+    }
+  }
+  const int64_t rows = checked_mul(nb, ch, "Col2Im rows");
+  if (rows == 0 || dst.empty()) {
+    ctx.bind_output(n, 0, mx::zeros(shape, mx::float32, s));
+    return;
+  }
+  const int64_t v = static_cast<int64_t>(dst.size());
+  const mx::array src_a(src.begin(), checked_shape({v}), mx::int64);
+  const mx::array dst_a(dst.begin(), checked_shape({v}), mx::int64);
+  // [N * C, K * L] -> the kept pairs [V, N * C] -> summed into [P, N * C].
+  const mx::array c2 = mx::reshape(col, checked_shape({rows, pairs}), s);
+  const mx::array picked = mx::transpose(mx::take(c2, src_a, 1, s), {1, 0}, s);
+  const mx::array acc =
+      mx::scatter_add(mx::zeros(checked_shape({p_total, rows}), mx::float32, s), {dst_a},
+                      mx::reshape(picked, checked_shape({v, 1, rows}), s), {0}, s);
+  ctx.bind_output(n, 0, mx::reshape(mx::transpose(acc, {1, 0}, s), shape, s));
+}
+
 }  // namespace
 
 void register_vision_ops(OpRegistry& r) {
   r.add("", "CenterCropPad", 18, 1 << 30, claim_center_crop_pad, translate_center_crop_pad);
+  // Two schema versions (11 clarifies the output_shape input); one semantics.
+  r.add("", "MaxUnpool", 9, 10, claim_max_unpool, translate_max_unpool);
+  r.add("", "MaxUnpool", 11, 1 << 30, claim_max_unpool, translate_max_unpool);
+  r.add("", "Col2Im", 18, 1 << 30, claim_col2im, translate_col2im);
 }
 
 }  // namespace ortmlx
