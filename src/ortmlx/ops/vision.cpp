@@ -8,7 +8,9 @@
 //
 // MaxUnpool: X's values written at their indices I (flat over the whole output, as MaxPool's
 // Indices output gives them) into zeros of the unpooled shape (from kernel_shape, strides and
-// pads, or the output_shape input). An index outside the output is an error (a runtime check;
+// pads, or the output_shape input: the indices then address that shape's flat elements, as in
+// ORT's kernel, not the inferred shape's as ONNX's reference has it). An index outside the
+// output is an error (a runtime check;
 // the scatter sees clamped indices). Duplicate indices are written in an unspecified order (ORT:
 // the last one wins); MaxPool's own indices repeat only with equal values.
 //
