@@ -1,7 +1,7 @@
 """Op generators (mixin of gen_ops.OpCases): Shrink, Hardmax, the deprecated Scatter, Det, the
 losses (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss, with out-of-range and ignored
-targets), CenterCropPad (with hostile target sizes), MaxUnpool (out-of-range indices) and
-Col2Im."""
+targets), CenterCropPad (with hostile target sizes), MaxUnpool (out-of-range indices),
+Col2Im and AffineGrid."""
 
 from __future__ import annotations
 
@@ -202,3 +202,19 @@ class VisionGen:
         return self.emit(cid, "Col2Im", [x, np.asarray(img, np.int64), np.asarray(blk, np.int64)],
                          attrs, const_idx=(1, 2) if r.random() < 0.8 else (), tol_scale=LOOSE,
                          label=f"img={img} blk={blk}")
+
+    def gen_AffineGrid(self, cid):
+        t = self.types_for("AffineGrid", lambda t: ([t, I64], [t]), (F32, F32, F64))
+        if t is None:
+            return None
+        r = self.rng
+        sd = int(r.choice([2, 3]))
+        n = rand_dim(r, zero_p=0.05)
+        size = [n, int(r.integers(1, 4))] + [int(r.integers(1, 5)) for _ in range(sd)]
+        if r.random() < 0.05:
+            size[int(r.integers(2, 2 + sd))] = hpick(r, [0, -1])
+        theta = floats(r, (n, sd, sd + 1), t, -2, 2,
+                       special_p=0.05 if r.random() < 0.1 else 0.0)
+        attrs = {"align_corners": int(r.integers(2))} if r.random() < 0.7 else {}
+        return self.emit(cid, "AffineGrid", [theta, np.asarray(size, np.int64)], attrs,
+                         const_p=0.5, tol_scale=4.0, label=f"size={size}")

@@ -166,3 +166,35 @@ def test_col2im_wrong_block_count_raises(rng):
     model = single_node_model("Col2Im", {"x": x, "img": img, "blk": blk}, opset=18,
                               initializers={"img": img, "blk": blk}, check=False)
     check_error_on_ep(model, {"x": x}, "sliding blocks")
+
+
+# ---------------------------------------------------------------- AffineGrid
+
+@pytest.mark.parametrize("size", [[2, 3, 4, 5], [1, 1, 1, 1], [1, 2, 3, 1], [2, 1, 2, 3, 4],
+                                  [1, 1, 1, 2, 1], [0, 3, 2, 2]], ids=str)
+@pytest.mark.parametrize("align", [None, 0, 1])
+@pytest.mark.parametrize("const", [True, False], ids=["const", "input"])
+def test_affine_grid(size, align, const, rng):
+    sd = len(size) - 2
+    theta = random_array(rng, (size[0], sd, sd + 1), low=-2, high=2)
+    sz = np.array(size, I64)
+    attrs = {} if align is None else {"align_corners": align}
+    model = single_node_model("AffineGrid", {"t": theta, "s": sz}, attrs=attrs, opset=20,
+                              initializers={"s": sz} if const else {}, check=False)
+    check_on_ep(model, {"t": theta} | ({} if const else {"s": sz}), rtol=1e-5, atol=1e-6)
+
+
+def test_affine_grid_batch_mismatch_raises(rng):
+    theta = random_array(rng, (2, 2, 3))
+    sz = np.array([3, 1, 2, 2], I64)
+    model = single_node_model("AffineGrid", {"t": theta, "s": sz}, opset=20,
+                              initializers={"s": sz}, check=False)
+    check_error_on_ep(model, {"t": theta}, "theta's batch")
+
+
+def test_affine_grid_empty_spatial_size_raises_like_ort(rng):
+    theta = random_array(rng, (1, 2, 3))
+    model = single_node_model("AffineGrid", {"t": theta, "s": np.array([1, 1, 2, 2], I64)},
+                              opset=20, check=False)
+    check_raises_like_cpu(model, {"t": theta, "s": np.array([1, 1, 0, 3], I64)},
+                          {"t": theta, "s": np.array([1, 1, 3, 2], I64)}, match="positive")

@@ -1,4 +1,5 @@
-// Vision family: CenterCropPad (opset 18+), MaxUnpool (9-10, 11+), Col2Im (18+).
+// Vision family: CenterCropPad (opset 18+), MaxUnpool (9-10, 11+), Col2Im (18+), AffineGrid
+// (20+).
 //
 // CenterCropPad:
 // ORT's CPU EP has no CenterCropPad kernel: it runs ONNX's function body (Pad to at least the
@@ -13,6 +14,9 @@
 // output is an error (a runtime check;
 // the scatter sees clamped indices). Duplicate indices are written in an unspecified order (ORT:
 // the last one wins); MaxPool's own indices repeat only with equal values.
+//
+// AffineGrid: theta [N, 2, 3] ([N, 3, 4]) applied to the base grid of normalised coordinates
+// (x fastest), built in float32 as ORT's kernel builds it.
 //
 // Col2Im: the sliding blocks of the input summed into the image (the inverse of im2col). The
 // destination of every block element is known from the shapes alone: one scatter-add.
@@ -350,9 +354,88 @@ void translate_col2im(TranslationContext& ctx, const NodeDesc& n) {
   ctx.bind_output(n, 0, mx::reshape(mx::transpose(acc, {1, 0}, s), shape, s));
 }
 
+// ---------------------------------------------------------------- AffineGrid
+
+ClaimResult claim_affine_grid(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() == 2 && c.num_outputs() == 1, "expects 2 inputs and 1 output");
+  auto r = refuse_unknown_attrs(c, {"align_corners"});
+  if (!r.ok) return r;
+  r = require_input_type(c, 0, f32, "float32 theta only (MLX has no float64)");
+  if (!r.ok) return r;
+  r = claim_index_list(c, 1, "size");
+  if (!r.ok) return r;
+  const int64_t rank = c.input_rank(0);
+  ORTMLX_REQUIRE(rank < 0 || rank == 3, "theta must be 3-D");
+  return ClaimResult::yes();
+}
+
+// ORT's coordinates along an axis of `len`: Eigen's LinSpaced(len, -1, 1) in float32 (-1 + i *
+// step, the last exactly 1; a single point is 1), scaled by (len - 1) / len without
+// align_corners.
+mx::array base_coords(int64_t len, bool align, mx::StreamOrDevice s) {
+  std::vector<float> v(static_cast<size_t>(len));
+  const float step = len > 1 ? 2.0f / static_cast<float>(len - 1) : 0.0f;
+  for (int64_t i = 0; i < len; ++i)
+    v[static_cast<size_t>(i)] = i == len - 1 ? 1.0f : -1.0f + static_cast<float>(i) * step;
+  if (!align)
+    for (float& x : v) x = x * static_cast<float>(len - 1) / static_cast<float>(len);
+  (void)s;
+  return mx::array(v.begin(), checked_shape({len}), mx::float32);
+}
+
+void translate_affine_grid(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  const mx::array theta = ctx.input(n, 0);
+  const std::vector<int64_t> size = host_ints(ctx, n, 1, "size");
+  if (size.size() != 4 && size.size() != 5)
+    throw std::runtime_error("size must hold 4 (N, C, H, W) or 5 (N, C, D, H, W) values");
+  const int sd = static_cast<int>(size.size()) - 2;  // spatial dims: 2 or 3
+  if (theta.ndim() != 3 || theta.shape(1) != sd || theta.shape(2) != sd + 1)
+    throw std::runtime_error("theta must be [N, " + std::to_string(sd) + ", " +
+                             std::to_string(sd + 1) + "] for a size of " +
+                             std::to_string(size.size()) + " values");
+  if (size[0] != theta.shape(0))
+    throw std::runtime_error("size[0] (" + std::to_string(size[0]) + ") must be theta's batch (" +
+                             std::to_string(theta.shape(0)) + ")");
+  if (size[0] < 0) throw std::runtime_error("size[0] (N) must be >= 0");
+  for (size_t i = 2; i < size.size(); ++i)
+    if (size[i] <= 0)  // ORT's kernel refuses empty grids
+      throw std::runtime_error("size[" + std::to_string(i) + "] must be positive");
+  const bool align = n.attr_int("align_corners", 0) != 0;
+  // Spatial extents in (D,) H, W order; coordinate k of the grid runs along extent sd - 1 - k.
+  std::vector<int64_t> ext(size.begin() + 2, size.end());
+  int64_t points = 1;
+  for (int64_t e : ext) points = checked_mul(points, e, "AffineGrid points");
+  std::vector<int64_t> out_dims = {size[0]};
+  out_dims.insert(out_dims.end(), ext.begin(), ext.end());
+  out_dims.push_back(sd);
+  const mx::Shape out_shape = checked_shape(out_dims, mx::float32);
+  if (points == 0 || size[0] == 0) {
+    ctx.bind_output(n, 0, mx::zeros(out_shape, mx::float32, s));
+    return;
+  }
+  // Base grid [points, sd] with x (the last extent) first.
+  std::vector<mx::array> cols;
+  for (int k = 0; k < sd; ++k) {
+    const int axis = sd - 1 - k;
+    mx::Shape along(static_cast<size_t>(sd), 1);
+    along[static_cast<size_t>(axis)] = checked_int(ext[static_cast<size_t>(axis)], "extent");
+    mx::array c = mx::reshape(base_coords(ext[static_cast<size_t>(axis)], align, s), along, s);
+    c = mx::broadcast_to(c, checked_shape(ext), s);
+    cols.push_back(mx::reshape(c, checked_shape({points, 1}), s));
+  }
+  const mx::array base = mx::concatenate(cols, 1, s);  // [P, sd]
+  const mx::array rot = mx::slice(theta, {0, 0, 0}, {theta.shape(0), sd, sd}, s);
+  const mx::array shift = mx::slice(theta, {0, 0, sd}, {theta.shape(0), sd, sd + 1}, s);
+  // [N, sd, sd] @ [sd, P] + [N, sd, 1] -> [N, sd, P] -> [N, P, sd]
+  const mx::array g = mx::add(mx::matmul(rot, mx::transpose(base, {1, 0}, s), s), shift, s);
+  ctx.bind_output(n, 0, mx::reshape(mx::transpose(g, {0, 2, 1}, s), out_shape, s));
+}
+
 }  // namespace
 
 void register_vision_ops(OpRegistry& r) {
+  r.add("", "AffineGrid", 20, 1 << 30, claim_affine_grid, translate_affine_grid);
   r.add("", "CenterCropPad", 18, 1 << 30, claim_center_crop_pad, translate_center_crop_pad);
   // Two schema versions (11 clarifies the output_shape input); one semantics.
   r.add("", "MaxUnpool", 9, 10, claim_max_unpool, translate_max_unpool);
