@@ -1,7 +1,7 @@
 """Op generators (mixin of gen_ops.OpCases): Shrink, Hardmax, the deprecated Scatter, Det, the
 losses (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss, with out-of-range and ignored
 targets), CenterCropPad (with hostile target sizes), MaxUnpool (out-of-range indices),
-Col2Im and AffineGrid."""
+Col2Im, AffineGrid and MaxRoiPool (out-of-range batch indices)."""
 
 from __future__ import annotations
 
@@ -218,3 +218,27 @@ class VisionGen:
         attrs = {"align_corners": int(r.integers(2))} if r.random() < 0.7 else {}
         return self.emit(cid, "AffineGrid", [theta, np.asarray(size, np.int64)], attrs,
                          const_p=0.5, tol_scale=4.0, label=f"size={size}")
+
+    def gen_MaxRoiPool(self, cid):
+        t = self.types_for("MaxRoiPool", lambda t: ([t, t], [t]), (F32, F32, F16))
+        if t is None:
+            return None
+        r = self.rng
+        shape = (rand_dim(r, zero_p=0.03), int(r.integers(1, 3)), rand_dim(r, zero_p=0.05),
+                 rand_dim(r, zero_p=0.05))
+        nr = int(r.integers(0, 4))
+        scale = float(r.choice([1.0, 0.5, 2.0, 0.25]))
+        h, w = max(shape[2], 1), max(shape[3], 1)
+        b = r.integers(0, max(shape[0], 1), size=(nr, 1)).astype(np.float64)
+        if nr and r.random() < 0.08:
+            b[0, 0] = hpick(r, [shape[0], -1, 1e10])
+        x1, y1 = r.uniform(-2, w / scale, (nr, 1)), r.uniform(-2, h / scale, (nr, 1))
+        rois = np.concatenate([b, x1, y1, x1 + r.uniform(-1, w / scale, (nr, 1)),
+                               y1 + r.uniform(-1, h / scale, (nr, 1))], axis=1)
+        pooled = [int(r.integers(1, 4)), int(r.integers(1, 4))]
+        # NaN is left out: ORT's running max keeps one only as the last element of its bin.
+        x = floats(r, shape, t, -3, 3, special_p=0.03 if r.random() < 0.2 else 0.0,
+                   specials=(np.inf, -np.inf, 0.0, -0.0, 1e30))
+        return self.emit(cid, "MaxRoiPool", [x, rois.astype(x.dtype)],
+                         {"pooled_shape": pooled, "spatial_scale": scale}, const_p=0.3,
+                         label=f"rois={rois.round(2).tolist()[:2]}")

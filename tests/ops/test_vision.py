@@ -198,3 +198,51 @@ def test_affine_grid_empty_spatial_size_raises_like_ort(rng):
                               opset=20, check=False)
     check_raises_like_cpu(model, {"t": theta, "s": np.array([1, 1, 0, 3], I64)},
                           {"t": theta, "s": np.array([1, 1, 3, 2], I64)}, match="positive")
+
+
+# ---------------------------------------------------------------- MaxRoiPool
+
+def _rois(rng, n, batch, h, w, scale):
+    b = rng.integers(0, batch, size=(n, 1)).astype(np.float32)
+    x1 = rng.uniform(-2, w / scale, size=(n, 1))
+    y1 = rng.uniform(-2, h / scale, size=(n, 1))
+    x2 = x1 + rng.uniform(-1, w / scale, size=(n, 1))
+    y2 = y1 + rng.uniform(-1, h / scale, size=(n, 1))
+    return np.concatenate([b, x1, y1, x2, y2], axis=1).astype(np.float32)
+
+
+@pytest.mark.parametrize("case", [((2, 3, 8, 6), 5, [2, 2], 1.0), ((1, 2, 5, 7), 3, [3, 1], 0.5),
+                                  ((3, 1, 4, 4), 4, [1, 1], 2.0), ((1, 2, 6, 6), 0, [2, 3], 1.0),
+                                  ((2, 2, 3, 9), 6, [4, 5], 0.25)], ids=str)
+def test_max_roi_pool(case, rng):
+    shape, nr, pooled, scale = case
+    x = random_array(rng, shape, low=-3, high=3)
+    rois = _rois(rng, nr, shape[0], shape[2], shape[3], scale)
+    attrs = {"pooled_shape": pooled, "spatial_scale": scale}
+    model = single_node_model("MaxRoiPool", {"x": x, "r": rois}, attrs=attrs, opset=13)
+    check_on_ep(model, {"x": x, "r": rois})
+
+
+def test_max_roi_pool_edges():
+    x = np.arange(2 * 1 * 4 * 5, dtype=np.float32).reshape(2, 1, 4, 5) - 20
+    x[1, 0, 1, 1] = -np.inf
+    rois = np.array([[0, 0.5, 0.5, 2.5, 2.5],      # halves round away from zero
+                     [1, -0.5, -0.5, 0.4, 0.4],    # -0.5 rounds to -1
+                     [1, 3, 3, 1, 1],              # malformed: forced to 1x1
+                     [1.9, 10, 10, 12, 12],        # outside the image: empty bins, 0
+                     [0, 1, 1, 1, 1]], np.float32)
+    model = single_node_model("MaxRoiPool", {"x": x, "r": rois}, attrs={"pooled_shape": [2, 2]},
+                              opset=13)
+    check_on_ep(model, {"x": x, "r": rois})
+
+
+def test_max_roi_pool_bad_batch_index_raises_like_ort(rng):
+    x = random_array(rng, (2, 1, 4, 4))
+    good = np.array([[1, 0, 0, 3, 3]], np.float32)
+    model = single_node_model("MaxRoiPool", {"x": x, "r": good}, attrs={"pooled_shape": [2, 2]},
+                              opset=13)
+    for b in (2.0, -1.0, 1e10):
+        bad = good.copy()
+        bad[0, 0] = b
+        check_raises_like_cpu(model, {"x": x, "r": bad}, {"x": x, "r": good},
+                              match=r"batch index out of range")

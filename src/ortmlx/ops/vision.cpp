@@ -1,5 +1,5 @@
 // Vision family: CenterCropPad (opset 18+), MaxUnpool (9-10, 11+), Col2Im (18+), AffineGrid
-// (20+).
+// (20+), MaxRoiPool (1+).
 //
 // CenterCropPad:
 // ORT's CPU EP has no CenterCropPad kernel: it runs ONNX's function body (Pad to at least the
@@ -17,6 +17,13 @@
 //
 // AffineGrid: theta [N, 2, 3] ([N, 3, 4]) applied to the base grid of normalised coordinates
 // (x fastest), built in float32 as ORT's kernel builds it.
+//
+// MaxRoiPool: per region of interest [batch, x1, y1, x2, y2] (scaled, rounded half away from
+// zero), the maximum over each of pooled_shape bins (floor / ceil bin edges in float32, clipped
+// to the image; an empty bin is 0), as ORT's kernel. The bins are masks over the image, maxed
+// over columns then rows. A batch index outside [0, N) is an error (runtime check; the gather
+// sees a clamped index). NaN: ORT's running max keeps a NaN only when it is the last element of
+// its bin; here any NaN in a bin makes it NaN.
 //
 // Col2Im: the sliding blocks of the input summed into the image (the inverse of im2col). The
 // destination of every block element is known from the shapes alone: one scatter-add.
@@ -432,9 +439,126 @@ void translate_affine_grid(TranslationContext& ctx, const NodeDesc& n) {
   ctx.bind_output(n, 0, mx::reshape(mx::transpose(g, {0, 2, 1}, s), out_shape, s));
 }
 
+// ---------------------------------------------------------------- MaxRoiPool
+
+ClaimResult claim_max_roi_pool(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() == 2 && c.num_outputs() == 1, "expects 2 inputs and 1 output");
+  auto r = refuse_unknown_attrs(c, {"pooled_shape", "spatial_scale"});
+  if (!r.ok) return r;
+  for (size_t i = 0; i < 2; ++i) {
+    r = require_input_type(c, i, f32, "float32 only (ORT's kernel)");
+    if (!r.ok) return r;
+  }
+  const auto ps = c.node().attr_ints("pooled_shape");
+  ORTMLX_REQUIRE(ps && ps->size() == 2, "pooled_shape must hold 2 values");
+  for (int64_t v : *ps)
+    ORTMLX_REQUIRE(v >= 1 && v <= 4096, "pooled_shape values must be in [1, 4096]");
+  const int64_t xr = c.input_rank(0), rr = c.input_rank(1);
+  ORTMLX_REQUIRE(xr < 0 || xr == 4, "X must be 4-D (N, C, H, W)");
+  ORTMLX_REQUIRE(rr < 0 || rr == 2, "rois must be 2-D (num_rois, 5)");
+  return ClaimResult::yes();
+}
+
+// std::round of float32: half away from zero.
+mx::array round_half_away(const mx::array& v, mx::StreamOrDevice s) {
+  const mx::array a = mx::floor(mx::add(mx::abs(v, s), mx::array(0.5f), s), s);
+  return mx::where(mx::less(v, mx::array(0.0f), s), mx::negative(a, s), a, s);
+}
+
+// Bin edges along one image axis: [R, P] starts and ends (clipped to [0, size]).
+std::pair<mx::array, mx::array> roi_bins(const mx::array& lo, const mx::array& hi, int pooled,
+                                         int size, mx::StreamOrDevice s) {
+  const mx::array one(1, mx::int32);
+  const mx::array extent = mx::maximum(mx::add(mx::subtract(hi, lo, s), one, s), one, s);  // [R]
+  const mx::array bin =
+      mx::divide(mx::astype(extent, mx::float32, s), mx::array(static_cast<float>(pooled)), s);
+  const mx::array p = mx::reshape(mx::arange(0, pooled, mx::float32, s), {1, pooled}, s);
+  const mx::array b2 = mx::expand_dims(bin, 1, s), lo2 = mx::expand_dims(lo, 1, s);
+  mx::array start = mx::astype(mx::floor(mx::multiply(p, b2, s), s), mx::int32, s);
+  mx::array end =
+      mx::astype(mx::ceil(mx::multiply(mx::add(p, mx::array(1.0f), s), b2, s), s), mx::int32, s);
+  const mx::array zero(0, mx::int32), top(size, mx::int32);
+  start = mx::minimum(mx::maximum(mx::add(start, lo2, s), zero, s), top, s);
+  end = mx::minimum(mx::maximum(mx::add(end, lo2, s), zero, s), top, s);
+  return {start, end};
+}
+
+void translate_max_roi_pool(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  const mx::array x = ctx.input(n, 0), rois = ctx.input(n, 1);
+  if (x.ndim() != 4) throw std::runtime_error("X must be 4-D (N, C, H, W)");
+  if (rois.ndim() != 2 || rois.shape(1) != 5)
+    throw std::runtime_error("rois must be [num_rois, 5] (batch_index, x1, y1, x2, y2)");
+  const auto ps = *n.attr_ints("pooled_shape");
+  const int ph = checked_int(ps[0], "pooled height"), pw = checked_int(ps[1], "pooled width");
+  const float scale = n.attr_float("spatial_scale", 1.0f);
+  const int nb = x.shape(0), ch = x.shape(1), hh = x.shape(2), ww = x.shape(3);
+  const int nr = rois.shape(0);
+  const mx::Shape out_shape = checked_shape({nr, ch, ph, pw}, mx::float32);
+  // Masked maxima hold (R, C, H, PW, W) and (R, C, PH, H, PW) values.
+  int64_t work = checked_mul(
+      checked_mul(checked_mul(nr, ch, "MaxRoiPool"), hh, "MaxRoiPool"),
+      std::max<int64_t>(checked_mul(pw, ww, "MaxRoiPool"), checked_mul(ph, pw, "MaxRoiPool")),
+      "MaxRoiPool");
+  if (work > (int64_t{1} << 28))
+    throw std::runtime_error("MaxRoiPool needs more than 2^28 masked values (not implemented)");
+  if (nr == 0 || ch == 0) {
+    ctx.bind_output(n, 0, mx::zeros(out_shape, mx::float32, s));
+    return;
+  }
+  auto column = [&](int j) { return mx::squeeze(mx::slice(rois, {0, j}, {nr, j + 1}, s), {1}, s); };
+  // Batch index: truncated toward zero, as ORT's static_cast<int>.
+  const mx::array bf = column(0);
+  ctx.require(n,
+              mx::logical_and(mx::greater(bf, mx::array(-1.0f), s),
+                              mx::less(bf, mx::array(static_cast<float>(nb)), s), s),
+              "roi batch index out of range: it must be within [0, " + std::to_string(nb) + ")");
+  if (nb == 0) throw std::runtime_error("X has an empty batch: no roi batch index is valid");
+  if (hh == 0 || ww == 0) {  // every bin is empty
+    ctx.bind_output(n, 0, mx::zeros(out_shape, mx::float32, s));
+    return;
+  }
+  const mx::array bi =
+      mx::clip(mx::astype(mx::clip(bf, mx::array(0.0f), mx::array(static_cast<float>(nb - 1)), s),
+                          mx::int32, s),
+               mx::array(0, mx::int32), mx::array(nb - 1, mx::int32), s);
+  // Rounded, scaled corners; clamped far outside the image first (ORT casts them to int, which
+  // the image clip then bounds; values beyond int range are undefined there).
+  const float big = 1e8f;
+  auto corner = [&](int j) {
+    const mx::array v = mx::clip(round_half_away(mx::multiply(column(j), mx::array(scale), s), s),
+                                 mx::array(-big), mx::array(big), s);
+    return mx::astype(v, mx::int32, s);
+  };
+  const auto [hs, he] = roi_bins(corner(2), corner(4), ph, hh, s);  // [R, PH]
+  const auto [ws, we] = roi_bins(corner(1), corner(3), pw, ww, s);  // [R, PW]
+  const mx::array hpos = mx::reshape(mx::arange(0, hh, mx::int32, s), {1, 1, hh}, s);
+  const mx::array wpos = mx::reshape(mx::arange(0, ww, mx::int32, s), {1, 1, ww}, s);
+  const mx::array hmask = mx::logical_and(mx::greater_equal(hpos, mx::expand_dims(hs, 2, s), s),
+                                          mx::less(hpos, mx::expand_dims(he, 2, s), s), s);
+  const mx::array wmask = mx::logical_and(mx::greater_equal(wpos, mx::expand_dims(ws, 2, s), s),
+                                          mx::less(wpos, mx::expand_dims(we, 2, s), s), s);
+  const mx::array lowest(std::numeric_limits<float>::lowest());
+  const mx::array xb = mx::take(x, bi, 0, s);  // [R, C, H, W]
+  // Columns: [R, C, H, 1, W] against [R, 1, 1, PW, W] -> [R, C, H, PW].
+  const mx::array cols = mx::max(
+      mx::where(mx::reshape(wmask, {nr, 1, 1, pw, ww}, s), mx::expand_dims(xb, 3, s), lowest, s),
+      {4}, false, s);
+  // Rows: [R, C, 1, H, PW] against [R, 1, PH, H, 1] -> [R, C, PH, PW].
+  mx::array y = mx::max(
+      mx::where(mx::reshape(hmask, {nr, 1, ph, hh, 1}, s), mx::expand_dims(cols, 2, s), lowest, s),
+      {3}, false, s);
+  const mx::array empty =
+      mx::logical_or(mx::reshape(mx::less_equal(he, hs, s), {nr, 1, ph, 1}, s),
+                     mx::reshape(mx::less_equal(we, ws, s), {nr, 1, 1, pw}, s), s);
+  y = mx::where(empty, mx::array(0.0f), mx::maximum(y, lowest, s), s);
+  ctx.bind_output(n, 0, y);
+}
+
 }  // namespace
 
 void register_vision_ops(OpRegistry& r) {
+  r.add("", "MaxRoiPool", 1, 1 << 30, claim_max_roi_pool, translate_max_roi_pool);
   r.add("", "AffineGrid", 20, 1 << 30, claim_affine_grid, translate_affine_grid);
   r.add("", "CenterCropPad", 18, 1 << 30, claim_center_crop_pad, translate_center_crop_pad);
   // Two schema versions (11 clarifies the output_shape input); one semantics.
