@@ -67,15 +67,16 @@ def test_trace_records_refusals_in_the_getcapability_instant(tmp_path, rng):
     from tests.plugin.test_plugin import _chain_model
 
     path = str(tmp_path / "t.json")
-    run = EpRun(_chain_model(["Exp", "Shrink", "Tanh"]), provider_options={"trace": path})
+    run = EpRun(_chain_model(["Exp", "RandomUniformLike", "Tanh"]), provider_options={"trace": path})
     run.run({"x": rng.standard_normal((2, 3)).astype(np.float32)})
     run.close()
     del run
     gc.collect()
     (cap,) = _by_name(load_trace(path), "mlx.getcapability")
     assert cap["args"]["claimed"] == 2 and cap["args"]["total"] == 3
-    assert cap["args"]["fallback_Shrink"].startswith("count=1; reason=no MLX implementation of Shrink")
-    assert "nodes=shrink1" in cap["args"]["fallback_Shrink"]
+    fallback = cap["args"]["fallback_RandomUniformLike"]
+    assert fallback.startswith("count=1; reason=no MLX implementation of RandomUniformLike")
+    assert "nodes=randomuniformlike1" in fallback
 
 
 def test_eager_runs_are_marked(tmp_path, rng):

@@ -1,8 +1,8 @@
 """Generator (b): one node per case, for every registry entry (ai.onnx and com.microsoft), with
 random dtypes, attribute values (valid, out of range, hostile, absent), opsets across the entry's
 range, input forms (graph input, constant initializer) and data (special values included).
-The op families live in gen_elem.py, gen_shape.py, gen_nn.py, gen_control.py and
-gen_recurrent.py (mixins of OpCases); each op has a method gen_<Op> (com.microsoft: gen_ms_<Op>),
+The op families live in gen_elem.py, gen_shape.py, gen_nn.py, gen_control.py,
+gen_recurrent.py and gen_vision.py (mixins of OpCases); each op has a method gen_<Op> (com.microsoft: gen_ms_<Op>),
 which test_coverage.py checks against the registry. Mostly cases ORT CPU has a kernel for are
 emitted; ORT rejecting one at load time marks it invalid (not counted)."""
 
@@ -21,6 +21,7 @@ from .gen_elem import ElemGen
 from .gen_nn import NNGen
 from .gen_recurrent import RecurrentGen
 from .gen_shape import ShapeGen
+from .gen_vision import VisionGen
 from . import hostile
 from .hostile import int_attribute_names, mutate_int_attribute
 
@@ -114,7 +115,7 @@ def make_node(op, inputs, outputs, name, **attrs):
     return node
 
 
-class OpCases(ElemGen, ShapeGen, NNGen, ControlGen, RecurrentGen):
+class OpCases(ElemGen, ShapeGen, NNGen, ControlGen, RecurrentGen, VisionGen):
     """Makes single-node cases for a model opset."""
 
     def __init__(self, rng, opset):

@@ -139,3 +139,26 @@ def test_expm1_activations_near_zero_match_float64(op, attrs):
         if op == "Selu":
             want = want * float(np.float32(1.05070102214813232421875))
     np.testing.assert_allclose(got, want, rtol=3e-7, atol=0)
+
+
+SHRINK_ATTRS = [{}, {"lambd": 1.5}, {"bias": 0.7, "lambd": 0.2}, {"bias": -2.0, "lambd": 0.0}]
+
+
+@pytest.mark.parametrize("attrs", SHRINK_ATTRS, ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("shape", [(2, 3, 5), (), (0, 4)], ids=str)
+def test_shrink(attrs, dtype, shape, rng):
+    x = random_array(rng, shape, dtype, low=-3, high=3)
+    tol = 1e-3 if dtype == np.float16 else 1e-6
+    check_on_ep(single_node_model("Shrink", {"x": x}, attrs=attrs), {"x": x}, rtol=tol, atol=tol)
+
+
+def test_shrink_special_values():
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, 0.50001, -0.50001, 1e30],
+                 np.float32)
+    check_on_ep(single_node_model("Shrink", {"x": x}, attrs={"bias": 0.25}), {"x": x})
+
+
+def test_shrink_integer_is_refused(rng):
+    x = np.arange(-4, 5, dtype=np.int32)
+    assert "float32/float16 only" in refusal(single_node_model("Shrink", {"x": x}), "Shrink")

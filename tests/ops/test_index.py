@@ -316,3 +316,29 @@ def test_indices_into_an_empty_axis_raise(op, rng):
         good = {"x": x, "i": np.array([[1], [-1]], I64), "u": u}
     good["x"] = random_array(rng, (4, 3))
     check_raises_like_cpu(dynamic_dims(model), bad, good)
+
+
+# ---------------------------------------------------------------- Scatter (opsets 9-10)
+
+@pytest.mark.parametrize("opset", [9, 10])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.float16])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_scatter_deprecated_alias(opset, dtype, axis, rng):
+    x = random_array(rng, (3, 4), dtype)
+    a = axis % 2
+    perm = np.argsort(rng.random((3, 4)), axis=a)
+    idx = np.take(perm, np.arange(2), axis=a).astype(I64)
+    if axis != 0:
+        idx = idx - np.where(rng.random(idx.shape) < 0.5, 4, 0)
+    upd = random_array(rng, idx.shape, dtype)
+    model = single_node_model("Scatter", {"x": x, "i": idx, "u": upd}, attrs={"axis": axis},
+                              opset=opset)
+    check_on_ep(model, {"x": x, "i": idx, "u": upd})
+
+
+def test_scatter_out_of_range_raises_like_ort(rng):
+    x, u = random_array(rng, (2, 4)), random_array(rng, (1, 2))
+    model = single_node_model("Scatter", {"x": x, "i": np.array([[0, 1]], I64), "u": u},
+                              attrs={"axis": 1}, opset=10)
+    check_raises_like_cpu(model, {"x": x, "i": np.array([[0, 4]], I64), "u": u},
+                          {"x": x, "i": np.array([[3, -4]], I64), "u": u}, match=r"\[-4,3\]")

@@ -311,3 +311,30 @@ def test_matmul_empty_left_by_a_vector(a_shape, b_len, rng):
         run.close()
     want = np.matmul(a, b)
     assert got.dtype == want.dtype and got.shape == want.shape, (got.shape, want.shape)
+
+
+# ---------------------------------------------------------------- Det
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 3), (4, 4), (7, 7), (2, 3, 3), (2, 2, 5, 5),
+                                   (0, 3, 3), (3, 0, 0), (0, 0), (16, 16)], ids=str)
+def test_det(shape, rng):
+    x = random_array(rng, shape, low=-2, high=2)
+    check_on_ep(single_node_model("Det", {"x": x}), {"x": x}, rtol=2e-5, atol=2e-5)
+
+
+def test_det_singular_and_pivoting():
+    x = np.array([[[0, 1, 2], [3, 4, 5], [6, 7, 8]],      # singular, needs a swap first
+                  [[0, 0, 1], [0, 1, 0], [1, 0, 0]],      # a permutation (det -1)
+                  [[0, 0, 0], [1, 2, 3], [4, 5, 6]],      # a zero row
+                  [[2, 2, 2], [2, 2, 2], [-2, 1, 3]],     # equal pivots: the first wins
+                  [[1e-30, 1, 0], [1, 0, 0], [0, 0, 1e30]]], np.float32)
+    check_on_ep(single_node_model("Det", {"x": x}), {"x": x}, rtol=1e-5, atol=1e-5)
+
+
+def test_det_refusals(rng):
+    x = random_array(rng, (70, 70))
+    assert "larger than 64x64" in refusal(single_node_model("Det", {"x": x}), "Det")
+    m = single_node_model("Det", {"x": random_array(rng, (3, 3))})
+    m.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "n"
+    del m.graph.value_info[:]
+    assert "static size" in refusal(m, "Det")

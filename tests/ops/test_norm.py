@@ -389,3 +389,34 @@ def test_rms_norm_empty_leading_dims(rng):
     scale = random_array(rng, (4,))
     check_on_ep(single_node_model("RMSNormalization", {"x": x, "scale": scale}, opset=23),
                 {"x": x, "scale": scale})
+
+
+# ---------------------------------------------------------------- Hardmax
+
+@pytest.mark.parametrize("opset", [10, 12, 13, 21])
+@pytest.mark.parametrize("shape,axis", [((3, 4, 5), 0), ((3, 4, 5), 1), ((3, 4, 5), 2),
+                                        ((6,), 0), ((2, 1, 3), -1), ((2, 3), None)], ids=str)
+def test_hardmax(opset, shape, axis, rng):
+    if axis is not None and axis < 0 and opset < 11:
+        pytest.skip("negative axes start at opset 11")
+    x = random_array(rng, shape, low=-2, high=2)
+    attrs = {} if axis is None else {"axis": axis}
+    check_on_ep(single_node_model("Hardmax", {"x": x}, attrs=attrs, opset=opset), {"x": x})
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_hardmax_ties_pick_the_first(opset):
+    x = np.array([[1, 3, 3, 0], [2, 2, 2, 2], [-np.inf, -np.inf, 5, np.inf],
+                  [0.0, -0.0, -1, -2]], np.float32)
+    check_on_ep(single_node_model("Hardmax", {"x": x}, opset=opset), {"x": x})
+
+
+@pytest.mark.parametrize("opset", [12, 13])
+def test_hardmax_empty(opset):
+    x = np.zeros((0, 3), np.float32)
+    check_on_ep(single_node_model("Hardmax", {"x": x}, opset=opset), {"x": x})
+
+
+def test_hardmax_float16_is_refused(rng):
+    x = random_array(rng, (2, 3), np.float16)
+    assert "float32 only" in refusal(single_node_model("Hardmax", {"x": x}), "Hardmax")

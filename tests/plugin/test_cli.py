@@ -68,11 +68,12 @@ def test_run_default_symbolic_dim_is_one(mlp_file, tmp_path, capsys):
 
 
 def test_run_with_inputs_file_and_refused_ops(tmp_path, capsys, rng):
-    # Shrink has no MLX implementation: it stays on ORT CPU and is listed with its reason.
+    # RandomUniformLike has no MLX implementation: it stays on ORT CPU and is listed with its
+    # reason (seeded: ORT CPU gives the same values in both sessions).
     x = h.make_tensor_value_info("x", T.FLOAT, [2, 5])
     y = h.make_tensor_value_info("y", T.FLOAT, [2, 5])
     nodes = [h.make_node("Exp", ["x"], ["a"], name="exp"),
-             h.make_node("Shrink", ["a"], ["b"], name="shrink"),
+             h.make_node("RandomUniformLike", ["a"], ["b"], name="random", seed=1.0),
              h.make_node("Tanh", ["b"], ["y"], name="tanh")]
     path = tmp_path / "chain.onnx"
     onnx.save(make_model(h.make_graph(nodes, "chain", [x], [y])), str(path))
@@ -84,7 +85,7 @@ def test_run_with_inputs_file_and_refused_ops(tmp_path, capsys, rng):
                  "--repeat", "1", "--report", str(report)]) == 0
     out = capsys.readouterr().out
     assert "2 of 3 on MLXExecutionProvider" in out
-    assert "Shrink x1: no MLX implementation of Shrink" in out
+    assert "RandomUniformLike x1: no MLX implementation of RandomUniformLike" in out
     got = json.loads(report.read_text())
     assert len(got["partitions"]) == 2
     assert got["errors_vs_cpu"]["y"]["max_abs_error"] < 1e-5

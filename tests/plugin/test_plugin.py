@@ -43,21 +43,25 @@ def _chain_model(ops, shape=(2, 3)):
     nodes, prev = [], "x"
     for i, op in enumerate(ops):
         out = "y" if i == len(ops) - 1 else f"t{i}"
-        nodes.append(h.make_node(op, [prev], [out], name=f"{op.lower()}{i}"))
+        # The random ops (no MLX implementation: nothing to match ORT's generator) get a seed,
+        # so ORT CPU's output is the same in every session.
+        attrs = {"seed": 1.0} if op.startswith("Random") else {}
+        nodes.append(h.make_node(op, [prev], [out], name=f"{op.lower()}{i}", **attrs))
         prev = out
     return make_model(h.make_graph(nodes, "chain", [x], [y]))
 
 
 def test_unsupported_op_runs_on_cpu_and_the_rest_on_the_ep(rng):
-    # Shrink is not implemented: it stays on ORT CPU, its neighbours run on the EP.
-    model = _chain_model(["Exp", "Shrink", "Tanh", "Abs"])
+    # RandomUniformLike is not implemented: it stays on ORT CPU, its neighbours run on the EP.
+    model = _chain_model(["Exp", "RandomUniformLike", "Tanh", "Abs"])
     x = rng.standard_normal((2, 3)).astype(np.float32)
     run = EpRun(model)
     got = run.run({"x": x})[0]
     report = assert_ran_on_ep(run, ["exp0", "tanh2", "abs3"])
-    assert "shrink1" not in report.assigned_nodes()
-    assert report.refused()["Shrink"]["reason"] == "no MLX implementation of Shrink"
-    assert len(report.fused) == 2  # {exp0} and {tanh2, abs3}: Shrink splits the chain
+    assert "randomuniformlike1" not in report.assigned_nodes()
+    assert (report.refused()["RandomUniformLike"]["reason"] ==
+            "no MLX implementation of RandomUniformLike")
+    assert len(report.fused) == 2  # {exp0} and {tanh2, abs3}: the random op splits the chain
     np.testing.assert_allclose(got, run_cpu(model, {"x": x})[0], rtol=1e-6, atol=1e-6)
 
 
@@ -67,7 +71,7 @@ def test_strict_session_when_everything_is_claimed(rng):
     run = EpRun(model, strict=True)
     np.testing.assert_allclose(run.run({"x": x})[0], run_cpu(model, {"x": x})[0], rtol=1e-6)
     with pytest.raises(Exception):
-        EpRun(_chain_model(["Exp", "Shrink"]), strict=True)
+        EpRun(_chain_model(["Exp", "RandomUniformLike"]), strict=True)
 
 
 def test_claim_debug_prints_reasons():
@@ -76,14 +80,15 @@ def test_claim_debug_prints_reasons():
         from tests.plugin.test_plugin import _chain_model
         from ortmlx.testing import EpRun
         ortmlx.register_execution_provider_library()
-        EpRun(_chain_model(["Exp", "Shrink", "Hardmax"])).run({"x": np.ones((2, 3), np.float32)})
+        EpRun(_chain_model(["Exp", "RandomUniformLike", "RandomNormalLike"])).run({"x": np.ones((2, 3), np.float32)})
     """)
     env = dict(os.environ, ONNXRUNTIME_EP_MLX_CLAIM_DEBUG="1")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          cwd=root, check=True)
-    assert "refused Shrink x1: no MLX implementation of Shrink [shrink1]" in out.stderr
-    assert "refused Hardmax x1" in out.stderr
+    assert ("refused RandomUniformLike x1: no MLX implementation of RandomUniformLike "
+            "[randomuniformlike1]") in out.stderr
+    assert "refused RandomNormalLike x1" in out.stderr
     assert "1/3 nodes claimed" in out.stderr
 
 

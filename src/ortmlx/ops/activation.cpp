@@ -1,7 +1,7 @@
 // Activation family: LeakyRelu, PRelu, Elu, Selu, Celu, HardSigmoid, HardSwish, Softplus,
-// Softsign, Mish, ThresholdedRelu, Swish; com.microsoft Gelu, FastGelu, BiasGelu, QuickGelu.
-// All are computed in float32 (half inputs are widened and the result rounded once, as ORT's
-// CPU EP does for float16).
+// Softsign, Mish, ThresholdedRelu, Swish, Shrink; com.microsoft Gelu, FastGelu, BiasGelu,
+// QuickGelu. All are computed in float32 (half inputs are widened and the result rounded once, as
+// ORT's CPU EP does for float16).
 #include <cmath>
 #include <functional>
 
@@ -41,6 +41,19 @@ ClaimFn claim_act(std::initializer_list<const char*> attrs, bool half = true) {
     if (!r.ok) return r;
     return require_same_types(c);
   };
+}
+
+// Shrink: float32 and float16 (see shrink below for the integer types).
+ClaimResult claim_shrink(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() == 1 && c.num_outputs() == 1, "expects 1 input and 1 output");
+  auto r = refuse_unknown_attrs(c, {"bias", "lambd"});
+  if (!r.ok) return r;
+  r = require_input_type(
+      c, 0, [](ElemType t) { return t == ElemType::kFloat || t == ElemType::kFloat16; },
+      "float32/float16 only: ORT casts integer results back through an undefined float "
+      "conversion");
+  if (!r.ok) return r;
+  return require_same_types(c);
 }
 
 mx::array to_f32(const mx::array& x, mx::StreamOrDevice s) {
@@ -127,6 +140,18 @@ mx::array thresholded_relu(const mx::array& x, const NodeDesc& n, mx::StreamOrDe
 mx::array swish(const mx::array& x, const NodeDesc& n, mx::StreamOrDevice s) {
   const float alpha = n.attr_float("alpha", 1.0f);
   return mx::multiply(x, mx::sigmoid(mx::multiply(x, f(alpha), s), s), s);
+}
+
+// Shrink: x < -lambd ? x + bias : (x > lambd ? x - bias : 0), in float32 as ORT's CPU kernel
+// (float16 widened and rounded once). Integer types are refused: ORT adds the float bias to the
+// integer and casts back, an undefined conversion when the result leaves the type's range.
+mx::array shrink(const mx::array& x, const NodeDesc& n, mx::StreamOrDevice s) {
+  const float bias = n.attr_float("bias", 0.0f);
+  const float lambd = n.attr_float("lambd", 0.5f);
+  const mx::array low = mx::add(x, f(bias), s), high = mx::subtract(x, f(bias), s);
+  const mx::array zero = mx::zeros_like(x, s);
+  return mx::where(mx::less(x, f(-lambd), s), low,
+                   mx::where(mx::greater(x, f(lambd), s), high, zero, s), s);
 }
 
 mx::array quick_gelu(const mx::array& x, const NodeDesc& n, mx::StreamOrDevice s) {
@@ -222,6 +247,7 @@ void register_activation_ops(OpRegistry& r) {
   r.add("", "Mish", 18, 1 << 30, claim_act({}), translate_act(mish));
   r.add("", "ThresholdedRelu", 10, 1 << 30, claim_act({"alpha"}), translate_act(thresholded_relu));
   r.add("", "Swish", 24, 1 << 30, claim_act({"alpha"}), translate_act(swish));
+  r.add("", "Shrink", 9, 1 << 30, claim_shrink, translate_act(shrink));
 
   // com.microsoft contrib ops (opset 1), float32 (ORT's CPU kernels are float32 only).
   r.add("com.microsoft", "Gelu", 1, 1 << 30, claim_contrib_gelu(BiasUse::kNone),

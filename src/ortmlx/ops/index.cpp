@@ -1,4 +1,5 @@
-// Indexing family: Gather, GatherElements, GatherND, ScatterND, ScatterElements, OneHot, Trilu.
+// Indexing family: Gather, GatherElements, GatherND, ScatterND, ScatterElements (and Scatter, its
+// deprecated opset 9-10 name), OneHot, Trilu.
 // Indices are runtime arrays (any values work in a compiled function; only OneHot's depth and
 // Trilu's k are read on the host). Negative indices count from the end of their axis. An index
 // out of range is an error, as in ORT: a runtime check (TranslationContext::require) raises it
@@ -302,6 +303,12 @@ ClaimResult claim_scatter_elements(const ClaimContext& c) {
   return claim_reduction(c);
 }
 
+// Scatter (opsets 9-10): ScatterElements before it was renamed, with no reduction attribute.
+ClaimResult claim_scatter(const ClaimContext& c) {
+  ORTMLX_REQUIRE(!c.node().has_attr("reduction"), "Scatter has no reduction attribute");
+  return claim_scatter_elements(c);
+}
+
 // Each update goes to the data element whose coordinates are its own, except along `axis`, where
 // the index says. Built as flat offsets into the data, then one row scatter.
 void translate_scatter_elements(TranslationContext& ctx, const NodeDesc& n) {
@@ -438,6 +445,7 @@ void register_index_ops(OpRegistry& r) {
   r.add("", "GatherND", 11, 1 << 30, claim_gather_nd, translate_gather_nd);
   r.add("", "ScatterND", 11, 1 << 30, claim_scatter_nd, translate_scatter_nd);
   r.add("", "ScatterElements", 11, 1 << 30, claim_scatter_elements, translate_scatter_elements);
+  r.add("", "Scatter", 9, 10, claim_scatter, translate_scatter_elements);
   r.add("", "OneHot", 9, 1 << 30, claim_one_hot, translate_one_hot);
   r.add("", "Trilu", 14, 1 << 30, claim_trilu, translate_trilu);
 }

@@ -1,9 +1,11 @@
-// MatMul family: MatMul (numpy semantics, batched broadcasting) and Gemm (2-D, alpha/beta/trans).
+// MatMul family: MatMul (numpy semantics, batched broadcasting), Gemm (2-D, alpha/beta/trans) and
+// Det (batched determinants by LU with partial pivoting).
 // MLX matmul has float kernels only (no integer path), so integer forms stay on ORT CPU.
 // float32 products on MLX's CPU backend go through OpenBLAS (matmul_cpu.h): the mlx-cpu wheel's
 // matmul runs on the reference BLAS.
 #include "ortmlx/ops/common.h"
 #include "ortmlx/ops/matmul_cpu.h"
+#include "ortmlx/ops/op_args.h"
 #include "ortmlx/ops/ops.h"
 
 namespace ortmlx {
@@ -123,12 +125,100 @@ void translate_gemm(TranslationContext& ctx, const NodeDesc& n) {
   ctx.bind_output(n, 0, y);
 }
 
+// ---------------------------------------------------------------- Det
+
+// Unrolled per column into lazy ops, so the matrix size must be known and small.
+constexpr int64_t kMaxDetDim = 64;
+
+ClaimResult claim_det(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() == 1 && c.num_outputs() == 1, "expects 1 input and 1 output");
+  auto r = refuse_unknown_attrs(c, {});
+  if (!r.ok) return r;
+  r = require_input_type(
+      c, 0, [](ElemType t) { return t == ElemType::kFloat; }, "float32 only (ORT's kernel)");
+  if (!r.ok) return r;
+  r = require_same_types(c);
+  if (!r.ok) return r;
+  const TensorInfo* x = c.input(0);
+  ORTMLX_REQUIRE(x && x->has_shape && x->shape.size() >= 2, "input rank must be known and >= 2");
+  const int64_t rows = x->shape[x->shape.size() - 2], cols = x->shape.back();
+  ORTMLX_REQUIRE(rows >= 0 && rows == cols, "matrices must be square with a static size");
+  ORTMLX_REQUIRE(rows <= kMaxDetDim, "matrices larger than " + std::to_string(kMaxDetDim) + "x" +
+                                         std::to_string(kMaxDetDim) +
+                                         " are not implemented (the LU is unrolled per column)");
+  return ClaimResult::yes();
+}
+
+// Determinant as ORT's kernel computes it (Eigen's LU with partial pivoting): per column k, the
+// row of largest magnitude at or below k (the first on ties) is swapped up, the rows below are
+// reduced by multiples (column / pivot) of row k unless the pivot is zero; the determinant is
+// the product of the pivots, negated per swap. A 0x0 matrix has determinant 1.
+void translate_det(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  const mx::array x = ctx.input(n, 0);
+  if (x.ndim() < 2 || x.shape(-1) != x.shape(-2))
+    throw std::runtime_error("Det expects square matrices in the last two dims");
+  const int d = x.shape(-1);
+  mx::Shape batch(x.shape().begin(), x.shape().end() - 2);
+  int64_t b = 1;
+  for (int v : batch) b = checked_mul(b, v, "Det batch size");
+  if (b == 0 || d == 0) {
+    ctx.bind_output(n, 0, mx::ones(batch, mx::float32, s));
+    return;
+  }
+  const int bi = checked_int(b, "Det batch size");
+  mx::array a = mx::reshape(x, {bi, d, d}, s);
+  const mx::array rows = mx::reshape(mx::arange(0, d, mx::int32, s), {1, d}, s);
+  const mx::array row_idx = mx::reshape(rows, {1, d, 1}, s);
+  const mx::array col_idx = mx::reshape(rows, {1, 1, d}, s);
+  const mx::array zero(0.0f), minus_one(-1.0f), none(d, mx::int32);
+  mx::array det = mx::ones({bi}, mx::float32, s);
+  for (int k = 0; k < d; ++k) {
+    // Pivot row p >= k: the first of largest magnitude in column k.
+    const mx::array col = mx::abs(mx::take(a, mx::array(k), 2, s), s);  // [b, d]
+    const mx::array below = mx::greater_equal(rows, mx::array(k), s);
+    const mx::array mag = mx::where(below, col, minus_one, s);
+    const mx::array big = mx::max(mag, {1}, /*keepdims=*/true, s);
+    const mx::array cand =
+        mx::where(mx::logical_and(below, mx::equal(mag, big, s), s), rows, none, s);
+    // A column of NaNs has no largest element: Eigen keeps row k then.
+    mx::array p = mx::min(cand, {1}, /*keepdims=*/true, s);  // [b, 1]
+    p = mx::where(mx::equal(p, none, s), mx::array(k), p, s);
+    const mx::array nonzero = mx::not_equal(mx::squeeze(big, {1}, s), zero, s);
+    p = mx::where(mx::expand_dims(nonzero, 1, s), p, mx::array(k), s);
+    // Swap rows k and p (a per-matrix row permutation).
+    const mx::array perm =
+        mx::where(mx::equal(rows, mx::array(k), s), p,
+                  mx::where(mx::equal(rows, p, s), mx::array(k), rows, s), s);  // [b, d]
+    a = mx::take_along_axis(a, mx::broadcast_to(mx::expand_dims(perm, 2, s), {bi, d, d}, s), 1, s);
+    const mx::array swapped = mx::not_equal(mx::squeeze(p, {1}, s), mx::array(k), s);
+    det = mx::where(swapped, mx::negative(det, s), det, s);
+    const mx::array pivot_row = mx::take(a, mx::array(k), 1, s);      // [b, d]
+    const mx::array pivot = mx::take(pivot_row, mx::array(k), 1, s);  // [b]
+    det = mx::multiply(det, pivot, s);
+    if (k + 1 == d) break;
+    // Rows below k: a[i, j] -= l[i] * a[k, j] for j > k, l = a[i, k] / pivot (the column stays
+    // as it is, all zeros, on a zero pivot; the update still runs, as in Eigen).
+    const mx::array raw = mx::take(a, mx::array(k), 2, s);  // [b, d]
+    const mx::array piv2 = mx::reshape(pivot, {bi, 1}, s);
+    const mx::array lcol =
+        mx::where(mx::not_equal(piv2, zero, s), mx::divide(raw, piv2, s), raw, s);
+    const mx::array upd = mx::subtract(
+        a, mx::multiply(mx::expand_dims(lcol, 2, s), mx::expand_dims(pivot_row, 1, s), s), s);
+    const mx::array trailing = mx::logical_and(mx::greater(row_idx, mx::array(k), s),
+                                               mx::greater(col_idx, mx::array(k), s), s);
+    a = mx::where(trailing, upd, a, s);
+  }
+  ctx.bind_output(n, 0, mx::reshape(det, batch, s));
+}
+
 }  // namespace
 
 void register_matmul_ops(OpRegistry& r) {
   r.add("", "MatMul", 1, 1 << 30, claim_matmul, translate_matmul);
   // Gemm 1-6 carry the legacy `broadcast` attribute form; not implemented.
   r.add("", "Gemm", 7, 1 << 30, claim_gemm, translate_gemm);
+  r.add("", "Det", 11, 1 << 30, claim_det, translate_det);
 }
 
 }  // namespace ortmlx

@@ -1,5 +1,6 @@
-// Normalisation family: LayerNormalization (opset 17), RMSNormalization (opset 23), Softmax and
-// LogSoftmax (all opsets). The row kernels are shared with contrib_norm.cpp (norm_kernels.h).
+// Normalisation family: LayerNormalization (opset 17), RMSNormalization (opset 23), Softmax,
+// LogSoftmax and Hardmax (all opsets). The row kernels are shared with contrib_norm.cpp
+// (norm_kernels.h).
 //
 // LayerNormalization is composed from MLX ops in float32 with the two-pass variance of the ONNX
 // function body (mean, then mean of squared deviations), on pivot-shifted rows (see below).
@@ -21,6 +22,7 @@
 
 #include "ortmlx/ops/common.h"
 #include "ortmlx/ops/norm_kernels.h"
+#include "ortmlx/ops/op_args.h"
 #include "ortmlx/ops/ops.h"
 #include "ortmlx/ops/patterns/patterns.h"
 
@@ -262,6 +264,61 @@ void translate_softmax(TranslationContext& ctx, const NodeDesc& n) {
   ctx.bind_output(n, 0, mx::reshape(run(x2, 1), x.shape(), s));
 }
 
+// ---------------------------------------------------------------- Hardmax
+
+// float32 only (ORT's only kernel). Opsets 1-12 coerce to 2-D at `axis` (default 1) as Softmax
+// does; 13+ run along `axis` (default -1).
+ClaimResult claim_hardmax(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() == 1 && c.num_outputs() == 1, "expects 1 input and 1 output");
+  auto r = refuse_unknown_attrs(c, {"axis"});
+  if (!r.ok) return r;
+  r = require_input_type(
+      c, 0, [](ElemType t) { return t == ElemType::kFloat; }, "float32 only (ORT's kernel)");
+  if (!r.ok) return r;
+  r = require_same_types(c);
+  if (!r.ok) return r;
+  const bool old_form = c.node().since_version < 13;
+  const int64_t rank = c.input_rank(0);
+  const int64_t axis = c.node().attr_int("axis", old_form ? 1 : -1);
+  ORTMLX_REQUIRE(
+      rank < 0 || (axis >= -rank && axis < rank),
+      "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return ClaimResult::yes();
+}
+
+// 1 at the first position of each row equal to the row's maximum, 0 elsewhere, as ORT's kernel
+// (a row whose maximum is NaN has no such position: all zeros).
+mx::array hardmax_rows(const mx::array& x, int axis, mx::StreamOrDevice s) {
+  const int d = x.shape(axis);
+  mx::Shape along(x.ndim(), 1);
+  along[static_cast<size_t>(axis)] = d;
+  const mx::array pos = mx::reshape(mx::arange(0, d, mx::int32, s), along, s);
+  const mx::array m = mx::max(x, {axis}, /*keepdims=*/true, s);
+  const mx::array at = mx::where(mx::equal(x, m, s), pos, mx::array(d, mx::int32), s);
+  const mx::array first = mx::min(at, {axis}, /*keepdims=*/true, s);
+  return mx::astype(mx::equal(pos, first, s), x.dtype(), s);
+}
+
+void translate_hardmax(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  const mx::array x = ctx.input(n, 0);
+  const bool old_form = n.since_version < 13;
+  const int rank = static_cast<int>(x.ndim());
+  const int axis = normalize_axis(n.attr_int("axis", old_form ? 1 : -1), rank);
+  if (x.size() == 0) {
+    ctx.bind_output(n, 0, x);
+    return;
+  }
+  if (!old_form) {
+    ctx.bind_output(n, 0, hardmax_rows(x, axis, s));
+    return;
+  }
+  int64_t rows = 1, cols = 1;
+  for (int i = 0; i < rank; ++i) (i < axis ? rows : cols) *= x.shape(i);
+  const mx::array x2 = mx::reshape(x, checked_shape({rows, cols}), s);
+  ctx.bind_output(n, 0, mx::reshape(hardmax_rows(x2, 1, s), x.shape(), s));
+}
+
 // ---------------------------------------------------------------- RMSNormalization
 
 // Opset 23: Y = X / sqrt(mean(X^2 over [axis, rank)) + epsilon) * scale, computed in float32
@@ -315,6 +372,10 @@ void register_norm_ops(OpRegistry& r) {
   r.add("", "LayerNormalization", 17, 1 << 30, claim_layer_norm, translate_layer_norm);
   r.add("", "Softmax", 1, 1 << 30, claim_softmax, translate_softmax<false>);
   r.add("", "LogSoftmax", 1, 1 << 30, claim_softmax, translate_softmax<true>);
+  // Three schema versions: 11 admits negative axes; 13 moves from 2-D coercion to one axis.
+  r.add("", "Hardmax", 1, 10, claim_hardmax, translate_hardmax);
+  r.add("", "Hardmax", 11, 12, claim_hardmax, translate_hardmax);
+  r.add("", "Hardmax", 13, 1 << 30, claim_hardmax, translate_hardmax);
   r.add("", "RMSNormalization", 23, 1 << 30, claim_rms_norm, translate_rms_norm);
 }
 

@@ -33,6 +33,8 @@ void register_all_ops(OpRegistry& r) {
   register_control_flow_ops(r);
   register_spectral_ops(r);
   register_recurrent_ops(r);
+  register_loss_ops(r);
+  register_vision_ops(r);
 }
 
 }  // namespace ortmlx
