@@ -200,6 +200,7 @@ struct Tiles {
   static constexpr int LDT = ortmlx_avjp_tiles::ldt(DMAX);  // the same in dq and dkv
   static constexpr int LS = ortmlx_avjp_tiles::ldt(BK);     // of dS in dq
   static constexpr int LP = ortmlx_avjp_tiles::ldt(KQ);     // of P^T, dS^T in dkv
+  static constexpr int STAGES = ortmlx_avjp_tiles::dkv_stages(DMAX);  // Q/dY buffers in dkv
   static_assert(BQ % 16 == 0 && BK % 16 == 0 && KV % 16 == 0 && KQ % 16 == 0 && DMAX % 16 == 0);
 };
 
@@ -479,6 +480,40 @@ __device__ void load_rows4(float* dst, const float* src, long long stride, int r
   }
 }
 
+#if !defined(ORTMLX_AVJP_EMU)
+// cp.async: 16 bytes from global to shared memory behind the thread's back (zeros when !valid);
+// commit closes a group of them, wait<N> waits until at most N groups are in flight.
+__device__ __forceinline__ void cp_async16(float* dst, const float* src, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+#endif
+
+// As load_rows4, asynchronously where the source allows 16-byte copies (else synchronously);
+// visible to the block after cp_async_wait and a __syncthreads.
+template <int RT, int DMAX, int LD>
+__device__ void load_rows_async(float* dst, const float* src, long long stride, int rows, int d) {
+  if (reinterpret_cast<unsigned long long>(src) % 16 != 0 || stride % 4 != 0) {
+    load_rows<RT, DMAX, LD>(dst, src, stride, rows, d);
+    return;
+  }
+  constexpr int C4 = DMAX / 4;
+  for (int e = threadIdx.x; e < RT * C4; e += kThreads) {
+    const int r = e / C4, c = e % C4 * 4;
+    const bool valid = r < rows && c < d;
+    cp_async16(dst + r * LD + c, valid ? src + r * stride + c : src, valid);
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Pass 2: dQ on tensor cores. Grid (query tiles, B * HQ).
 // Shared: Q, dY (BQ x LDT), K, V (BK x LDT), dS (BQ x BK+4), lse, delta (BQ).
@@ -558,23 +593,24 @@ __device__ void dq_kernel(const float* q, const float* k, const float* v, const 
 }
 
 // ---------------------------------------------------------------------------------------
-// Pass 3: dK and dV on tensor cores. Grid (key tiles, B * HK). Loops over the group's query
-// heads and tiles. Shared: K, V (KV x LDT), Q, dY (KQ x LDT), P^T, dS^T (KV x KQ+4), lse,
-// delta (KQ).
+// Pass 3: dK and dV on tensor cores. Grid (key tiles, B * HK). Steps over the group's query
+// heads and their query tiles. Shared: K, V (KV x LDT), STAGES x (Q, dY) (KQ x LDT), P^T, dS^T
+// (KV x KQ+4), lse, delta (KQ). With 2 stages the next step's Q and dY tiles load by cp.async
+// while this step multiplies (the buckets whose blocks fill an SM alone; elsewhere a second
+// buffer would cost a resident block).
 // ---------------------------------------------------------------------------------------
 template <int DMAX>
 __device__ void dkv_kernel(const float* q, const float* k, const float* v, const float* dy,
                            const float* lse, const float* delta, const Problem& p, float* dk,
                            float* dv) {
   using T = Tiles<DMAX>;
-  constexpr int KV = T::KV, KQ = T::KQ, LD = T::LDT, LP = T::LP;
+  constexpr int KV = T::KV, KQ = T::KQ, LD = T::LDT, LP = T::LP, STAGES = T::STAGES;
   using SAcc = Acc<KV, KQ>;
   using DAcc = Acc<KV, DMAX>;
   float* ks = avjp_smem;
   float* vs = ks + KV * LD;
-  float* qs = vs + KV * LD;
-  float* dys = qs + KQ * LD;
-  float* pts = dys + KQ * LD;
+  float* qbuf = vs + KV * LD;  // stage st: Q at qbuf + 2 st KQ LD, dY after it
+  float* pts = qbuf + STAGES * 2 * KQ * LD;
   float* dsts = pts + KV * LP;
   float* lse_s = dsts + KV * LP;
   float* delta_s = lse_s + KQ;
@@ -600,47 +636,60 @@ __device__ void dkv_kernel(const float* q, const float* k, const float* v, const
     if (p.causal) ibegin = (j0 / KQ) * KQ;
     if (p.mask_kind != 0 && p.mw != 1 && j0 >= p.mw) none = true;
   }
-  for (int hh = 0; hh < group && !none; ++hh) {
-    const int h = g * group + hh;
-    for (int i0 = ibegin; i0 < p.sq; i0 += KQ) {
-      const int rows = min(KQ, p.sq - i0);
-      const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
-      __syncthreads();
-      load_rows4<KQ, DMAX, LD>(qs, q + qoff, qstride, rows, p.d);
-      load_rows4<KQ, DMAX, LD>(dys, dy + qoff, qstride, rows, p.d);
-      for (int r = threadIdx.x; r < KQ; r += kThreads) {
-        const long long row = (static_cast<long long>(bi) * p.hq + h) * p.sq + i0 + r;
-        lse_s[r] = r < rows ? lse[row] : 0.f;
-        delta_s[r] = r < rows ? delta[row] : 0.f;
-      }
-      __syncthreads();
-      // Transposed tiles: result rows are keys, columns are query rows.
-      SAcc sacc, pacc;
-      sacc.zero();
-      pacc.zero();
-      mma_product<true, LD, LD>(ks, qs, p.d, sacc, prec);
-      mma_product<true, LD, LD>(vs, dys, p.d, pacc, prec);
-#pragma unroll
-      for (int mi = 0; mi < SAcc::MI; ++mi)
-#pragma unroll
-        for (int nj = 0; nj < SAcc::NJ; ++nj)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int key = SAcc::row(mi, e), qr = SAcc::col(nj, e);
-            float pv = 0.f, ds = 0.f;
-            if (key < cols && qr < rows) {
-              bool hidden;
-              const float s = p.score(sacc.v[mi][nj][e], bi, h, i0 + qr, j0 + key, hidden);
-              pv = prob(s, hidden, lse_s[qr]);
-              ds = pv * (pacc.v[mi][nj][e] - delta_s[qr]);
-            }
-            pts[key * LP + qr] = pv;
-            dsts[key * LP + qr] = ds;
-          }
-      __syncthreads();
-      mma_product<false, LP, LD>(pts, dys, KQ, dvacc, prec);
-      mma_product<false, LP, LD>(dsts, qs, KQ, dkacc, prec);
+  // Step n: query head g group + n / tiles, query rows ibegin + (n % tiles) KQ.
+  const int tiles = (p.sq - ibegin + KQ - 1) / KQ, steps = none ? 0 : group * tiles;
+  auto issue = [&](int n) {  // starts loading step n's Q and dY tiles into its stage
+    const int i0 = ibegin + n % tiles * KQ, h = g * group + n / tiles;
+    const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
+    float* qs = qbuf + n % STAGES * 2 * KQ * LD;
+    load_rows_async<KQ, DMAX, LD>(qs, q + qoff, qstride, min(KQ, p.sq - i0), p.d);
+    load_rows_async<KQ, DMAX, LD>(qs + KQ * LD, dy + qoff, qstride, min(KQ, p.sq - i0), p.d);
+    cp_async_commit();
+  };
+  if (STAGES == 2 && steps > 0) issue(0);
+  for (int n = 0; n < steps; ++n) {
+    const int i0 = ibegin + n % tiles * KQ, h = g * group + n / tiles;
+    const int rows = min(KQ, p.sq - i0);
+    const float* qs = qbuf + n % STAGES * 2 * KQ * LD;
+    const float* dys = qs + KQ * LD;
+    __syncthreads();  // the previous step is done with the stage issue() refills, P^T and lse
+    if (STAGES == 1 || n + 1 < steps) issue(STAGES == 1 ? n : n + 1);
+    if (STAGES == 2 && n + 1 < steps)
+      cp_async_wait<1>();
+    else
+      cp_async_wait<0>();
+    for (int r = threadIdx.x; r < KQ; r += kThreads) {
+      const long long row = (static_cast<long long>(bi) * p.hq + h) * p.sq + i0 + r;
+      lse_s[r] = r < rows ? lse[row] : 0.f;
+      delta_s[r] = r < rows ? delta[row] : 0.f;
     }
+    __syncthreads();
+    // Transposed tiles: result rows are keys, columns are query rows.
+    SAcc sacc, pacc;
+    sacc.zero();
+    pacc.zero();
+    mma_product<true, LD, LD>(ks, qs, p.d, sacc, prec);
+    mma_product<true, LD, LD>(vs, dys, p.d, pacc, prec);
+#pragma unroll
+    for (int mi = 0; mi < SAcc::MI; ++mi)
+#pragma unroll
+      for (int nj = 0; nj < SAcc::NJ; ++nj)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = SAcc::row(mi, e), qr = SAcc::col(nj, e);
+          float pv = 0.f, ds = 0.f;
+          if (key < cols && qr < rows) {
+            bool hidden;
+            const float s = p.score(sacc.v[mi][nj][e], bi, h, i0 + qr, j0 + key, hidden);
+            pv = prob(s, hidden, lse_s[qr]);
+            ds = pv * (pacc.v[mi][nj][e] - delta_s[qr]);
+          }
+          pts[key * LP + qr] = pv;
+          dsts[key * LP + qr] = ds;
+        }
+    __syncthreads();
+    mma_product<false, LP, LD>(pts, dys, KQ, dvacc, prec);
+    mma_product<false, LP, LD>(dsts, qs, KQ, dkacc, prec);
   }
 #pragma unroll
   for (int mi = 0; mi < DAcc::MI; ++mi)

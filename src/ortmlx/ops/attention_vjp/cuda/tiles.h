@@ -48,10 +48,17 @@ constexpr int dq_smem(int dmax) {
   return 4 * (2 * bq(dmax) * ldt(dmax) + 2 * bk(dmax) * ldt(dmax) + bq(dmax) * ldt(bk(dmax)) +
               2 * bq(dmax));
 }
-// dkv: K, V (kv x ldt(dmax)), Q, dY (kq x ldt(dmax)), P^T, dS^T (kv x ldt(kq)), lse, delta (kq).
+// dkv: Q/dY buffers (2: the next step's tiles load by cp.async during this one) where a block
+// fills an SM alone anyway (registers and shared memory at D > 64); 1 where a second buffer
+// would halve the resident blocks.
+constexpr int dkv_stages(int dmax) {
+  return dmax >= 128 ? 2 : 1;
+}
+// dkv: K, V (kv x ldt(dmax)), stages x (Q, dY) (kq x ldt(dmax)), P^T, dS^T (kv x ldt(kq)), lse,
+// delta (kq).
 constexpr int dkv_smem(int dmax) {
-  return 4 * (2 * kv(dmax) * ldt(dmax) + 2 * kq(dmax) * ldt(dmax) + 2 * kv(dmax) * ldt(kq(dmax)) +
-              2 * kq(dmax));
+  return 4 * (2 * kv(dmax) * ldt(dmax) + dkv_stages(dmax) * 2 * kq(dmax) * ldt(dmax) +
+              2 * kv(dmax) * ldt(kq(dmax)) + 2 * kq(dmax));
 }
 
 // Every block fits the 227 KB of shared memory an sm_90 block may use.
