@@ -4,6 +4,9 @@ stays the blocked MLX-op path), against the float64 reference and ORT CPU runnin
 contract's body, on every variant (ranks, GQA/MQA, causal with Sq < Sk and Sq > Sk, every mask
 kind with broadcast, narrow and wide masks, fully masked rows, output subsets, both forms,
 non-finite inputs, every head-size bucket of the kernels, shapes crossing tile edges).
+The kernels' dQ and dK/dV products run on tensor cores: 3xTF32 by default (fp32 tolerances);
+with ONNXRUNTIME_EP_MLX_TF32=1 in the environment they are plain TF32 and the tolerances are
+TF32's (5e-3).
 
 The CPU flavour has no CUDA kernels: these tests skip there (the kernels' logic is checked
 without a GPU by tools/avjp_cuda_emu/check.py). Every test id holds "cuda_fused", so
@@ -13,6 +16,7 @@ without a GPU by tools/avjp_cuda_emu/check.py). Every test id holds "cuda_fused"
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
 import pytest
@@ -51,6 +55,38 @@ def cuda_backend(claim_landed):  # noqa: F811
         pytest.skip("cuda_fused needs the CUDA flavour on an NVIDIA GPU (this EP runs MLX on "
                     f"its {mlx_backend()} backend; the CPU flavour has no CUDA kernels)")
     return True
+
+
+def tf32_mode() -> bool:
+    """The process runs the EP in its tf32 mode (ONNXRUNTIME_EP_MLX_TF32, read once when the
+    library loads): the kernels' tensor-core products then round their operands to TF32 (10
+    mantissa bits) instead of splitting them (3xTF32, fp32 accuracy, the default)."""
+    return os.environ.get("ONNXRUNTIME_EP_MLX_TF32", "").strip().lower() in (
+        "1", "true", "yes", "on")
+
+
+TF32_TOL = 5e-3  # relative, and of the gradients' magnitude: TF32-level products
+
+
+def close(got, want, what, mag):
+    if not tf32_mode():
+        assert_close(got, want, what, mag)
+        return
+    assert got.shape == want.shape and np.isfinite(got).all(), what
+    np.testing.assert_allclose(got, want, rtol=TF32_TOL, atol=TF32_TOL * max(mag, 1e-3),
+                               err_msg=what)
+
+
+def close_non_finite(got, want, what, mag):
+    if not tf32_mode():
+        _same_non_finite(got, want, what, mag)
+        return
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"{what}: NaN")
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want), err_msg=f"{what}: Inf")
+    np.testing.assert_array_equal(got[np.isinf(want)], want[np.isinf(want)], err_msg=what)
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=TF32_TOL,
+                               atol=TF32_TOL * max(mag, 1e-3), err_msg=what)
 
 
 def use_cuda_fused(monkeypatch, limit="0", tiled="kernel"):
@@ -119,8 +155,8 @@ def _check(case, rng, monkeypatch, label=CUDA_FUSED_LABEL):
     body = run_cpu(model, feeds)
     assert len(got) == len(case.outputs)
     for o, g, w, c in zip(case.outputs, got, want, body):
-        assert_close(g, w, f"d{'QKV'[o]} vs float64", mag)
-        assert_close(g, c.astype(np.float64), f"d{'QKV'[o]} vs ORT CPU body", mag)
+        close(g, w, f"d{'QKV'[o]} vs float64", mag)
+        close(g, c.astype(np.float64), f"d{'QKV'[o]} vs ORT CPU body", mag)
 
 
 @pytest.mark.parametrize("case", CUDA_CASES, ids=lambda c: "cuda_fused_" + c.id)
@@ -223,4 +259,4 @@ def test_cuda_fused_non_finite_inputs_follow_the_reference(variant, which, value
     mag = max([float(np.abs(g[np.isfinite(g)]).max()) for g in grads if np.isfinite(g).any()]
               or [0.0])
     for o, g, w in zip(parse_attention_vjp_name(contract_op(model)).outputs, got, want):
-        _same_non_finite(g, w, f"d{'QKV'[o]}", mag)
+        close_non_finite(g, w, f"d{'QKV'[o]}", mag)

@@ -4,6 +4,9 @@ variant with the float64 reference of ortmlx.contracts, NaN/Inf positions includ
 
     python tools/avjp_cuda_emu/check.py [--quick]
 
+Every case runs in both precisions of the tensor-core passes: 3xTF32 (the default; errors at
+the level of fp32 products) and 1xTF32 (the tf32 mode; errors at the level of TF32).
+
 Slow (one std::thread per CUDA thread), so the shapes are small, but they cross tile edges.
 """
 from __future__ import annotations
@@ -35,7 +38,7 @@ def ptr(a):
     return a.ctypes.data_as(ctypes.c_void_p)
 
 
-def run_kernels(lib, q, k, v, y, dy, mask, *, hq, hk, d, rank, causal, kind, scale):
+def run_kernels(lib, q, k, v, y, dy, mask, *, hq, hk, d, rank, causal, kind, scale, tf32):
     b = q.shape[0]
     sq = q.shape[2] if rank == 4 else q.shape[1]
     sk = k.shape[2] if rank == 4 else k.shape[1]
@@ -53,24 +56,36 @@ def run_kernels(lib, q, k, v, y, dy, mask, *, hq, hk, d, rank, causal, kind, sca
     dv = np.full(v.shape, np.float32(7), np.float32)
     rc = lib.avjp_emu(int(y is None), dmax, *(ptr(t) for t in f32), ptr(m4), ptr(finite),
                       ptr(lse), ptr(delta), ptr(dq), ptr(dk), ptr(dv), b, hq, hk, sq, sk, d,
-                      rank, causal, kind, *m4.shape, ctypes.c_float(scale))
+                      rank, causal, kind, *m4.shape, int(tf32), ctypes.c_float(scale))
     assert rc == 0
     return dq, dk, dv
 
 
-def same(got, want, what, mag):
+# Tolerances relative to the gradients' magnitude: 3xTF32 (the default) must be as accurate as
+# plain fp32 products, 1xTF32 (the tf32 mode) as TF32 (10 mantissa bits).
+TOL = {False: 2e-5, True: 5e-3}
+WORST = {False: 0.0, True: 0.0}
+
+
+def same(got, want, what, mag, tf32):
     assert got.shape == want.shape
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"{what}: NaN")
     inf = np.isinf(want)
     np.testing.assert_array_equal(got[inf], want[inf], err_msg=f"{what}: Inf")
     fin = np.isfinite(want)
     assert np.isfinite(got[fin]).all(), f"{what}: non-finite where the reference is finite"
-    np.testing.assert_allclose(got[fin], want[fin], rtol=2e-4, atol=2e-4 * max(mag, 1e-3),
+    tol = TOL[tf32]
+    np.testing.assert_allclose(got[fin], want[fin], rtol=tol, atol=tol * max(mag, 1e-3),
                                err_msg=what)
+    if fin.any():
+        err = float(np.abs(got[fin] - want[fin]).max()) / max(mag, 1e-3)
+        WORST[tf32] = max(WORST[tf32], err)
+        return err
+    return 0.0
 
 
 def case(lib, rng, *, b, sq, sk, hq, hk, d, rank, causal, kind, mshape, recompute,
-         full_rows=False, poison=None):
+         full_rows=False, poison=None, tf32=False):
     def shape(s, h):
         return (b, s, h * d) if rank == 3 else (b, h, s, d)
     q, dy = rng.standard_normal(shape(sq, hq)), rng.standard_normal(shape(sq, hq))
@@ -87,9 +102,11 @@ def case(lib, rng, *, b, sq, sk, hq, hk, d, rank, causal, kind, mshape, recomput
         if full_rows and len(mshape) >= 2 and mshape[-2] > 1:
             mask[..., 0, :] = -np.inf
     if poison:
-        which, value = poison
+        which, value = poison[:2]
         arr = {"Q": q, "K": k, "V": v, "Y": y, "dY": dy, "Mask": mask}[which]
         idx = tuple(s - 1 for s in arr.shape) if which in ("K", "V", "Mask") else (0,) * arr.ndim
+        if len(poison) > 2:
+            idx = poison[2]
         arr[idx] = value
     q, k, v, dy = (t.astype(np.float32).astype(np.float64) for t in (q, k, v, dy))
     if y is not None:
@@ -101,14 +118,13 @@ def case(lib, rng, *, b, sq, sk, hq, hk, d, rank, causal, kind, mshape, recomput
     with np.errstate(all="ignore"):
         want = attention_vjp_reference(q, k, v, dy, mask, y=y, **kw)
     got = run_kernels(lib, q, k, v, y, dy, mask, hq=hq, hk=hk, d=d, rank=rank, causal=causal,
-                      kind=kind, scale=scale)
+                      kind=kind, scale=scale, tf32=tf32)
     fin = [w[np.isfinite(w)] for w in want]
     mag = max([float(np.abs(f).max()) for f in fin if f.size] or [0.0])
     label = (f"b{b} s{sq}x{sk} h{hq}/{hk} d{d} r{rank} c{causal} m{kind}{mshape} "
-             f"{'rec' if recompute else 'plain'} {poison or ''}")
-    for name, g, w in zip("QKV", got, want):
-        same(g, w, f"{label} d{name}", mag)
-    print("ok", label, flush=True)
+             f"{'rec' if recompute else 'plain'} {'tf32' if tf32 else '3xtf32'} {poison or ''}")
+    err = max(same(g, w, f"{label} d{name}", mag, tf32) for name, g, w in zip("QKV", got, want))
+    print(f"ok {label} (max error {err:.1e} of the magnitude)", flush=True)
 
 
 def main():
@@ -133,8 +149,9 @@ def main():
     ]
     if quick:
         cases = cases[:3]
-    for c in cases:
-        case(lib, rng, **c)
+    for tf32 in (False, True):
+        for c in cases:
+            case(lib, rng, **c, tf32=tf32)
     # Non-finite inputs: causal and a narrow mask, so hidden tiles exist and must not be skipped.
     base = dict(b=1, sq=40, sk=70, hq=2, hk=1, d=32, rank=4, causal=1, kind=2, mshape=(40, 66))
     values = [np.nan, np.inf] if quick else [np.nan, np.inf, -np.inf]
@@ -143,8 +160,18 @@ def main():
             if which == "Y" and recompute:
                 continue
             for value in values:
-                case(lib, rng, **base, recompute=recompute, poison=(which, value))
-    print("all ok")
+                for tf32 in (False, True):
+                    case(lib, rng, **base, recompute=recompute, poison=(which, value), tf32=tf32)
+    # An Inf in a key every row sees: rows whose score it makes -Inf stay alive, so their
+    # gradients are finite only if the products keep Inf an Inf (3xTF32's cross terms would not).
+    vis = dict(b=1, sq=40, sk=70, hq=2, hk=1, d=32, rank=4, causal=1, kind=0, mshape=None)
+    for which in ("K", "V"):
+        for value in (np.inf, -np.inf):
+            for tf32 in (False, True):
+                case(lib, rng, **vis, recompute=which == "V", poison=(which, value, (0, 0, 0, 5)),
+                     tf32=tf32)
+    print(f"all ok; worst error (of the magnitude): 3xTF32 {WORST[False]:.1e}, "
+          f"TF32 {WORST[True]:.1e}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 // Runs the three passes of kernels.cu on the CPU emulation (emu.h), with the grids the host side
 // (src/ortmlx/ops/attention_vjp/cuda/fused.cpp) launches. Called from check.py through ctypes.
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -11,6 +12,11 @@ namespace {
 void launch(int gx, int gy, const std::function<void()>& body) {
   std::barrier<> bar(256);
   emu_barrier = &bar;
+  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  for (int w = 0; w < 256 / 32; ++w) {
+    warps.push_back(std::make_unique<std::barrier<>>(32));
+    emu_warp_barrier[w] = warps.back().get();
+  }
   blockDim = {256, 1, 1};
   gridDim = {gx, gy, 1};
   for (int by = 0; by < gy; ++by)
@@ -27,34 +33,32 @@ void launch(int gx, int gy, const std::function<void()>& body) {
 }
 }  // namespace
 
-#define ARGS b, hq, hk, sq, sk, d, rank, causal, mask_kind, mb, mh, mr, mw, scale
-#define BUCKET(DM)                                                      \
-  if (dmax == DM) {                                                     \
-    constexpr int BQ = Tiles<DM>::BQ, KV = Tiles<DM>::KV;               \
-    launch((sq + BQ - 1) / BQ, b * hq, [&] {                            \
-      if (recompute)                                                    \
-        AVJP_CAT(ortmlx_avjp_stats_recompute_d##DM##_, ORTMLX_AVJP_TAG) \
-        (q, k, v, y, dy, mask, finite, lse, delta, ARGS);               \
-      else                                                              \
-        AVJP_CAT(ortmlx_avjp_stats_d##DM##_, ORTMLX_AVJP_TAG)           \
-        (q, k, v, y, dy, mask, finite, lse, delta, ARGS);               \
-    });                                                                 \
-    launch((sq + BQ - 1) / BQ, b * hq, [&] {                            \
-      AVJP_CAT(ortmlx_avjp_dq_d##DM##_, ORTMLX_AVJP_TAG)                \
-      (q, k, v, dy, mask, finite, lse, delta, dq, ARGS);                \
-    });                                                                 \
-    launch((sk + KV - 1) / KV, b * hk, [&] {                            \
-      AVJP_CAT(ortmlx_avjp_dkv_d##DM##_, ORTMLX_AVJP_TAG)               \
-      (q, k, v, dy, mask, finite, lse, delta, dk, dv, ARGS);            \
-    });                                                                 \
-    return 0;                                                           \
+#define ARGS b, hq, hk, sq, sk, d, rank, causal, mask_kind, mb, mh, mr, mw, tf32, scale
+#define BUCKET(DM)                                                                             \
+  if (dmax == DM) {                                                                            \
+    constexpr int BQ = Tiles<DM>::BQ, KV = Tiles<DM>::KV;                                      \
+    launch((sq + BQ - 1) / BQ, b * hq, [&] {                                                   \
+      if (recompute) AVJP_CAT(ortmlx_avjp_stats_recompute_d##DM##_, ORTMLX_AVJP_TAG)           \
+      (q, k, v, y, dy, mask, finite, lse, delta, ARGS);                                        \
+      else AVJP_CAT(ortmlx_avjp_stats_d##DM##_, ORTMLX_AVJP_TAG)(q, k, v, y, dy, mask, finite, \
+                                                                 lse, delta, ARGS);            \
+    });                                                                                        \
+    launch((sq + BQ - 1) / BQ, b * hq, [&] {                                                   \
+      AVJP_CAT(ortmlx_avjp_dq_d##DM##_, ORTMLX_AVJP_TAG)                                       \
+      (q, k, v, dy, mask, finite, lse, delta, dq, ARGS);                                       \
+    });                                                                                        \
+    launch((sk + KV - 1) / KV, b * hk, [&] {                                                   \
+      AVJP_CAT(ortmlx_avjp_dkv_d##DM##_, ORTMLX_AVJP_TAG)                                      \
+      (q, k, v, dy, mask, finite, lse, delta, dk, dv, ARGS);                                   \
+    });                                                                                        \
+    return 0;                                                                                  \
   }
 
 extern "C" int avjp_emu(int recompute, int dmax, const float* q, const float* k, const float* v,
                         const float* y, const float* dy, const void* mask, const int* finite,
                         float* lse, float* delta, float* dq, float* dk, float* dv, int b, int hq,
                         int hk, int sq, int sk, int d, int rank, int causal, int mask_kind, int mb,
-                        int mh, int mr, int mw, float scale) {
+                        int mh, int mr, int mw, int tf32, float scale) {
   BUCKET(32)
   BUCKET(64)
   BUCKET(128)

@@ -2,9 +2,12 @@
 // in docs/ATTENTION_VJP.md). The CUDA flavour embeds one sm_90 cubin per head-size bucket (built
 // by nvcc, see cmake/EmbedCudaKernels.cmake); MLX loads it and launches each pass as a
 // precompiled custom kernel on the node's stream, so the passes are ordinary lazy MLX arrays in
-// the plan's graph. Other builds have no kernels, and GPUs other than sm_90 no code for them:
-// cuda_fused_available() is false there and the translator keeps the MLX-op paths.
+// the plan's graph. The dq and dkv passes multiply on tensor cores: 3xTF32 (fp32 accuracy) by
+// default, plain TF32 when the process runs in the EP's tf32 mode (device::tf32_enabled()). Other
+// builds have no kernels, and GPUs other than sm_90 no code for them: cuda_fused_available() is
+// false there and the translator keeps the MLX-op paths.
 #include "ortmlx/ops/attention_vjp/cuda/fused.h"
+#include "ortmlx/engine/device/device_memory.h"
 #include "ortmlx/ops/attention_vjp/cuda/tiles.h"
 
 #include <cstdint>
@@ -142,6 +145,7 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
                                                     mask4.shape(1),
                                                     mask4.shape(2),
                                                     mask4.shape(3),
+                                                    device::tf32_enabled() ? 1 : 0,
                                                     c.scale};
   const std::tuple<int, int, int> block = {kThreads, 1, 1};
   auto tiles = [](int n, int t) { return (n + t - 1) / t; };

@@ -2,7 +2,7 @@
 // Built by nvcc into one sm_90 cubin per head-size bucket that the library embeds and hands to
 // MLX with mx::fast::precompiled_cuda_kernel; host side: fused.cpp.
 //
-// Three passes, FlashAttention-2 style, fp32 throughout, no atomics:
+// Three passes, FlashAttention-2 style, fp32 data, no atomics:
 //   1. stats:  per query row the log-sum-exp of its visible scores (NaN marks a dead row) and
 //              delta = rowsum(dY * Y); the Recompute form first recomputes Y = P V (a second
 //              sweep over the keys once the log-sum-exp is known).
@@ -13,11 +13,13 @@
 //              the query tiles: S^T, P^T, dP^T, dS^T as above, dV += P^T dY, dK += dS^T Q.
 //              A block owns its keys' dK/dV rows, so GQA groups are summed in registers.
 //
-// Threads: 256 per block as a 16 x 16 grid (tr, tc). Every product is a tile product in shared
-// memory where thread (tr, tc) owns rows tr + 16 i and columns tc + 16 j of the result and keeps
-// them in registers (register blocking). The two product helpers (tile_nt: A B^T, tile_nn: A B)
-// are the only places that multiply, so a tensor-core (mma.sync) version can replace them.
-// Shared-memory rows are padded to an odd stride so the 16 columns a warp reads hit 16 banks.
+// Threads: 256 per block. dq and dkv multiply on tensor cores (mma_tile: mma.sync m16n8k8
+// TF32, fp32 accumulation; 3xTF32 operand splitting for fp32 accuracy unless the EP runs in
+// its tf32 mode): each product's result tile is spread over the 8 warps, a warp holding
+// 16 x 8 accumulator fragments (struct Acc) in registers; shared rows are padded to 4 mod 32
+// floats so a fragment's 8 rows x 4 columns hit 32 banks, and tiles load with 128-bit accesses.
+// stats runs SIMT fp32 FMA products (tile_nt, tile_nn) over a 16 x 16 thread grid (tr, tc),
+// thread (tr, tc) owning rows tr + 16 i and columns tc + 16 j, rows padded to an odd stride.
 //
 // Masks follow the contract: causal (top-left) and boolean-mask and beyond-the-width keys are
 // hidden by a select (P = 0 whatever the score); an additive mask is added. A row with no
@@ -45,12 +47,16 @@ namespace {
 constexpr int kThreads = ortmlx_avjp_tiles::kThreads;
 constexpr float kInf = __builtin_huge_valf();
 
+// How the tensor-core products round their operands (see mma_tile).
+enum Precision { kTf32 = 0, kSplit = 1, kSplitSafe = 2 };
+
 struct Problem {
   int b, hq, hk, sq, sk, d, rank, causal, mask_kind;
   int mb, mh, mr, mw;  // the mask in 4-D (broadcast dims are 1)
   float scale;
   const void* mask;
   int finite;  // all of Q, K, V, Y, dY finite: hidden tiles may be skipped
+  int tf32;    // the EP's tf32 mode: the tensor-core products round their operands to TF32
 
   // Offset of row `row` of head `h` in batch `bi` of a tensor with `heads` heads, `rows` rows.
   __device__ long long offset(int bi, int h, int row, int heads, int rows) const {
@@ -81,6 +87,8 @@ struct Problem {
     }
     return s;
   }
+
+  __device__ Precision precision() const { return tf32 ? kTf32 : finite ? kSplit : kSplitSafe; }
 
   // Keys [0, limit) can be visible to rows < row_end (causal, narrow mask); keys beyond are
   // hidden from every such row.
@@ -184,11 +192,15 @@ struct RowStat {
 // Tile sizes per head-size bucket (DMAX >= d, a multiple of 16): tiles.h.
 template <int DMAX>
 struct Tiles {
-  static constexpr int BQ = ortmlx_avjp_tiles::bq(DMAX);  // query rows (stats, dq)
-  static constexpr int BK = ortmlx_avjp_tiles::bk(DMAX);  // key rows per step (stats, dq)
-  static constexpr int KV = ortmlx_avjp_tiles::kv(DMAX);  // key rows per block (dkv)
-  static constexpr int KQ = ortmlx_avjp_tiles::kq(DMAX);  // query rows per step (dkv)
-  static constexpr int LD = ortmlx_avjp_tiles::ld(DMAX);  // padded row stride of D-wide tiles
+  static constexpr int BQ = ortmlx_avjp_tiles::bq(DMAX);    // query rows (stats, dq)
+  static constexpr int BK = ortmlx_avjp_tiles::bk(DMAX);    // key rows per step (stats, dq)
+  static constexpr int KV = ortmlx_avjp_tiles::kv(DMAX);    // key rows per block (dkv)
+  static constexpr int KQ = ortmlx_avjp_tiles::kq(DMAX);    // query rows per step (dkv)
+  static constexpr int LD = ortmlx_avjp_tiles::ld(DMAX);    // row stride of D-wide tiles (stats)
+  static constexpr int LDT = ortmlx_avjp_tiles::ldt(DMAX);  // the same in dq and dkv
+  static constexpr int LS = ortmlx_avjp_tiles::ldt(BK);     // of dS in dq
+  static constexpr int LP = ortmlx_avjp_tiles::ldt(KQ);     // of P^T, dS^T in dkv
+  static constexpr int STAGES = ortmlx_avjp_tiles::dkv_stages(DMAX);  // Q/dY buffers in dkv
   static_assert(BQ % 16 == 0 && BK % 16 == 0 && KV % 16 == 0 && KQ % 16 == 0 && DMAX % 16 == 0);
 };
 
@@ -325,15 +337,194 @@ __device__ void stats_kernel(const float* q, const float* k, const float* v, con
 }
 
 // ---------------------------------------------------------------------------------------
-// Pass 2: dQ. Grid (query tiles, B * HQ).
-// Shared: Q, dY (BQ x LD), K, V (BK x LD), dS (BQ x BK+1), lse, delta (BQ).
+// Tensor-core products of the dq and dkv passes: mma.sync m16n8k8 with TF32 operands and fp32
+// accumulation. kTf32: one product of the operands rounded to TF32 (the EP's tf32 mode).
+// kSplit: 3xTF32, x = hi + lo with hi = tf32(x), lo = tf32(x - hi), acc += lo hi + hi lo + hi hi
+// (the lo lo term is below fp32's rounding): fp32-level accuracy, the default. kSplitSafe: 3xTF32
+// for inputs that may hold Inf or NaN; the cross terms of a k-step are summed apart and dropped
+// where hi hi is not finite, because Inf - Inf = NaN in lo and Inf * 0 in a cross term would
+// turn an Inf of the fp32 product into NaN (hi keeps the sign and zeroness of x, so hi hi alone
+// is non-finite exactly where the fp32 product is).
+// ---------------------------------------------------------------------------------------
+#if !defined(ORTMLX_AVJP_EMU)  // the emulator (tools/avjp_cuda_emu/emu.h) brings its own
+// x rounded to TF32: nearest, ties away from zero (the low 13 bits of the result do not count).
+__device__ __forceinline__ unsigned cvt_tf32(float x) {
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+// d += a b for one 16 x 8 tile, k = 8, fragments in the PTX ISA's layout (g = lane / 4,
+// t = lane % 4): a = A(g, t), A(g + 8, t), A(g, t + 4), A(g + 8, t + 4); b = B(t, g), B(t + 4, g);
+// d = D(g, 2t), D(g, 2t + 1), D(g + 8, 2t), D(g + 8, 2t + 1).
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4],
+                                         const unsigned (&b)[2]) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
+
+template <Precision P>
+__device__ __forceinline__ void split(float x, unsigned& hi, unsigned& lo) {
+  hi = cvt_tf32(x);
+  lo = P == kTf32 ? 0u : cvt_tf32(x - __uint_as_float(hi & 0xffffe000u));
+}
+
+// The accumulator of an M x N tile product spread over the block's 8 warps: warp w owns rows
+// (w / WN) M/WM + [0, M/WM) and columns (w % WN) N/WN + [0, N/WN) as MI x NJ mma tiles of 16 x 8;
+// v[mi][nj][e] is the element at (row(mi, e), col(nj, e)).
+template <int M, int N>
+struct Acc {
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int WM = M >= 64 ? 4 : M / 16, WN = kWarps / WM;
+  static constexpr int MI = M / WM / 16, NJ = N / WN / 8;
+  static_assert(WM * WN == kWarps && MI * WM * 16 == M && NJ * WN * 8 == N, "tile shape");
+  float v[MI][NJ][4];
+
+  __device__ void zero() {
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int nj = 0; nj < NJ; ++nj)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[mi][nj][e] = 0.f;
+  }
+  __device__ static int row0() {
+    return static_cast<int>(threadIdx.x) / 32 / WN * (M / WM);
+  }
+  __device__ static int col0() {
+    return static_cast<int>(threadIdx.x) / 32 % WN * (N / WN);
+  }
+  __device__ static int row(int mi, int e) {
+    return row0() + 16 * mi + static_cast<int>(threadIdx.x) % 32 / 4 + 8 * (e >> 1);
+  }
+  __device__ static int col(int nj, int e) {
+    return col0() + 8 * nj + 2 * (static_cast<int>(threadIdx.x) % 4) + (e & 1);
+  }
+};
+
+// acc += A B over k < kdim (a multiple of 8; tiles zero-padded to it). A(r, k) = A[r LDA + k];
+// B(k, n) = B[n LDB + k] when BT (two row-major tiles: A B^T), else B[k LDB + n].
+template <Precision P, bool BT, int LDA, int LDB, int M, int N>
+__device__ __forceinline__ void mma_tile(const float* A, const float* B, int kdim, Acc<M, N>& acc) {
+  using F = Acc<M, N>;
+  const int g = static_cast<int>(threadIdx.x) % 32 / 4, t = static_cast<int>(threadIdx.x) % 4;
+  const float* a0 = A + (F::row0() + g) * LDA + t;
+  const float* b0 = BT ? B + (F::col0() + g) * LDB + t : B + t * LDB + F::col0() + g;
+  for (int k = 0; k < kdim; k += 8) {
+    unsigned ah[F::MI][4], al[F::MI][4], bh[F::NJ][2], bl[F::NJ][2];
+#pragma unroll
+    for (int mi = 0; mi < F::MI; ++mi) {
+      const float* a = a0 + 16 * mi * LDA + k;
+      split<P>(a[0], ah[mi][0], al[mi][0]);
+      split<P>(a[8 * LDA], ah[mi][1], al[mi][1]);
+      split<P>(a[4], ah[mi][2], al[mi][2]);
+      split<P>(a[8 * LDA + 4], ah[mi][3], al[mi][3]);
+    }
+#pragma unroll
+    for (int nj = 0; nj < F::NJ; ++nj) {
+      const float* b = BT ? b0 + 8 * nj * LDB + k : b0 + k * LDB + 8 * nj;
+      split<P>(b[0], bh[nj][0], bl[nj][0]);
+      split<P>(BT ? b[4] : b[4 * LDB], bh[nj][1], bl[nj][1]);
+    }
+#pragma unroll
+    for (int mi = 0; mi < F::MI; ++mi)
+#pragma unroll
+      for (int nj = 0; nj < F::NJ; ++nj) {
+        if (P == kTf32) {
+          mma_tf32(acc.v[mi][nj], ah[mi], bh[nj]);
+        } else if (P == kSplit) {
+          mma_tf32(acc.v[mi][nj], al[mi], bh[nj]);
+          mma_tf32(acc.v[mi][nj], ah[mi], bl[nj]);
+          mma_tf32(acc.v[mi][nj], ah[mi], bh[nj]);
+        } else {
+          float big[4] = {0.f, 0.f, 0.f, 0.f}, small[4] = {0.f, 0.f, 0.f, 0.f};
+          mma_tf32(small, al[mi], bh[nj]);
+          mma_tf32(small, ah[mi], bl[nj]);
+          mma_tf32(big, ah[mi], bh[nj]);
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            acc.v[mi][nj][e] += isfinite(big[e]) ? big[e] + small[e] : big[e];
+        }
+      }
+  }
+}
+
+template <bool BT, int LDA, int LDB, int M, int N>
+__device__ __forceinline__ void mma_product(const float* A, const float* B, int kdim,
+                                            Acc<M, N>& acc, Precision prec) {
+  if (prec == kTf32)
+    mma_tile<kTf32, BT, LDA, LDB>(A, B, kdim, acc);
+  else if (prec == kSplit)
+    mma_tile<kSplit, BT, LDA, LDB>(A, B, kdim, acc);
+  else
+    mma_tile<kSplitSafe, BT, LDA, LDB>(A, B, kdim, acc);
+}
+
+// As load_rows, with 128-bit accesses when the source allows them (rows of d floats, d a
+// multiple of 8, start at multiples of d: only the base pointer can be misaligned).
+template <int RT, int DMAX, int LD>
+__device__ void load_rows4(float* dst, const float* src, long long stride, int rows, int d) {
+  static_assert(LD % 4 == 0 && DMAX % 4 == 0, "128-bit rows");
+  if (reinterpret_cast<unsigned long long>(src) % 16 != 0 || stride % 4 != 0) {
+    load_rows<RT, DMAX, LD>(dst, src, stride, rows, d);
+    return;
+  }
+  constexpr int C4 = DMAX / 4;
+  for (int e = threadIdx.x; e < RT * C4; e += kThreads) {
+    const int r = e / C4, c = e % C4 * 4;
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (r < rows && c < d) x = *reinterpret_cast<const float4*>(src + r * stride + c);
+    *reinterpret_cast<float4*>(dst + r * LD + c) = x;
+  }
+}
+
+#if !defined(ORTMLX_AVJP_EMU)
+// cp.async: 16 bytes from global to shared memory behind the thread's back (zeros when !valid);
+// commit closes a group of them, wait<N> waits until at most N groups are in flight.
+__device__ __forceinline__ void cp_async16(float* dst, const float* src, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+#endif
+
+// As load_rows4, asynchronously where the source allows 16-byte copies (else synchronously);
+// visible to the block after cp_async_wait and a __syncthreads.
+template <int RT, int DMAX, int LD>
+__device__ void load_rows_async(float* dst, const float* src, long long stride, int rows, int d) {
+  if (reinterpret_cast<unsigned long long>(src) % 16 != 0 || stride % 4 != 0) {
+    load_rows<RT, DMAX, LD>(dst, src, stride, rows, d);
+    return;
+  }
+  constexpr int C4 = DMAX / 4;
+  for (int e = threadIdx.x; e < RT * C4; e += kThreads) {
+    const int r = e / C4, c = e % C4 * 4;
+    const bool valid = r < rows && c < d;
+    cp_async16(dst + r * LD + c, valid ? src + r * stride + c : src, valid);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Pass 2: dQ on tensor cores. Grid (query tiles, B * HQ).
+// Shared: Q, dY (BQ x LDT), K, V (BK x LDT), dS (BQ x BK+4), lse, delta (BQ).
 // ---------------------------------------------------------------------------------------
 template <int DMAX>
 __device__ void dq_kernel(const float* q, const float* k, const float* v, const float* dy,
                           const float* lse, const float* delta, const Problem& p, float* dq) {
   using T = Tiles<DMAX>;
-  constexpr int BQ = T::BQ, BK = T::BK, LD = T::LD, LS = BK + 1;
-  constexpr int RM = BQ / 16, CN = BK / 16, CD = DMAX / 16;
+  constexpr int BQ = T::BQ, BK = T::BK, LD = T::LDT, LS = T::LS;
+  using SAcc = Acc<BQ, BK>;
+  using DAcc = Acc<BQ, DMAX>;
   float* qs = avjp_smem;
   float* dys = qs + BQ * LD;
   float* ks = dys + BQ * LD;
@@ -345,74 +536,81 @@ __device__ void dq_kernel(const float* q, const float* k, const float* v, const 
   const int tile = blockIdx.x, bh = blockIdx.y;
   const int bi = bh / p.hq, h = bh % p.hq, g = h / (p.hq / p.hk);
   const int i0 = tile * BQ, rows = min(BQ, p.sq - i0);
-  const int tr = threadIdx.x / 16, tc = threadIdx.x % 16;
   const long long qstride = p.row_stride(p.hq), kstride = p.row_stride(p.hk);
   const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
+  const Precision prec = p.precision();
 
-  load_rows<BQ, DMAX, LD>(qs, q + qoff, qstride, rows, p.d);
-  load_rows<BQ, DMAX, LD>(dys, dy + qoff, qstride, rows, p.d);
+  load_rows4<BQ, DMAX, LD>(qs, q + qoff, qstride, rows, p.d);
+  load_rows4<BQ, DMAX, LD>(dys, dy + qoff, qstride, rows, p.d);
   for (int r = threadIdx.x; r < BQ; r += kThreads) {
     const long long row = static_cast<long long>(bh) * p.sq + i0 + r;
     lse_s[r] = r < rows ? lse[row] : 0.f;
     delta_s[r] = r < rows ? delta[row] : 0.f;
   }
 
-  float dacc[RM][CD];
-  zero(dacc);
+  DAcc dacc;
+  dacc.zero();
   const int kend = p.finite ? p.key_limit(i0 + rows) : p.sk;
   for (int j0 = 0; j0 < kend; j0 += BK) {
     const int cols = min(BK, p.sk - j0);
     __syncthreads();
     const long long koff = p.offset(bi, g, j0, p.hk, p.sk);
-    load_rows<BK, DMAX, LD>(ks, k + koff, kstride, cols, p.d);
-    load_rows<BK, DMAX, LD>(vs, v + koff, kstride, cols, p.d);
+    load_rows4<BK, DMAX, LD>(ks, k + koff, kstride, cols, p.d);
+    load_rows4<BK, DMAX, LD>(vs, v + koff, kstride, cols, p.d);
     __syncthreads();
-    float sacc[RM][CN], pacc[RM][CN];
-    zero(sacc);
-    zero(pacc);
-    tile_nt<RM, CN, LD, LD>(qs, ks, p.d, tr, tc, sacc);
-    tile_nt<RM, CN, LD, LD>(dys, vs, p.d, tr, tc, pacc);
+    SAcc sacc, pacc;
+    sacc.zero();
+    pacc.zero();
+    mma_product<true, LD, LD>(qs, ks, p.d, sacc, prec);
+    mma_product<true, LD, LD>(dys, vs, p.d, pacc, prec);
 #pragma unroll
-    for (int i = 0; i < RM; ++i)
+    for (int mi = 0; mi < SAcc::MI; ++mi)
 #pragma unroll
-      for (int j = 0; j < CN; ++j) {
-        const int r = tr + 16 * i, c = tc + 16 * j;
-        float ds = 0.f;
-        if (r < rows && c < cols) {
-          bool hidden;
-          const float s = p.score(sacc[i][j], bi, h, i0 + r, j0 + c, hidden);
-          ds = prob(s, hidden, lse_s[r]) * (pacc[i][j] - delta_s[r]);
+      for (int nj = 0; nj < SAcc::NJ; ++nj)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = SAcc::row(mi, e), c = SAcc::col(nj, e);
+          float ds = 0.f;
+          if (r < rows && c < cols) {
+            bool hidden;
+            const float s = p.score(sacc.v[mi][nj][e], bi, h, i0 + r, j0 + c, hidden);
+            ds = prob(s, hidden, lse_s[r]) * (pacc.v[mi][nj][e] - delta_s[r]);
+          }
+          dss[r * LS + c] = ds;
         }
-        dss[r * LS + c] = ds;
-      }
     __syncthreads();
-    tile_nn<RM, CD, LS, LD, BK>(dss, ks, tr, tc, dacc);
+    mma_product<false, LS, LD>(dss, ks, BK, dacc, prec);
   }
 #pragma unroll
-  for (int i = 0; i < RM; ++i)
+  for (int mi = 0; mi < DAcc::MI; ++mi)
 #pragma unroll
-    for (int j = 0; j < CD; ++j) {
-      const int r = tr + 16 * i, c = tc + 16 * j;
-      if (r < rows && c < p.d) dq[qoff + r * qstride + c] = dacc[i][j] * p.scale;
-    }
+    for (int nj = 0; nj < DAcc::NJ; ++nj)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = DAcc::row(mi, e), c = DAcc::col(nj, e);
+        if (r < rows && c < p.d) dq[qoff + r * qstride + c] = dacc.v[mi][nj][e] * p.scale;
+      }
 }
 
 // ---------------------------------------------------------------------------------------
-// Pass 3: dK and dV. Grid (key tiles, B * HK). Loops over the group's query heads and tiles.
-// Shared: K, V (KV x LD), Q, dY (KQ x LD), P^T, dS^T (KV x KQ+1), lse, delta (KQ).
+// Pass 3: dK and dV on tensor cores. Grid (key tiles, B * HK). Steps over the group's query
+// heads and their query tiles. Shared: K, V (KV x LDT), STAGES x (Q, dY) (KQ x LDT), P^T, dS^T
+// (KV x KQ+4), lse, delta (KQ). With 2 stages the next step's Q and dY tiles load by cp.async
+// while this step multiplies (the buckets whose blocks fill an SM alone; elsewhere a second
+// buffer would cost a resident block).
 // ---------------------------------------------------------------------------------------
 template <int DMAX>
 __device__ void dkv_kernel(const float* q, const float* k, const float* v, const float* dy,
                            const float* lse, const float* delta, const Problem& p, float* dk,
                            float* dv) {
   using T = Tiles<DMAX>;
-  constexpr int KV = T::KV, KQ = T::KQ, LD = T::LD, LP = KQ + 1;
-  constexpr int RM = KV / 16, CN = KQ / 16, CD = DMAX / 16;
+  constexpr int KV = T::KV, KQ = T::KQ, LD = T::LDT, LP = T::LP, STAGES = T::STAGES;
+  using SAcc = Acc<KV, KQ>;
+  using DAcc = Acc<KV, DMAX>;
   float* ks = avjp_smem;
   float* vs = ks + KV * LD;
-  float* qs = vs + KV * LD;
-  float* dys = qs + KQ * LD;
-  float* pts = dys + KQ * LD;
+  float* qbuf = vs + KV * LD;  // stage st: Q at qbuf + 2 st KQ LD, dY after it
+  float* pts = qbuf + STAGES * 2 * KQ * LD;
   float* dsts = pts + KV * LP;
   float* lse_s = dsts + KV * LP;
   float* delta_s = lse_s + KQ;
@@ -420,16 +618,16 @@ __device__ void dkv_kernel(const float* q, const float* k, const float* v, const
   const int tile = blockIdx.x, bg = blockIdx.y;
   const int bi = bg / p.hk, g = bg % p.hk, group = p.hq / p.hk;
   const int j0 = tile * KV, cols = min(KV, p.sk - j0);
-  const int tr = threadIdx.x / 16, tc = threadIdx.x % 16;
   const long long qstride = p.row_stride(p.hq), kstride = p.row_stride(p.hk);
   const long long koff = p.offset(bi, g, j0, p.hk, p.sk);
+  const Precision prec = p.precision();
 
-  load_rows<KV, DMAX, LD>(ks, k + koff, kstride, cols, p.d);
-  load_rows<KV, DMAX, LD>(vs, v + koff, kstride, cols, p.d);
+  load_rows4<KV, DMAX, LD>(ks, k + koff, kstride, cols, p.d);
+  load_rows4<KV, DMAX, LD>(vs, v + koff, kstride, cols, p.d);
 
-  float dkacc[RM][CD], dvacc[RM][CD];
-  zero(dkacc);
-  zero(dvacc);
+  DAcc dkacc, dvacc;
+  dkacc.zero();
+  dvacc.zero();
   // With finite inputs, rows that see none of this tile's keys add exactly zero: causal rows
   // before the first key, and every row when the tile lies beyond a narrow mask.
   int ibegin = 0;
@@ -438,56 +636,73 @@ __device__ void dkv_kernel(const float* q, const float* k, const float* v, const
     if (p.causal) ibegin = (j0 / KQ) * KQ;
     if (p.mask_kind != 0 && p.mw != 1 && j0 >= p.mw) none = true;
   }
-  for (int hh = 0; hh < group && !none; ++hh) {
-    const int h = g * group + hh;
-    for (int i0 = ibegin; i0 < p.sq; i0 += KQ) {
-      const int rows = min(KQ, p.sq - i0);
-      const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
-      __syncthreads();
-      load_rows<KQ, DMAX, LD>(qs, q + qoff, qstride, rows, p.d);
-      load_rows<KQ, DMAX, LD>(dys, dy + qoff, qstride, rows, p.d);
-      for (int r = threadIdx.x; r < KQ; r += kThreads) {
-        const long long row = (static_cast<long long>(bi) * p.hq + h) * p.sq + i0 + r;
-        lse_s[r] = r < rows ? lse[row] : 0.f;
-        delta_s[r] = r < rows ? delta[row] : 0.f;
-      }
-      __syncthreads();
-      // Transposed tiles: result rows are keys (tr + 16 i), columns are query rows.
-      float sacc[RM][CN], pacc[RM][CN];
-      zero(sacc);
-      zero(pacc);
-      tile_nt<RM, CN, LD, LD>(ks, qs, p.d, tr, tc, sacc);
-      tile_nt<RM, CN, LD, LD>(vs, dys, p.d, tr, tc, pacc);
+  // Step n: query head g group + n / tiles, query rows ibegin + (n % tiles) KQ.
+  const int tiles = (p.sq - ibegin + KQ - 1) / KQ, steps = none ? 0 : group * tiles;
+  auto issue = [&](int n) {  // starts loading step n's Q and dY tiles into its stage
+    const int i0 = ibegin + n % tiles * KQ, h = g * group + n / tiles;
+    const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
+    float* qs = qbuf + n % STAGES * 2 * KQ * LD;
+    load_rows_async<KQ, DMAX, LD>(qs, q + qoff, qstride, min(KQ, p.sq - i0), p.d);
+    load_rows_async<KQ, DMAX, LD>(qs + KQ * LD, dy + qoff, qstride, min(KQ, p.sq - i0), p.d);
+    cp_async_commit();
+  };
+  if (STAGES == 2 && steps > 0) issue(0);
+  for (int n = 0; n < steps; ++n) {
+    const int i0 = ibegin + n % tiles * KQ, h = g * group + n / tiles;
+    const int rows = min(KQ, p.sq - i0);
+    const float* qs = qbuf + n % STAGES * 2 * KQ * LD;
+    const float* dys = qs + KQ * LD;
+    __syncthreads();  // the previous step is done with the stage issue() refills, P^T and lse
+    if (STAGES == 1 || n + 1 < steps) issue(STAGES == 1 ? n : n + 1);
+    if (STAGES == 2 && n + 1 < steps)
+      cp_async_wait<1>();
+    else
+      cp_async_wait<0>();
+    for (int r = threadIdx.x; r < KQ; r += kThreads) {
+      const long long row = (static_cast<long long>(bi) * p.hq + h) * p.sq + i0 + r;
+      lse_s[r] = r < rows ? lse[row] : 0.f;
+      delta_s[r] = r < rows ? delta[row] : 0.f;
+    }
+    __syncthreads();
+    // Transposed tiles: result rows are keys, columns are query rows.
+    SAcc sacc, pacc;
+    sacc.zero();
+    pacc.zero();
+    mma_product<true, LD, LD>(ks, qs, p.d, sacc, prec);
+    mma_product<true, LD, LD>(vs, dys, p.d, pacc, prec);
 #pragma unroll
-      for (int i = 0; i < RM; ++i)
+    for (int mi = 0; mi < SAcc::MI; ++mi)
 #pragma unroll
-        for (int j = 0; j < CN; ++j) {
-          const int key = tr + 16 * i, qr = tc + 16 * j;
+      for (int nj = 0; nj < SAcc::NJ; ++nj)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = SAcc::row(mi, e), qr = SAcc::col(nj, e);
           float pv = 0.f, ds = 0.f;
           if (key < cols && qr < rows) {
             bool hidden;
-            const float s = p.score(sacc[i][j], bi, h, i0 + qr, j0 + key, hidden);
+            const float s = p.score(sacc.v[mi][nj][e], bi, h, i0 + qr, j0 + key, hidden);
             pv = prob(s, hidden, lse_s[qr]);
-            ds = pv * (pacc[i][j] - delta_s[qr]);
+            ds = pv * (pacc.v[mi][nj][e] - delta_s[qr]);
           }
           pts[key * LP + qr] = pv;
           dsts[key * LP + qr] = ds;
         }
-      __syncthreads();
-      tile_nn<RM, CD, LP, LD, KQ>(pts, dys, tr, tc, dvacc);
-      tile_nn<RM, CD, LP, LD, KQ>(dsts, qs, tr, tc, dkacc);
-    }
+    __syncthreads();
+    mma_product<false, LP, LD>(pts, dys, KQ, dvacc, prec);
+    mma_product<false, LP, LD>(dsts, qs, KQ, dkacc, prec);
   }
 #pragma unroll
-  for (int i = 0; i < RM; ++i)
+  for (int mi = 0; mi < DAcc::MI; ++mi)
 #pragma unroll
-    for (int j = 0; j < CD; ++j) {
-      const int key = tr + 16 * i, c = tc + 16 * j;
-      if (key < cols && c < p.d) {
-        dk[koff + key * kstride + c] = dkacc[i][j] * p.scale;
-        dv[koff + key * kstride + c] = dvacc[i][j];
+    for (int nj = 0; nj < DAcc::NJ; ++nj)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = DAcc::row(mi, e), c = DAcc::col(nj, e);
+        if (key < cols && c < p.d) {
+          dk[koff + key * kstride + c] = dkacc.v[mi][nj][e] * p.scale;
+          dv[koff + key * kstride + c] = dvacc.v[mi][nj][e];
+        }
       }
-    }
 }
 
 }  // namespace
@@ -496,10 +711,10 @@ __device__ void dkv_kernel(const float* q, const float* k, const float* v, const
 // inputs, outputs, then the scalars (int, float) in the order the host passes them.
 #define AVJP_SCALARS                                                                         \
   int b, int hq, int hk, int sq, int sk, int d, int rank, int causal, int mask_kind, int mb, \
-      int mh, int mr, int mw, float scale
-#define AVJP_PROBLEM(mask, finite)                                                        \
-  Problem p {                                                                             \
-    b, hq, hk, sq, sk, d, rank, causal, mask_kind, mb, mh, mr, mw, scale, mask, finite[0] \
+      int mh, int mr, int mw, int tf32, float scale
+#define AVJP_PROBLEM(mask, finite)                                                              \
+  Problem p {                                                                                   \
+    b, hq, hk, sq, sk, d, rank, causal, mask_kind, mb, mh, mr, mw, scale, mask, finite[0], tf32 \
   }
 
 #define AVJP_ENTRIES(DMAX)                                                                    \

@@ -26,9 +26,16 @@ constexpr int kv(int dmax) {
 constexpr int kq(int dmax) {
   return dmax >= 128 ? 32 : 64;
 }
-// Row stride of D-wide shared tiles (odd: the 16 rows a warp reads fall in 16 banks).
+// Row stride of D-wide shared tiles of the SIMT stats pass (odd: the 16 rows a warp reads fall
+// in 16 banks).
 constexpr int ld(int dmax) {
   return dmax + 1;
+}
+// Row stride of the tensor-core passes' tiles (dq, dkv), D-wide or score-wide: 4 mod 32, so the
+// 8 rows x 4 columns of an mma fragment a warp reads fall in 32 banks; a multiple of 4 keeps
+// 128-bit stores aligned.
+constexpr int ldt(int cols) {
+  return cols + 4;
 }
 
 // Dynamic shared memory in bytes, in the order the kernels lay their tiles out.
@@ -36,15 +43,22 @@ constexpr int ld(int dmax) {
 constexpr int stats_smem(int dmax) {
   return 4 * (bq(dmax) * ld(dmax) + 2 * bk(dmax) * ld(dmax) + bq(dmax) * (bk(dmax) + 1) + bq(dmax));
 }
-// dq: Q, dY (bq x ld), K, V (bk x ld), dS (bq x bk+1), lse, delta (bq).
+// dq: Q, dY (bq x ldt(dmax)), K, V (bk x ldt(dmax)), dS (bq x ldt(bk)), lse, delta (bq).
 constexpr int dq_smem(int dmax) {
-  return 4 * (2 * bq(dmax) * ld(dmax) + 2 * bk(dmax) * ld(dmax) + bq(dmax) * (bk(dmax) + 1) +
+  return 4 * (2 * bq(dmax) * ldt(dmax) + 2 * bk(dmax) * ldt(dmax) + bq(dmax) * ldt(bk(dmax)) +
               2 * bq(dmax));
 }
-// dkv: K, V (kv x ld), Q, dY (kq x ld), P^T, dS^T (kv x kq+1), lse, delta (kq).
+// dkv: Q/dY buffers (2: the next step's tiles load by cp.async during this one) where a block
+// fills an SM alone anyway (registers and shared memory at D > 64); 1 where a second buffer
+// would halve the resident blocks.
+constexpr int dkv_stages(int dmax) {
+  return dmax >= 128 ? 2 : 1;
+}
+// dkv: K, V (kv x ldt(dmax)), stages x (Q, dY) (kq x ldt(dmax)), P^T, dS^T (kv x ldt(kq)), lse,
+// delta (kq).
 constexpr int dkv_smem(int dmax) {
-  return 4 * (2 * kv(dmax) * ld(dmax) + 2 * kq(dmax) * ld(dmax) + 2 * kv(dmax) * (kq(dmax) + 1) +
-              2 * kq(dmax));
+  return 4 * (2 * kv(dmax) * ldt(dmax) + dkv_stages(dmax) * 2 * kq(dmax) * ldt(dmax) +
+              2 * kv(dmax) * ldt(kq(dmax)) + 2 * kq(dmax));
 }
 
 // Every block fits the 227 KB of shared memory an sm_90 block may use.
