@@ -33,6 +33,7 @@ void register_all_ops(OpRegistry& r) {
   register_control_flow_ops(r);
   register_spectral_ops(r);
   register_recurrent_ops(r);
+  register_ml_ops(r);
 }
 
 }  // namespace ortmlx
