@@ -9,6 +9,7 @@
 #include <numbers>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ortmlx/ops/common.h"
@@ -296,10 +297,10 @@ void translate_one_hot_encoder(TranslationContext& ctx, const NodeDesc& n) {
   if (x.ndim() > 2) throw std::runtime_error("input rank above 2");
   const auto cats = n.attr_ints("cats_int64s").value_or(std::vector<int64_t>{});
   // ORT maps each category to its last position: an earlier duplicate never fires.
-  std::vector<uint8_t> live(cats.size(), 1);
-  for (size_t j = 0; j < cats.size(); ++j)
-    for (size_t k = j + 1; k < cats.size(); ++k)
-      if (cats[k] == cats[j]) live[j] = 0;
+  std::unordered_map<int64_t, size_t> last;
+  for (size_t j = 0; j < cats.size(); ++j) last[cats[j]] = j;
+  std::vector<uint8_t> live(cats.size(), 0);
+  for (const auto& [cat, j] : last) live[j] = 1;
   const int nc = static_cast<int>(cats.size());
   const mx::array xi = mx::expand_dims(mx::astype(x, mx::int64, s), -1, s);
   const mx::array hit =

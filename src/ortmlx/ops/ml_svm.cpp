@@ -176,7 +176,11 @@ ClaimResult claim_svm_classifier(const ClaimContext& c) {
     ORTMLX_REQUIRE(classes >= 2, "a support-vector classifier needs two classes");
     ORTMLX_REQUIRE(coef >= (classes - 1) * static_cast<size_t>(vectors),
                    "fewer coefficients than (classes - 1) x support vectors");
-    ORTMLX_REQUIRE(rho >= classes * (classes - 1) / 2, "fewer rho values than class pairs");
+    const size_t pairs = classes * (classes - 1) / 2;
+    ORTMLX_REQUIRE(rho >= pairs, "fewer rho values than class pairs");
+    // The translator lays out one weight row and two vote rows per class pair.
+    ORTMLX_REQUIRE(pairs * (static_cast<size_t>(vectors) + 2 * classes) <= (size_t{1} << 26),
+                   "too many class pairs x support vectors for the pairwise tables");
     const size_t sv = n.attr_floats("support_vectors").value_or(std::vector<float>{}).size();
     ORTMLX_REQUIRE(sv >= static_cast<size_t>(vectors), "fewer support vector values than vectors");
     if (classes == 2)
@@ -239,10 +243,10 @@ void translate_svm_classifier(TranslationContext& ctx, const NodeDesc& n) {
   // class j's take row i (libsvm's layout); each pair votes for i when its value is positive.
   std::vector<int> start(classes, 0);
   for (int c = 1; c < classes; ++c) start[c] = start[c - 1] + static_cast<int>(per_class[c - 1]);
-  const int pairs = classes * (classes - 1) / 2;
-  std::vector<float> w(static_cast<size_t>(pairs) * v, 0.0f), vote_i(pairs * classes, 0.0f),
-      vote_j(pairs * classes, 0.0f);
-  int p = 0;
+  const int pairs = classes * (classes - 1) / 2;  // bounded at claim with the tables below
+  std::vector<float> w(static_cast<size_t>(pairs) * v, 0.0f);
+  std::vector<float> vote_i(static_cast<size_t>(pairs) * classes, 0.0f), vote_j(vote_i);
+  size_t p = 0;
   for (int i = 0; i < classes - 1; ++i) {
     for (int j = i + 1; j < classes; ++j, ++p) {
       for (int m = 0; m < per_class[i]; ++m)
