@@ -15,8 +15,9 @@ import pytest
 
 from ortmlx.testing import IR_VERSION, EpRun, registered_op_types
 
-# Every ONNX-domain op type the registry knows (the registry-dump tool next to the library).
-REGISTERED = registered_op_types("")
+# Every ONNX-domain and ai.onnx.ml op type the registry knows (the registry-dump tool next to
+# the library); the two domains share no op type name.
+REGISTERED = registered_op_types("") | registered_op_types("ai.onnx.ml")
 
 
 def _cases():
@@ -140,7 +141,9 @@ def _count(what, case=None, feeds=None):
     if case is not None:
         opset = next((o.version for o in case.model.opset_import if o.domain in ("", "ai.onnx")),
                      None)
-        RESULTS.append({"case": case.name, "status": what, "opset": opset,
+        ml_opset = next((o.version for o in case.model.opset_import if o.domain == "ai.onnx.ml"),
+                        None)
+        RESULTS.append({"case": case.name, "status": what, "opset": opset, "ml_opset": ml_opset,
                         "ops": sorted({n.op_type for n in case.model.graph.node} & REGISTERED),
                         "dtypes": sorted({str(np.asarray(v).dtype) for v in (feeds or {}).values()})})
 

@@ -343,6 +343,8 @@ def build_model(cases: list[Case], opset: int, infer: bool = True) -> onnx.Model
         imports.append(helper.make_opsetid("pkg.onnax", 1))
     if any(n.domain == "com.microsoft" for n in nodes):
         imports.append(helper.make_opsetid("com.microsoft", 1))
+    if any(n.domain == "ai.onnx.ml" for n in nodes):
+        imports.append(helper.make_opsetid("ai.onnx.ml", 3))
     model = helper.make_model(graph, opset_imports=imports, functions=functions)
     model.ir_version = IR_VERSION
     if infer:

@@ -2,7 +2,8 @@
 random dtypes, attribute values (valid, out of range, hostile, absent), opsets across the entry's
 range, input forms (graph input, constant initializer) and data (special values included).
 The op families live in gen_elem.py, gen_shape.py, gen_nn.py, gen_control.py,
-gen_recurrent.py and gen_vision.py (mixins of OpCases); each op has a method gen_<Op> (com.microsoft: gen_ms_<Op>),
+gen_recurrent.py, gen_vision.py and gen_ml.py (mixins of OpCases); each op has a method gen_<Op>
+(com.microsoft: gen_ms_<Op>, ai.onnx.ml: gen_ml_<Op>),
 which test_coverage.py checks against the registry. Mostly cases ORT CPU has a kernel for are
 emitted; ORT rejecting one at load time marks it invalid (not counted)."""
 
@@ -18,6 +19,7 @@ from .fuzzlib import FLOATS, INTS, NP_OF, Case, TensorProto, cpu_kernels
 from .gen_control import ControlGen
 from .gen_data import broadcast_pair, data, floats, ints, rand_dim, rand_shape, rand_shape_axis
 from .gen_elem import ElemGen
+from .gen_ml import MlGen
 from .gen_nn import NNGen
 from .gen_recurrent import RecurrentGen
 from .gen_shape import ShapeGen
@@ -50,6 +52,8 @@ def generated_ops() -> list[tuple[str, str]]:
     for name in dir(OpCases):
         if name.startswith("gen_ms_"):
             out.append(("com.microsoft", name[7:]))
+        elif name.startswith("gen_ml_"):
+            out.append(("ai.onnx.ml", name[7:]))
         elif name.startswith("gen_") and name[4:5].isupper():
             out.append(("", name[4:]))
     return sorted(set(out))
@@ -115,7 +119,7 @@ def make_node(op, inputs, outputs, name, **attrs):
     return node
 
 
-class OpCases(ElemGen, ShapeGen, NNGen, ControlGen, RecurrentGen, VisionGen):
+class OpCases(ElemGen, ShapeGen, NNGen, ControlGen, RecurrentGen, VisionGen, MlGen):
     """Makes single-node cases for a model opset."""
 
     def __init__(self, rng, opset):
@@ -158,7 +162,8 @@ class OpCases(ElemGen, ShapeGen, NNGen, ControlGen, RecurrentGen, VisionGen):
     def make(self, cid, op=None):
         domain, op = op or self.ops[int(self.rng.integers(len(self.ops)))]
         draws = hostile.DRAWS[0]
-        fn = getattr(self, ("gen_ms_" if domain else "gen_") + op, None)
+        prefix = {"": "gen_", "com.microsoft": "gen_ms_", "ai.onnx.ml": "gen_ml_"}[domain]
+        fn = getattr(self, prefix + op, None)
         if fn is not None:
             c = fn(cid)
         else:

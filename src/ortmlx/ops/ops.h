@@ -35,6 +35,8 @@ void register_spectral_ops(OpRegistry& r);        // Hann/Hamming/BlackmanWindow
 void register_recurrent_ops(OpRegistry& r);       // RNN, GRU, LSTM
 void register_loss_ops(OpRegistry& r);    // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 void register_vision_ops(OpRegistry& r);  // CenterCropPad, Col2Im, MaxUnpool, ...
+void register_ml_ops(OpRegistry& r);      // ai.onnx.ml: Binarizer..LinearClassifier
+void register_ml_svm_ops(OpRegistry& r);  // ai.onnx.ml SVMRegressor, SVMClassifier
 
 // Every family, in one place (called once to build OpRegistry::global()).
 void register_control_flow_ops(OpRegistry& r);  // If, Loop, Scan (bodies translated inline)
