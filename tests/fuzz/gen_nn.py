@@ -388,7 +388,37 @@ class NNGen:
         return self.emit(cid, "DFT", arrays, attrs, const_p=0.3, tol_scale=LOOSE,
                          mag=[self._mag(x) * shape[axis] * 4])
 
+    def _legacy_resize(self, cid, op):
+        """Upsample 7-9 and Resize 10: nearest/linear with scales (attribute before opset 9,
+        else input 1), sometimes hostile (below 1, zero, negative, NaN, huge) or too short."""
+        r = self.rng
+        t = int(r.choice([F32, F32, U8, I8, I32]))
+        rank = int(r.integers(1, 6))
+        shape = tuple(rand_dim(r, 0.05) if i == 0 else int(r.integers(1, 5)) for i in range(rank))
+        x = data(r, shape, t)
+        mode = str(r.choice(["nearest", "linear"]))
+        lo = 0.3 if op == "Resize" else 1.0
+        scales = [1.0 if (mode == "linear" and i < rank - 3 + (rank % 2 == 0)) or r.random() < 0.3
+                  else float(r.choice([lo, 1.5, 2.0, 2.5, 3.0])) for i in range(rank)]
+        if r.random() < 0.06:
+            scales[int(r.integers(rank))] = hpick(r, [0.0, -1.0, 0.5, float("nan"), 1e12])
+        if r.random() < 0.03:
+            scales = scales[:-1]
+        s = np.asarray(scales, np.float32)
+        if op == "Upsample" and self.opset < 9:
+            return self.emit(cid, op, [x], {"mode": mode, "scales": s.tolist()}, tol_scale=LOOSE,
+                             mag=[self._mag(x) * 2])
+        return self.emit(cid, op, [x, s], {"mode": mode}, const_p=0.7, tol_scale=LOOSE,
+                         mag=[self._mag(x) * 2])
+
+    def gen_Upsample(self, cid):
+        if self.opset > 9:
+            return None
+        return self._legacy_resize(cid, "Upsample")
+
     def gen_Resize(self, cid):
+        if self.opset == 10:
+            return self._legacy_resize(cid, "Resize")
         t = self.types_for("Resize", lambda t: ([t, F32, F32, I64], [t]), (F32, F32, U8, I8))
         if t is None or self.opset < 11:
             return None

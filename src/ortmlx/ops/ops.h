@@ -29,7 +29,7 @@ void register_conv_ops(OpRegistry& r);            // Conv, ConvTranspose
 void register_pool_ops(OpRegistry& r);            // Max/AveragePool, GlobalAverage/MaxPool
 void register_local_norm_ops(OpRegistry& r);      // LRN, MeanVarianceNormalization, ReverseSequence
 void register_channel_norm_ops(OpRegistry& r);    // Batch/Instance/Group/LpNormalization
-void register_resize_ops(OpRegistry& r);          // Resize, DepthToSpace, SpaceToDepth
+void register_resize_ops(OpRegistry& r);          // Resize, Upsample, DepthToSpace, SpaceToDepth
 void register_bitwise_ops(OpRegistry& r);         // BitwiseAnd/Or/Xor/Not
 void register_spectral_ops(OpRegistry& r);        // Hann/Hamming/BlackmanWindow
 void register_recurrent_ops(OpRegistry& r);       // RNN, GRU, LSTM
