@@ -489,6 +489,106 @@ class NNGen:
         attrs = {"axis": axis} if per_axis or r.random() < 0.2 else {}
         return self.emit(cid, "DequantizeLinear", [x, scale, zp], attrs, const_idx={1, 2})
 
+    # ---- integer arithmetic (ops/quant_integer.cpp) ----------------------------------------
+    def gen_DynamicQuantizeLinear(self, cid):
+        if self.opset < 11:
+            return None
+        r = self.rng
+        shape = rand_shape(r)
+        kind = r.random()
+        lo, hi = (0.1, 5) if kind < 0.2 else ((-5, -0.1) if kind < 0.4 else (-8, 8))
+        x = floats(r, shape, F32, lo, hi, special_p=0.03 if r.random() < 0.1 else 0.0)
+        if x.size and r.random() < 0.05:
+            x = x * np.float32(hpick(r, [0.0, 1e30, 1e-30]))
+        return self.emit(cid, "DynamicQuantizeLinear", [x], n_out=3)
+
+    def _q8(self, shape, qt):
+        """8-bit data, full range (the exactness bound of the integer sums)."""
+        return ints(self.rng, shape, qt, big_p=0.7)
+
+    def gen_MatMulInteger(self, cid):
+        if self.opset < 10:
+            return None
+        r = self.rng
+        ta, tb = int(r.choice([U8, I8])), int(r.choice([U8, I8]))
+        m, n = rand_dim(r, 0.05), int(r.integers(1, 5))
+        k = int(r.choice([1, 3, 17, 258, 259, 700]))
+        batch = (int(r.integers(1, 3)),) if r.random() < 0.3 else ()
+        a, b = self._q8(batch + (m, k), ta), self._q8((k, n), tb)
+        za = self._q8((), ta) if r.random() < 0.7 else None
+        zb = None
+        if r.random() < 0.7:
+            zb = self._q8((n,) if r.random() < 0.3 else (), tb)
+            if r.random() < 0.04:
+                zb = self._q8((n + 1,), tb)  # hostile: not one per column
+        arrays = [a, b, za, zb]
+        while arrays[-1] is None:
+            arrays.pop()
+        return self.emit(cid, "MatMulInteger", arrays, const_p=0.3)
+
+    def _qlinear_params(self, ta, tw, n_w):
+        r = self.rng
+        sw = floats(r, (n_w,) if n_w else (), F32, 0.002, 0.05)
+        zw = np.zeros(sw.shape, NP_OF[tw]) if tw == I8 and r.random() < 0.6 else \
+            self._q8(sw.shape, tw)
+        sy = floats(r, (), F32, 0.01, 2.0)
+        if r.random() < 0.04:
+            sy = np.asarray(hpick(r, [0.0, -1.0, 1e-30, float("inf")]), np.float32)
+        return [floats(r, (), F32, 0.002, 0.05), self._q8((), ta), sw, zw, sy,
+                self._q8((), ta)]
+
+    def gen_QLinearMatMul(self, cid):
+        if self.opset < 10:
+            return None
+        r = self.rng
+        ta = int(r.choice([U8, I8]))
+        tb = I8 if ta == I8 else int(r.choice([U8, I8]))
+        m, n = rand_dim(r, 0.05), int(r.integers(1, 5))
+        k = int(r.choice([1, 4, 33, 300]))
+        a, b = self._q8((m, k), ta), self._q8((k, n), tb)
+        sa, za, sb, zb, sy, zy = self._qlinear_params(ta, tb, n if r.random() < 0.3 else 0)
+        return self.emit(cid, "QLinearMatMul", [a, sa, za, b, sb, zb, sy, zy], const_p=0.3)
+
+    def _int_conv_shapes(self):
+        r = self.rng
+        nsp = int(r.choice([1, 2, 2, 3]))
+        group = int(r.choice([1, 1, 2]))
+        cin = group * int(r.choice([1, 2, 20, 40]))
+        cout = group * int(r.integers(1, 3))
+        k = self._spatial(nsp)
+        xs = (rand_dim(r, 0.05), cin) + tuple(kk + int(r.integers(0, 4)) for kk in k)
+        attrs = self._window_attrs(k, nsp)
+        if group > 1 or r.random() < 0.2:
+            attrs["group"] = group
+        return xs, (cout, cin // group) + k, attrs
+
+    def gen_ConvInteger(self, cid):
+        if self.opset < 10:
+            return None
+        r = self.rng
+        tx, tw = int(r.choice([U8, I8])), int(r.choice([U8, I8]))
+        xs, ws, attrs = self._int_conv_shapes()
+        x, w = self._q8(xs, tx), self._q8(ws, tw)
+        zx = self._q8((), tx) if r.random() < 0.7 else None
+        zw = self._q8((), tw) if r.random() < 0.7 else None
+        arrays = [x, w, zx, zw]
+        while arrays[-1] is None:
+            arrays.pop()
+        return self.emit(cid, "ConvInteger", arrays, attrs, const_p=0.3)
+
+    def gen_QLinearConv(self, cid):
+        if self.opset < 10:
+            return None
+        r = self.rng
+        tx = int(r.choice([U8, I8]))
+        tw = I8 if tx == I8 else int(r.choice([U8, I8]))
+        xs, ws, attrs = self._int_conv_shapes()
+        x, w = self._q8(xs, tx), self._q8(ws, tw)
+        sx, zx, sw, zw, sy, zy = self._qlinear_params(tx, tw, ws[0] if r.random() < 0.4 else 0)
+        b = r.integers(-20000, 20000, ws[0]).astype(np.int32) if r.random() < 0.5 else None
+        return self.emit(cid, "QLinearConv", [x, sx, zx, w, sw, zw, sy, zy, b], attrs,
+                         const_p=0.3)
+
     def gen_ms_MatMulNBits(self, cid):
         r = self.rng
         t = int(r.choice([F32, F32, F16]))

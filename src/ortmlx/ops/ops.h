@@ -24,6 +24,7 @@ void register_contrib_norm_ops(OpRegistry& r);    // (Skip)SimplifiedLayerNorm, 
 void register_attention_ops(OpRegistry& r);       // Attention, MHA, GQA, RotaryEmbedding
 void register_quant_ops(OpRegistry& r);           // com.microsoft MatMulNBits
 void register_quantize_ops(OpRegistry& r);        // Quantize/DequantizeLinear
+void register_quant_integer_ops(OpRegistry& r);  // DynamicQuantizeLinear, *Integer, QLinear*
 void register_contrib_matmul_ops(OpRegistry& r);  // com.microsoft FusedMatMul, BiasAdd
 void register_conv_ops(OpRegistry& r);            // Conv, ConvTranspose
 void register_pool_ops(OpRegistry& r);            // Max/AveragePool, GlobalAverage/MaxPool
