@@ -749,6 +749,34 @@ class NNGen:
                          reference=(lambda: _gqa_ref(q, k, v, pk, pv, hq, scale)[:n_out])
                          if ok else None)
 
+    def gen_RotaryEmbedding(self, cid):
+        """ONNX RotaryEmbedding (23): 3-D or 4-D input, 2-D caches with position_ids or 3-D
+        caches without, sometimes a partial rotary_embedding_dim or bad num_heads."""
+        if self.opset < 23:
+            return None
+        r = self.rng
+        t = int(r.choice([F32, F32, F16]))
+        b, s, h, d = rand_dim(r, 0.05), int(r.integers(1, 4)), int(r.choice([1, 2])), \
+            int(r.choice([4, 8]))
+        rot = int(r.choice([0, 0, 2, d]))
+        half = (rot or d) // 2
+        four_d = r.random() < 0.5
+        x = floats(r, (b, h, s, d) if four_d else (b, s, h * d), t, -2, 2)
+        attrs = {"interleaved": int(r.integers(2))} if r.random() < 0.6 else {}
+        if rot:
+            attrs["rotary_embedding_dim"] = rot
+        if not four_d or r.random() < 0.3:
+            attrs["num_heads"] = h if r.random() > 0.05 else hpick(r, [0, 3, h + 1])
+        if r.random() < 0.5:
+            rows = int(r.integers(s, s + 4))
+            cos, sin = floats(r, (rows, half), t, -1, 1), floats(r, (rows, half), t, -1, 1)
+            pos = r.integers(0, rows, size=(b, s)).astype(np.int64)
+            arrays = [x, cos, sin, pos]
+        else:
+            arrays = [x, floats(r, (b, s, half), t, -1, 1), floats(r, (b, s, half), t, -1, 1)]
+        return self.emit(cid, "RotaryEmbedding", arrays, attrs, const_p=0.3, tol_scale=LOOSE,
+                         mag=[4.0])
+
     def gen_ms_RotaryEmbedding(self, cid):
         r = self.rng
         t = int(r.choice([F32, F32, F16]))

@@ -21,6 +21,7 @@ void register_all_ops(OpRegistry& r) {
   register_attention_vjp_ops(r);
   register_contrib_norm_ops(r);
   register_attention_ops(r);
+  register_rotary_ops(r);
   register_quant_ops(r);
   register_quantize_ops(r);
   register_quant_integer_ops(r);
