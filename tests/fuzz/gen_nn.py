@@ -388,7 +388,37 @@ class NNGen:
         return self.emit(cid, "DFT", arrays, attrs, const_p=0.3, tol_scale=LOOSE,
                          mag=[self._mag(x) * shape[axis] * 4])
 
+    def _legacy_resize(self, cid, op):
+        """Upsample 7-9 and Resize 10: nearest/linear with scales (attribute before opset 9,
+        else input 1), sometimes hostile (below 1, zero, negative, NaN, huge) or too short."""
+        r = self.rng
+        t = int(r.choice([F32, F32, U8, I8, I32]))
+        rank = int(r.integers(1, 6))
+        shape = tuple(rand_dim(r, 0.05) if i == 0 else int(r.integers(1, 5)) for i in range(rank))
+        x = data(r, shape, t)
+        mode = str(r.choice(["nearest", "linear"]))
+        lo = 0.3 if op == "Resize" else 1.0
+        scales = [1.0 if (mode == "linear" and i < rank - 3 + (rank % 2 == 0)) or r.random() < 0.3
+                  else float(r.choice([lo, 1.5, 2.0, 2.5, 3.0])) for i in range(rank)]
+        if r.random() < 0.06:
+            scales[int(r.integers(rank))] = hpick(r, [0.0, -1.0, 0.5, float("nan"), 1e12])
+        if r.random() < 0.03:
+            scales = scales[:-1]
+        s = np.asarray(scales, np.float32)
+        if op == "Upsample" and self.opset < 9:
+            return self.emit(cid, op, [x], {"mode": mode, "scales": s.tolist()}, tol_scale=LOOSE,
+                             mag=[self._mag(x) * 2])
+        return self.emit(cid, op, [x, s], {"mode": mode}, const_p=0.7, tol_scale=LOOSE,
+                         mag=[self._mag(x) * 2])
+
+    def gen_Upsample(self, cid):
+        if self.opset > 9:
+            return None
+        return self._legacy_resize(cid, "Upsample")
+
     def gen_Resize(self, cid):
+        if self.opset == 10:
+            return self._legacy_resize(cid, "Resize")
         t = self.types_for("Resize", lambda t: ([t, F32, F32, I64], [t]), (F32, F32, U8, I8))
         if t is None or self.opset < 11:
             return None
@@ -458,6 +488,106 @@ class NNGen:
             scale = scale[:-1]
         attrs = {"axis": axis} if per_axis or r.random() < 0.2 else {}
         return self.emit(cid, "DequantizeLinear", [x, scale, zp], attrs, const_idx={1, 2})
+
+    # ---- integer arithmetic (ops/quant_integer.cpp) ----------------------------------------
+    def gen_DynamicQuantizeLinear(self, cid):
+        if self.opset < 11:
+            return None
+        r = self.rng
+        shape = rand_shape(r)
+        kind = r.random()
+        lo, hi = (0.1, 5) if kind < 0.2 else ((-5, -0.1) if kind < 0.4 else (-8, 8))
+        x = floats(r, shape, F32, lo, hi, special_p=0.03 if r.random() < 0.1 else 0.0)
+        if x.size and r.random() < 0.05:
+            x = x * np.float32(hpick(r, [0.0, 1e30, 1e-30]))
+        return self.emit(cid, "DynamicQuantizeLinear", [x], n_out=3)
+
+    def _q8(self, shape, qt):
+        """8-bit data, full range (the exactness bound of the integer sums)."""
+        return ints(self.rng, shape, qt, big_p=0.7)
+
+    def gen_MatMulInteger(self, cid):
+        if self.opset < 10:
+            return None
+        r = self.rng
+        ta, tb = int(r.choice([U8, I8])), int(r.choice([U8, I8]))
+        m, n = rand_dim(r, 0.05), int(r.integers(1, 5))
+        k = int(r.choice([1, 3, 17, 258, 259, 700]))
+        batch = (int(r.integers(1, 3)),) if r.random() < 0.3 else ()
+        a, b = self._q8(batch + (m, k), ta), self._q8((k, n), tb)
+        za = self._q8((), ta) if r.random() < 0.7 else None
+        zb = None
+        if r.random() < 0.7:
+            zb = self._q8((n,) if r.random() < 0.3 else (), tb)
+            if r.random() < 0.04:
+                zb = self._q8((n + 1,), tb)  # hostile: not one per column
+        arrays = [a, b, za, zb]
+        while arrays[-1] is None:
+            arrays.pop()
+        return self.emit(cid, "MatMulInteger", arrays, const_p=0.3)
+
+    def _qlinear_params(self, ta, tw, n_w):
+        r = self.rng
+        sw = floats(r, (n_w,) if n_w else (), F32, 0.002, 0.05)
+        zw = np.zeros(sw.shape, NP_OF[tw]) if tw == I8 and r.random() < 0.6 else \
+            self._q8(sw.shape, tw)
+        sy = floats(r, (), F32, 0.01, 2.0)
+        if r.random() < 0.04:
+            sy = np.asarray(hpick(r, [0.0, -1.0, 1e-30, float("inf")]), np.float32)
+        return [floats(r, (), F32, 0.002, 0.05), self._q8((), ta), sw, zw, sy,
+                self._q8((), ta)]
+
+    def gen_QLinearMatMul(self, cid):
+        if self.opset < 10:
+            return None
+        r = self.rng
+        ta = int(r.choice([U8, I8]))
+        tb = I8 if ta == I8 else int(r.choice([U8, I8]))
+        m, n = rand_dim(r, 0.05), int(r.integers(1, 5))
+        k = int(r.choice([1, 4, 33, 300]))
+        a, b = self._q8((m, k), ta), self._q8((k, n), tb)
+        sa, za, sb, zb, sy, zy = self._qlinear_params(ta, tb, n if r.random() < 0.3 else 0)
+        return self.emit(cid, "QLinearMatMul", [a, sa, za, b, sb, zb, sy, zy], const_p=0.3)
+
+    def _int_conv_shapes(self):
+        r = self.rng
+        nsp = int(r.choice([1, 2, 2, 3]))
+        group = int(r.choice([1, 1, 2]))
+        cin = group * int(r.choice([1, 2, 20, 40]))
+        cout = group * int(r.integers(1, 3))
+        k = self._spatial(nsp)
+        xs = (rand_dim(r, 0.05), cin) + tuple(kk + int(r.integers(0, 4)) for kk in k)
+        attrs = self._window_attrs(k, nsp)
+        if group > 1 or r.random() < 0.2:
+            attrs["group"] = group
+        return xs, (cout, cin // group) + k, attrs
+
+    def gen_ConvInteger(self, cid):
+        if self.opset < 10:
+            return None
+        r = self.rng
+        tx, tw = int(r.choice([U8, I8])), int(r.choice([U8, I8]))
+        xs, ws, attrs = self._int_conv_shapes()
+        x, w = self._q8(xs, tx), self._q8(ws, tw)
+        zx = self._q8((), tx) if r.random() < 0.7 else None
+        zw = self._q8((), tw) if r.random() < 0.7 else None
+        arrays = [x, w, zx, zw]
+        while arrays[-1] is None:
+            arrays.pop()
+        return self.emit(cid, "ConvInteger", arrays, attrs, const_p=0.3)
+
+    def gen_QLinearConv(self, cid):
+        if self.opset < 10:
+            return None
+        r = self.rng
+        tx = int(r.choice([U8, I8]))
+        tw = I8 if tx == I8 else int(r.choice([U8, I8]))
+        xs, ws, attrs = self._int_conv_shapes()
+        x, w = self._q8(xs, tx), self._q8(ws, tw)
+        sx, zx, sw, zw, sy, zy = self._qlinear_params(tx, tw, ws[0] if r.random() < 0.4 else 0)
+        b = r.integers(-20000, 20000, ws[0]).astype(np.int32) if r.random() < 0.5 else None
+        return self.emit(cid, "QLinearConv", [x, sx, zx, w, sw, zw, sy, zy, b], attrs,
+                         const_p=0.3)
 
     def gen_ms_MatMulNBits(self, cid):
         r = self.rng
@@ -618,6 +748,34 @@ class NNGen:
                          label=f"seqlens={seqlens.tolist()}{bad}{' mixed-prompt' * mixed}",
                          reference=(lambda: _gqa_ref(q, k, v, pk, pv, hq, scale)[:n_out])
                          if ok else None)
+
+    def gen_RotaryEmbedding(self, cid):
+        """ONNX RotaryEmbedding (23): 3-D or 4-D input, 2-D caches with position_ids or 3-D
+        caches without, sometimes a partial rotary_embedding_dim or bad num_heads."""
+        if self.opset < 23:
+            return None
+        r = self.rng
+        t = int(r.choice([F32, F32, F16]))
+        b, s, h, d = rand_dim(r, 0.05), int(r.integers(1, 4)), int(r.choice([1, 2])), \
+            int(r.choice([4, 8]))
+        rot = int(r.choice([0, 0, 2, d]))
+        half = (rot or d) // 2
+        four_d = r.random() < 0.5
+        x = floats(r, (b, h, s, d) if four_d else (b, s, h * d), t, -2, 2)
+        attrs = {"interleaved": int(r.integers(2))} if r.random() < 0.6 else {}
+        if rot:
+            attrs["rotary_embedding_dim"] = rot
+        if not four_d or r.random() < 0.3:
+            attrs["num_heads"] = h if r.random() > 0.05 else hpick(r, [0, 3, h + 1])
+        if r.random() < 0.5:
+            rows = int(r.integers(s, s + 4))
+            cos, sin = floats(r, (rows, half), t, -1, 1), floats(r, (rows, half), t, -1, 1)
+            pos = r.integers(0, rows, size=(b, s)).astype(np.int64)
+            arrays = [x, cos, sin, pos]
+        else:
+            arrays = [x, floats(r, (b, s, half), t, -1, 1), floats(r, (b, s, half), t, -1, 1)]
+        return self.emit(cid, "RotaryEmbedding", arrays, attrs, const_p=0.3, tol_scale=LOOSE,
+                         mag=[4.0])
 
     def gen_ms_RotaryEmbedding(self, cid):
         r = self.rng

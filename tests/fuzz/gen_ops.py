@@ -40,8 +40,11 @@ OPS = BINARY + ("Pow",) + UNARY + ("MatMul", "Gemm", "Reshape", "Transpose", "Un
                                    "Squeeze", "Flatten", "Concat", "Identity", "Cast",
                                    "ReduceSum", "ReduceMean", "LayerNormalization", "Softmax")
 MIN_OPSET = {"Gelu": 20, "LayerNormalization": 17}
-OPSETS = (9, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24)
-OPSET_P = np.array([1, 3, 2, 3, 2, 2, 1, 2, 3, 2, 2, 3, 2, 3, 3], dtype=float)
+OPSETS = (4, 7, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24)
+OPSET_P = np.array([0.5, 0.5, 1, 1, 3, 2, 3, 2, 2, 1, 2, 3, 2, 2, 3, 2, 3, 3], dtype=float)
+# Opsets before 9 exist for the registry entries of older versions only (Reshape 1-4 with its
+# shape attribute, Upsample 7-8): batches at those opsets make cases of these ops alone.
+OLD_OPSET_OPS = ("Reshape", "Upsample")
 # Share of cases whose node gets one int attribute set to a hostile value.
 HOSTILE_ATTR_P = 0.03
 
@@ -128,6 +131,8 @@ class OpCases(ElemGen, ShapeGen, NNGen, ControlGen, RecurrentGen, VisionGen, MlG
         self.k = cpu_kernels()
         self.ops = [(d, op) for d, op in generated_ops()
                     if d or (MIN_OPSET.get(op, 1) <= opset and _available(op, opset))]
+        if opset < 9:
+            self.ops = [(d, op) for d, op in self.ops if not d and op in OLD_OPSET_OPS]
 
     # ---- helpers -----------------------------------------------------------------------------
     def pick_type(self, op, nin, among=None, extra_out=None, tries=12):
@@ -428,6 +433,9 @@ class OpCases(ElemGen, ShapeGen, NNGen, ControlGen, RecurrentGen, VisionGen, MlG
                     target[i] = 0  # copy the input dim
         if r.random() < 0.04:
             target = target + [-1] if -1 in target else [-2] + target  # invalid
+        if self.opset < 5:  # Reshape 1-4: the target is an attribute
+            return self.emit(cid, "Reshape", [x], {"shape": [int(d) for d in target]},
+                             label=f"-> {target}")
         spec = np.asarray(target, dtype=np.int64)
         names, feeds, consts = self.inputs(cid, [x, spec], const_p=0.05,
                                            const_idx={1} if r.random() < 0.92 else set())

@@ -159,3 +159,42 @@ def test_zero_point_shape_must_match_scale_like_cpu(rng):
     feeds = {"x": np.ones((3, 2, 0, 2), np.int8), "sc": np.array([0.5], np.float32),
              "zp": np.array([1, -2], np.int8)}
     check_hostile(model, feeds, op_type="DequantizeLinear", error="zero point shape")
+
+
+# ---- opsets 10-12: per tensor only (no axis attribute)
+
+@pytest.mark.parametrize("opset", [10, 11, 12])
+@pytest.mark.parametrize("qtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("scale_shape", [(), (1,)], ids=str)
+def test_quantize_opset_10_12(opset, qtype, scale_shape, rng):
+    x = (rng.standard_normal((3, 5)) * 40).astype(np.float32)
+    x[0, :3] = [0.25, 0.75, -1.25]  # ties at scale 0.5
+    scale = np.full(scale_shape, 0.5, np.float32)
+    zp = np.full(scale_shape, 3 if qtype == np.int8 else 120, qtype)
+    model = single_node_model("QuantizeLinear", {"x": x}, initializers={"s": scale, "zp": zp},
+                              opset=opset)
+    check_on_ep(model, {"x": x})
+    model = single_node_model("QuantizeLinear", {"x": x, "s": scale}, opset=opset)
+    got = check_on_ep(model, {"x": x, "s": scale})
+    assert got[0].dtype == np.uint8
+
+
+@pytest.mark.parametrize("opset", [10, 11, 12])
+@pytest.mark.parametrize("qtype", [np.int8, np.uint8, np.int32])
+def test_dequantize_opset_10_12(opset, qtype, rng):
+    info = np.iinfo(qtype)
+    lo, hi = (info.min, info.max) if qtype != np.int32 else (-(1 << 30), 1 << 30)
+    x = rng.integers(lo, hi, (4, 3, 2), endpoint=True).astype(qtype)
+    zp = np.array(0 if qtype == np.int32 else rng.integers(lo, hi), qtype)
+    s = np.asarray(_scale(rng, ()), np.float32)
+    model = single_node_model("DequantizeLinear", {"x": x, "s": s, "zp": zp}, opset=opset)
+    check_on_ep(model, {"x": x, "s": s, "zp": zp}, rtol=0, atol=0)
+    model = single_node_model("DequantizeLinear", {"x": x}, initializers={"s": s}, opset=opset)
+    check_on_ep(model, {"x": x}, rtol=0, atol=0)
+
+
+def test_opset_10_refuses_per_axis_scales(rng):
+    x = rng.integers(0, 255, (4, 3)).astype(np.uint8)
+    model = single_node_model("DequantizeLinear", {"x": x},
+                              initializers={"s": _scale(rng, (3,))}, opset=10, check=False)
+    assert "before opset 13" in (refusal(model, "DequantizeLinear") or "")

@@ -275,3 +275,96 @@ def test_resize_opset_11_tf_half_pixel_for_nn_is_refused(rng):
     model = _resize11(x, {"mode": "nearest", "coordinate_transformation_mode":
                           "tf_half_pixel_for_nn"}, [1, 1, 2, 2])
     assert "tf_half_pixel_for_nn" in refusal(model, "Resize")
+
+
+# ---- Upsample 7-9, Resize 10: asymmetric coordinates, nearest truncates (ceil when shrinking)
+
+def legacy_model(op, x, scales, mode, opset, runtime_scales=False):
+    scales = np.asarray(scales, np.float32)
+    if op == "Upsample" and opset < 9:
+        return single_node_model("Upsample", {"x": x}, attrs={"mode": mode,
+                                                              "scales": scales.tolist()},
+                                 opset=opset)
+    if runtime_scales:
+        return single_node_model(op, {"x": x, "scales": scales}, attrs={"mode": mode},
+                                 opset=opset, check=False)
+    return single_node_model(op, {"x": x, "scales": scales}, attrs={"mode": mode},
+                             initializers={"scales": scales}, opset=opset)
+
+
+LEGACY = [("Upsample", 7), ("Upsample", 8), ("Upsample", 9), ("Resize", 10)]
+UP_SCALES = [[1, 1, 2, 2], [1, 1, 2, 3], [1, 1, 1.5, 2.3], [1, 1, 1.1, 1], [2, 1, 1, 1.7],
+             [1, 1, 1, 1]]
+
+
+@pytest.mark.parametrize("op,opset", LEGACY)
+@pytest.mark.parametrize("scales", UP_SCALES, ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.int8, np.int32])
+def test_legacy_nearest(op, opset, scales, dtype, rng):
+    x = random_array(rng, (2, 3, 5, 7), dtype)
+    check_on_ep(legacy_model(op, x, scales, "nearest", opset), {"x": x}, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("op,opset", LEGACY)
+@pytest.mark.parametrize("scales", [s for s in UP_SCALES if s[0] == 1], ids=str)
+def test_legacy_linear(op, opset, scales, rng):
+    x = random_array(rng, (2, 3, 5, 7))
+    check_on_ep(legacy_model(op, x, scales, "linear", opset), {"x": x})
+
+
+@pytest.mark.parametrize("op,opset", LEGACY)
+def test_legacy_other_ranks(op, opset, rng):
+    for shape, scales, mode in [((7,), [2.5], "nearest"), ((4, 5), [1.5, 2], "linear"),
+                                ((3, 4, 5), [2, 1.5, 1.2], "linear"),
+                                ((1, 2, 3, 4, 2), [1, 1, 2, 1.5, 3], "linear"),
+                                ((2, 3, 2, 2, 3), [1, 2, 3, 1, 2], "nearest")]:
+        x = random_array(rng, shape)
+        check_on_ep(legacy_model(op, x, scales, mode, opset), {"x": x})
+
+
+@pytest.mark.parametrize("scales", [[1, 1, 0.5, 0.6], [1, 1, 0.75, 1.5], [1, 0.4, 2, 0.34]],
+                         ids=str)
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_resize10_downsample(scales, mode, rng):
+    if mode == "linear" and scales[1] != 1:
+        pytest.skip("linear needs the outer scales at 1")
+    x = random_array(rng, (2, 3, 7, 9))
+    check_on_ep(legacy_model("Resize", x, scales, mode, 10), {"x": x})
+
+
+@pytest.mark.parametrize("op,opset", [("Upsample", 9), ("Resize", 10)])
+def test_legacy_scales_at_run_time(op, opset, rng):
+    x = random_array(rng, (1, 2, 3, 4))
+    for scales in ([1, 1, 2, 3], [1, 1, 1.5, 1]):
+        s = np.asarray(scales, np.float32)
+        model = legacy_model(op, x, s, "nearest", opset, runtime_scales=True)
+        check_on_ep(model, {"x": x, "scales": s}, rtol=0, atol=0)
+
+
+def test_legacy_empty_input(rng):
+    x = random_array(rng, (2, 0, 3))
+    check_on_ep(legacy_model("Upsample", x, [1, 2, 2], "nearest", 9), {"x": x})
+    check_on_ep(legacy_model("Resize", x, [1, 0.5, 3], "nearest", 10), {"x": x})
+
+
+def test_legacy_bad_runtime_scales_raise(rng):
+    from isolated import loose_model
+    from opcheck import check_error_on_ep
+
+    x = random_array(rng, (1, 2, 3, 4))
+    model = loose_model("Upsample", [("x", np.float32, [1, 2, 3, 4]), ("scales", np.float32, ["n"])],
+                        {"mode": "nearest"}, opset=9)
+    check_error_on_ep(model, {"x": x, "scales": np.array([1, 1, 0.5, 2], np.float32)}, ">= 1")
+    check_error_on_ep(model, {"x": x, "scales": np.array([1, 2, 2], np.float32)}, "rank")
+    # The session still runs good scales afterwards (checked against ORT CPU).
+    check_on_ep(model, {"x": x, "scales": np.array([1, 1, 2, 1.5], np.float32)})
+
+
+def test_legacy_refusals(rng):
+    from isolated import loose_model
+
+    model = loose_model("Upsample", [("x", np.float32, [1, 2, 3, 4])], {"mode": "cubic"},
+                        initializers={"scales": np.array([1, 1, 2, 2], np.float32)}, opset=9)
+    assert "mode" in (refusal(model, "Upsample") or "")
+    xi = random_array(rng, (1, 2, 3, 4), np.uint8)
+    assert "linear" in refusal(legacy_model("Resize", xi, [1, 1, 2, 2], "linear", 10), "Resize")

@@ -67,6 +67,29 @@ def test_reshape_opsets(opset, rng):
     check_on_ep(const_input_model("Reshape", x, "shape", [4, -1], opset=opset), {"x": x})
 
 
+@pytest.mark.parametrize("case", [c for c in RESHAPES if c[2] == 0 and c[1] != []], ids=str)
+@pytest.mark.parametrize("opset", [1, 4])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])  # the types Reshape 1-4 defines
+def test_reshape_shape_attribute(case, opset, dtype, rng):
+    # Reshape 1-4: the target is the `shape` attribute (0 copies a dim, one -1 is inferred).
+    shape, spec, _ = case
+    x = random_array(rng, shape, dtype)
+    # ONNX infers no output type for Reshape 1-4 (the checker would reject the untyped output).
+    model = single_node_model("Reshape", {"x": x}, attrs={"shape": spec}, opset=opset,
+                              check=False)
+    check_on_ep(model, {"x": x})
+
+
+def test_reshape_shape_attribute_refusals():
+    from isolated import loose_model
+
+    x = [("x", np.float32, [2, 3, 4])]
+    for spec, why in [([-1, -1], "more than one -1"), ([2, -2, 3], "invalid"),
+                      ([0, 0, 0, 0], "beyond the input rank")]:
+        model = loose_model("Reshape", x, attrs={"shape": spec}, opset=4)
+        assert why in (refusal(model, "Reshape") or ""), spec
+
+
 def test_reshape_dynamic_input_shape(rng):
     # 0 and -1 resolve against the live shape.
     model = dynamic_model("Reshape", ["B", "S", 8], np.float32, const_inputs={"shape": [0, -1, 2, 4]})

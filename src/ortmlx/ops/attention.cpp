@@ -1,6 +1,6 @@
 // Attention family: ONNX Attention (opsets 23-24) and the com.microsoft contrib ops
-// MultiHeadAttention, GroupQueryAttention and RotaryEmbedding, as ONNX Runtime's CPU kernels
-// compute them.
+// MultiHeadAttention and GroupQueryAttention, as ONNX Runtime's CPU kernels compute them
+// (RotaryEmbedding: ops/rotary.cpp).
 //
 // All attention is composed from explicit MLX ops in float32 (scores = Q K^T * scale, additive
 // bias, max-subtracted softmax, P V), not mx::fast::scaled_dot_product_attention: the explicit
@@ -635,135 +635,12 @@ void translate_gqa(TranslationContext& ctx, const NodeDesc& n) {
   ctx.bind_output(n, 0, to_type(merge_heads(a.y, s), dt, s));
 }
 
-// ---------------------------------------------------------------- com.microsoft RotaryEmbedding
-
-// out = x * cos + rotate(x) * sin over the first rotary_embedding_dim features of each head
-// (all of them by default), the rest passed through. Pairs are (x[i], x[i + rot/2]) or, with
-// interleaved=1, (x[2i], x[2i+1]). cos/sin rows are gathered by position_ids [B, S], or are
-// offset + [0, S) for the 1-element form.
-ClaimResult claim_rotary(const ClaimContext& c) {
-  ORTMLX_REQUIRE(c.num_inputs() == 4 && c.num_outputs() == 1, "expects 4 inputs, 1 output");
-  auto r = refuse_unknown_attrs(
-      c, {"num_heads", "rotary_embedding_dim", "interleaved", "is_packed_batching", "scale"});
-  if (!r.ok) return r;
-  ORTMLX_REQUIRE(c.node().attr_int("is_packed_batching", 0) == 0,
-                 "packed batching is not "
-                 "implemented");
-  ORTMLX_REQUIRE(c.node().attr_float("scale", 1.f) == 1.f, "scale != 1 is not implemented");
-  r = require_float_io(c, {0, 2, 3}, {0});
-  if (!r.ok) return r;
-  ORTMLX_REQUIRE(c.input_type(1) == ElemType::kInt64, "position_ids must be int64");
-  const int64_t rank = c.input_rank(0);
-  ORTMLX_REQUIRE(rank == 3 || rank == 4, "input must be 3-D or 4-D");
-  return ClaimResult::yes();
-}
-
-void translate_rotary(TranslationContext& ctx, const NodeDesc& n) {
-  const auto s = ctx.stream();
-  const mx::array x = ctx.input(n, 0);
-  const mx::array pos = ctx.input(n, 1);
-  const mx::array cosc = f32(ctx.input(n, 2), s), sinc = f32(ctx.input(n, 3), s);
-  if (cosc.ndim() != 2 || sinc.shape() != cosc.shape())
-    throw std::runtime_error("cos_cache/sin_cache must be 2-D of one shape");
-  const int half = cosc.shape(1);
-  int rot = static_cast<int>(n.attr_int("rotary_embedding_dim", 0));
-  int H = static_cast<int>(n.attr_int("num_heads", 0));
-  // Work in [B, S, H, Dh] (3-D input) or [B, H, S, Dh] (4-D input: batch, heads, seq, head).
-  mx::array xh = x;
-  const bool three_d = x.ndim() == 3;
-  const int B = x.shape(0);
-  const int S = three_d ? x.shape(1) : x.shape(2);
-  if (three_d) {
-    const int Dh = H > 0 ? x.shape(2) / H : 2 * half;
-    if (Dh <= 0 || x.shape(2) % Dh != 0)
-      throw std::runtime_error("hidden size / head size mismatch");
-    H = x.shape(2) / Dh;
-    xh = mx::reshape(x, {B, S, H, Dh}, s);
-  }
-  const int Dh = xh.shape(3);
-  if (rot == 0) rot = Dh;
-  if (rot != 2 * half || rot > Dh)
-    throw std::runtime_error("rotary_embedding_dim does not match the cos/sin cache width");
-  mx::array p = pos;
-  if (p.ndim() == 1 && p.shape(0) == 1) {  // offset form
-    p = mx::add(mx::reshape(p, {1, 1}, s), mx::reshape(mx::arange(S, mx::int64, s), {1, S}, s), s);
-    p = mx::broadcast_to(p, {B, S}, s);
-  }
-  if (p.ndim() != 2 || p.shape(0) != B || p.shape(1) != S)
-    throw std::runtime_error("position_ids must be (batch, sequence) or (1)");
-  // Positions index the cos/sin cache rows: out of range raises (ORT's rule), and the gather
-  // only ever sees clamped rows (MLX's take does not bounds-check).
-  const int rows = cosc.shape(0);
-  if (rows == 0 && p.size() != 0)
-    throw std::runtime_error("position_ids index an empty cos/sin cache");
-  const std::string range = "[0, " + std::to_string(rows) + ")";
-  if (pos.ndim() == 1 && pos.shape(0) == 1) {
-    const mx::array base = mx::astype(pos, mx::int64, s);
-    ctx.require(n,
-                mx::logical_and(mx::greater_equal(base, mx::array(int64_t{0}), s),
-                                mx::less_equal(base, mx::array(int64_t{rows} - S), s), s),
-                "position_ids base value with sequence_length " + std::to_string(S) +
-                    " exceeds cos/sin cache range " + range);
-  } else {
-    ctx.require(n,
-                mx::logical_and(mx::greater_equal(p, mx::array(int64_t{0}), s),
-                                mx::less(p, mx::array(int64_t{rows}), s), s),
-                "position_ids value is out of range " + range);
-  }
-  // An empty input (B = 0 or S = 0) gives an empty output, as in ORT; MLX's take refuses to
-  // index the empty pairs below.
-  if (x.size() == 0) {
-    ctx.bind_output(n, 0, x);
-    return;
-  }
-  p = mx::clip(mx::astype(p, mx::int64, s), mx::array(int64_t{0}),
-               mx::array(int64_t{std::max(rows - 1, 0)}), s);
-  // cos/sin [B, S, half] placed on the sequence axis of xh.
-  mx::array c = mx::take(cosc, p, 0, s), sn = mx::take(sinc, p, 0, s);
-  const mx::Shape cs = three_d ? mx::Shape{B, S, 1, half} : mx::Shape{B, 1, S, half};
-  c = mx::reshape(c, cs, s);
-  sn = mx::reshape(sn, cs, s);
-  const mx::array xf = f32(xh, s);
-  const int nd = static_cast<int>(xf.ndim());
-  mx::Shape lo(nd, 0), hi = xf.shape();
-  hi[nd - 1] = rot;
-  const mx::array xr = mx::slice(xf, lo, hi, s);
-  mx::array out = xr;
-  if (n.attr_int("interleaved", 0) != 0) {
-    mx::Shape ps = xr.shape();
-    ps[nd - 1] = half;
-    ps.push_back(2);
-    const mx::array pr = mx::reshape(xr, ps, s);
-    const mx::array x1 = mx::take(pr, 0, nd, s), x2 = mx::take(pr, 1, nd, s);
-    const mx::array o1 = mx::subtract(mx::multiply(x1, c, s), mx::multiply(x2, sn, s), s);
-    const mx::array o2 = mx::add(mx::multiply(x2, c, s), mx::multiply(x1, sn, s), s);
-    out = mx::reshape(mx::stack({o1, o2}, nd, s), xr.shape(), s);
-  } else {
-    mx::Shape mid = xr.shape();
-    mid[nd - 1] = half;
-    const mx::array x1 = mx::slice(xr, lo, mid, s);
-    mx::Shape lo2(nd, 0);
-    lo2[nd - 1] = half;
-    const mx::array x2 = mx::slice(xr, lo2, xr.shape(), s);
-    const mx::array o1 = mx::subtract(mx::multiply(x1, c, s), mx::multiply(x2, sn, s), s);
-    const mx::array o2 = mx::add(mx::multiply(x2, c, s), mx::multiply(x1, sn, s), s);
-    out = mx::concatenate({o1, o2}, nd - 1, s);
-  }
-  if (rot < Dh) {
-    mx::Shape lo3(nd, 0);
-    lo3[nd - 1] = rot;
-    out = mx::concatenate({out, mx::slice(xf, lo3, xf.shape(), s)}, nd - 1, s);
-  }
-  ctx.bind_output(n, 0, to_type(mx::reshape(out, x.shape(), s), x.dtype(), s));
-}
-
 }  // namespace
 
 void register_attention_ops(OpRegistry& r) {
   r.add("", "Attention", 23, 24, claim_attention, translate_attention);
   r.add("com.microsoft", "MultiHeadAttention", 1, 1 << 30, claim_mha, translate_mha);
   r.add("com.microsoft", "GroupQueryAttention", 1, 1 << 30, claim_gqa, translate_gqa);
-  r.add("com.microsoft", "RotaryEmbedding", 1, 1 << 30, claim_rotary, translate_rotary);
 }
 
 }  // namespace ortmlx

@@ -15,11 +15,13 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "ortmlx/ops/common.h"
+#include "ortmlx/ops/conv.h"
 #include "ortmlx/ops/ops.h"
 
 namespace ortmlx {
@@ -72,59 +74,12 @@ ClaimResult claim_conv_common(const ClaimContext& c, bool transpose) {
   }
   r = require_same_types(c);
   if (!r.ok) return r;
-  const int64_t rank = claim_rank(c);
-  ORTMLX_REQUIRE(rank >= 3 && rank <= 5,
-                 "X rank " + std::to_string(rank) + " is not 3, 4 or 5 (1-D to 3-D)");
-  ORTMLX_REQUIRE(c.input_rank(1) < 0 || c.input_rank(1) == rank, "W rank differs from X rank");
   ORTMLX_REQUIRE(!c.has_input(2) || c.input_rank(2) == 1, "B must be 1-D");
-  const size_t nd = static_cast<size_t>(rank - 2);
-  const NodeView& n = c.node();
-  const auto strides = spatial_attr(n, "strides", nd, 1);
-  const auto dil = spatial_attr(n, "dilations", nd, 1);
-  const auto pads = spatial_attr(n, "pads", nd, 0, 2);
-  ORTMLX_REQUIRE(strides && dil && pads, "strides/dilations/pads length does not match the rank");
-  for (int64_t v : *strides) ORTMLX_REQUIRE(v >= 1, "strides must be positive");
-  for (int64_t v : *dil) ORTMLX_REQUIRE(v >= 1, "dilations must be positive");
-  for (int64_t v : *pads) ORTMLX_REQUIRE(v >= 0, "negative pads are not implemented");
-  if (auto ks = n.attr_ints("kernel_shape")) {
-    ORTMLX_REQUIRE(ks->size() == nd, "kernel_shape length does not match the rank");
-    const TensorInfo* w = c.input(1);
-    if (w && w->has_shape)
-      for (size_t i = 0; i < nd; ++i)
-        ORTMLX_REQUIRE(w->shape[2 + i] < 0 || w->shape[2 + i] == (*ks)[i],
-                       "kernel_shape differs from W's spatial shape");
-  }
-  const std::string ap = n.attr_string("auto_pad", "NOTSET");
-  ORTMLX_REQUIRE(ap == "NOTSET" || ap == "VALID" || ap == "SAME_UPPER" || ap == "SAME_LOWER",
-                 "auto_pad '" + ap + "' is unknown");
-  // MLX takes these as int32: larger values would wrap (2^32 + 1 -> 1) or divide by zero.
-  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  for (const char* name : {"group", "strides", "dilations", "kernel_shape"}) {
-    r = require_int_range(c, name, 1, kMax);
-    if (!r.ok) return r;
-  }
-  for (const char* name : {"pads", "output_padding", "output_shape"}) {
-    r = require_int_range(c, name, 0, kMax);
-    if (!r.ok) return r;
-  }
-  ORTMLX_REQUIRE(ap == "NOTSET" || !n.has_attr("pads"),
-                 "pads together with auto_pad " + ap + " is ambiguous and not implemented");
-  return ClaimResult::yes();
+  return claim_conv_attributes(c, claim_rank(c), 1, transpose);
 }
 
 ClaimResult claim_conv(const ClaimContext& c) {
-  auto r = claim_conv_common(c, false);
-  if (!r.ok) return r;
-  // ORT's CPU kernel rejects SAME_* padding with dilations (its legacy SAME pad ignores them):
-  // there is no reference behaviour to match.
-  const std::string ap = c.node().attr_string("auto_pad", "NOTSET");
-  const auto dil = spatial_attr(c.node(), "dilations", static_cast<size_t>(claim_rank(c) - 2), 1);
-  if (ap == "SAME_UPPER" || ap == "SAME_LOWER")
-    for (int64_t d : *dil)
-      ORTMLX_REQUIRE(d == 1, "auto_pad " + ap +
-                                 " with dilations is not implemented (ORT's CPU "
-                                 "kernel rejects it)");
-  return ClaimResult::yes();
+  return claim_conv_common(c, false);
 }
 
 ClaimResult claim_conv_transpose(const ClaimContext& c) {
@@ -145,6 +100,58 @@ ClaimResult claim_conv_transpose(const ClaimContext& c) {
   }
   return ClaimResult::yes();
 }
+
+}  // namespace
+
+ClaimResult ops::claim_conv_attributes(const ClaimContext& c, int64_t rank, size_t w_input,
+                                       bool transpose) {
+  ORTMLX_REQUIRE(rank >= 3 && rank <= 5,
+                 "X rank " + std::to_string(rank) + " is not 3, 4 or 5 (1-D to 3-D)");
+  ORTMLX_REQUIRE(c.input_rank(w_input) < 0 || c.input_rank(w_input) == rank,
+                 "W rank differs from X rank");
+  const size_t nd = static_cast<size_t>(rank - 2);
+  const NodeView& n = c.node();
+  const auto strides = spatial_attr(n, "strides", nd, 1);
+  const auto dil = spatial_attr(n, "dilations", nd, 1);
+  const auto pads = spatial_attr(n, "pads", nd, 0, 2);
+  ORTMLX_REQUIRE(strides && dil && pads, "strides/dilations/pads length does not match the rank");
+  for (int64_t v : *strides) ORTMLX_REQUIRE(v >= 1, "strides must be positive");
+  for (int64_t v : *dil) ORTMLX_REQUIRE(v >= 1, "dilations must be positive");
+  for (int64_t v : *pads) ORTMLX_REQUIRE(v >= 0, "negative pads are not implemented");
+  if (auto ks = n.attr_ints("kernel_shape")) {
+    ORTMLX_REQUIRE(ks->size() == nd, "kernel_shape length does not match the rank");
+    const TensorInfo* w = c.input(w_input);
+    if (w && w->has_shape)
+      for (size_t i = 0; i < nd; ++i)
+        ORTMLX_REQUIRE(w->shape[2 + i] < 0 || w->shape[2 + i] == (*ks)[i],
+                       "kernel_shape differs from W's spatial shape");
+  }
+  const std::string ap = n.attr_string("auto_pad", "NOTSET");
+  ORTMLX_REQUIRE(ap == "NOTSET" || ap == "VALID" || ap == "SAME_UPPER" || ap == "SAME_LOWER",
+                 "auto_pad '" + ap + "' is unknown");
+  // MLX takes these as int32: larger values would wrap (2^32 + 1 -> 1) or divide by zero.
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  for (const char* name : {"group", "strides", "dilations", "kernel_shape"}) {
+    auto r = require_int_range(c, name, 1, kMax);
+    if (!r.ok) return r;
+  }
+  for (const char* name : {"pads", "output_padding", "output_shape"}) {
+    auto r = require_int_range(c, name, 0, kMax);
+    if (!r.ok) return r;
+  }
+  ORTMLX_REQUIRE(ap == "NOTSET" || !n.has_attr("pads"),
+                 "pads together with auto_pad " + ap + " is ambiguous and not implemented");
+  // ORT's CPU kernels reject SAME_* padding with dilations (its legacy SAME pad ignores them):
+  // there is no reference behaviour to match.
+  if (!transpose && (ap == "SAME_UPPER" || ap == "SAME_LOWER"))
+    for (int64_t d : *dil)
+      ORTMLX_REQUIRE(d == 1, "auto_pad " + ap +
+                                 " with dilations is not implemented (ORT's CPU "
+                                 "kernel rejects it)");
+  return ClaimResult::yes();
+}
+
+namespace {
 
 // mx::conv_general, with groups on 3-D convolutions done one group at a time (MLX 0.32
 // handles groups only for 1-D and 2-D). x: (N, s..., C) channels-last, w: (M, k..., C/groups).
@@ -204,18 +211,22 @@ ConvGeometry conv_geometry(const NodeDesc& n, const mx::array& x, const mx::arra
   return g;
 }
 
+}  // namespace
+
 // (N, C, s...) -> (N, s..., C) and back.
-std::vector<int> to_channels_last(size_t rank) {
+std::vector<int> ops::to_channels_last(size_t rank) {
   std::vector<int> p{0};
   for (size_t i = 2; i < rank; ++i) p.push_back(static_cast<int>(i));
   p.push_back(1);
   return p;
 }
-std::vector<int> to_channels_first(size_t rank) {
+std::vector<int> ops::to_channels_first(size_t rank) {
   std::vector<int> p{0, static_cast<int>(rank) - 1};
   for (size_t i = 1; i + 1 < rank; ++i) p.push_back(static_cast<int>(i));
   return p;
 }
+
+namespace {
 
 void check_kernel_shape(const NodeDesc& n, const mx::array& w) {
   if (auto ks = n.attr_ints("kernel_shape"))
@@ -240,17 +251,16 @@ mx::array add_bias(TranslationContext& ctx, const NodeDesc& n, mx::array y_cl) {
   return y_cl;
 }
 
-void translate_conv(TranslationContext& ctx, const NodeDesc& n) {
-  const auto s = ctx.stream();
-  const mx::Dtype dt = ctx.input(n, 0).dtype();
-  mx::array x = widen(ctx.input(n, 0), s);
-  mx::array w = widen(ctx.input(n, 1), s);
+}  // namespace
+
+mx::array ops::conv_forward_cl(const NodeDesc& n, const mx::array& x, const mx::array& w,
+                               int groups, const std::optional<mx::array>& w_cl,
+                               mx::StreamOrDevice s) {
   check_conv_rank(n, x, w);
   const size_t rank = x.ndim();
   check_kernel_shape(n, w);
-  const int groups = checked_int(n.attr_int("group", 1), "group");
   const int c_in = x.shape(1), m = w.shape(0);
-  if (c_in % groups != 0 || m % groups != 0 || int64_t{w.shape(1)} * groups != c_in)
+  if (groups < 1 || c_in % groups != 0 || m % groups != 0 || int64_t{w.shape(1)} * groups != c_in)
     throw std::runtime_error("channels do not match group * W.shape[1] (or M % group != 0)");
   const ConvGeometry g = conv_geometry(n, x, w);
   // Output spatial sizes (for the empty cases MLX does not handle).
@@ -262,23 +272,32 @@ void translate_conv(TranslationContext& ctx, const NodeDesc& n) {
     out_shape.push_back(checked_int((in - span) / g.stride[i] + 1, "output dim"));
   }
   out_shape.push_back(m);
-  mx::array y_cl = mx::zeros({}, x.dtype(), s);
-  if (x.shape(0) == 0 || c_in == 0) {
-    y_cl = mx::zeros(out_shape, x.dtype(), s);
-  } else {
-    mx::array xc = mx::transpose(x, to_channels_last(rank), s);
-    // A constant weight is transposed (and made contiguous, as the convolution kernels need it)
-    // once per plan instead of on every run.
-    const auto transpose_w = [&] {
+  if (x.shape(0) == 0 || c_in == 0) return mx::zeros(out_shape, x.dtype(), s);
+  mx::array xc = mx::transpose(x, to_channels_last(rank), s);
+  mx::array wc =
+      w_cl ? *w_cl : mx::contiguous(mx::transpose(w, to_channels_last(rank), s), false, s);
+  return conv_nd(xc, wc, g.stride, g.pad_lo, g.pad_hi, g.dil, std::vector<int>(rank - 2, 1), groups,
+                 /*flip=*/false, s);
+}
+
+namespace {
+
+void translate_conv(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  const mx::Dtype dt = ctx.input(n, 0).dtype();
+  mx::array x = widen(ctx.input(n, 0), s);
+  mx::array w = widen(ctx.input(n, 1), s);
+  check_conv_rank(n, x, w);
+  const size_t rank = x.ndim();
+  // A constant weight is transposed (and made contiguous, as the convolution kernels need it)
+  // once per plan instead of on every run.
+  std::optional<mx::array> w_cl;
+  if (ctx.constant_input(n, 1))
+    w_cl = ctx.derived_constant(n.inputs[1] + "#channels_last", [&] {
       return mx::contiguous(mx::transpose(w, to_channels_last(rank), s), false, s);
-    };
-    mx::array wc = ctx.constant_input(n, 1)
-                       ? ctx.derived_constant(n.inputs[1] + "#channels_last", transpose_w)
-                       : transpose_w();
-    y_cl = conv_nd(xc, wc, g.stride, g.pad_lo, g.pad_hi, g.dil, std::vector<int>(rank - 2, 1),
-                   groups, /*flip=*/false, s);
-  }
-  y_cl = add_bias(ctx, n, y_cl);
+    });
+  const int groups = checked_int(n.attr_int("group", 1), "group");
+  mx::array y_cl = add_bias(ctx, n, conv_forward_cl(n, x, w, groups, w_cl, s));
   mx::array y = mx::transpose(y_cl, to_channels_first(rank), s);
   ctx.bind_output(n, 0, dt == mx::float32 ? y : mx::astype(y, dt, s));
 }

@@ -21,15 +21,17 @@ void register_arg_reduce_ops(OpRegistry& r);      // ArgMax, ArgMin, TopK, CumSu
 void register_norm_ops(OpRegistry& r);            // Layer/RMSNormalization, (Log)Softmax
 void register_attention_vjp_ops(OpRegistry& r);   // pkg.onnax AttentionVJP contracts
 void register_contrib_norm_ops(OpRegistry& r);    // (Skip)SimplifiedLayerNorm, SkipLayerNorm
-void register_attention_ops(OpRegistry& r);       // Attention, MHA, GQA, RotaryEmbedding
+void register_attention_ops(OpRegistry& r);       // Attention, MHA, GQA
+void register_rotary_ops(OpRegistry& r);  // RotaryEmbedding (com.microsoft, ONNX 23)
 void register_quant_ops(OpRegistry& r);           // com.microsoft MatMulNBits
 void register_quantize_ops(OpRegistry& r);        // Quantize/DequantizeLinear
+void register_quant_integer_ops(OpRegistry& r);  // DynamicQuantizeLinear, *Integer, QLinear*
 void register_contrib_matmul_ops(OpRegistry& r);  // com.microsoft FusedMatMul, BiasAdd
 void register_conv_ops(OpRegistry& r);            // Conv, ConvTranspose
 void register_pool_ops(OpRegistry& r);            // Max/AveragePool, GlobalAverage/MaxPool
 void register_local_norm_ops(OpRegistry& r);      // LRN, MeanVarianceNormalization, ReverseSequence
 void register_channel_norm_ops(OpRegistry& r);    // Batch/Instance/Group/LpNormalization
-void register_resize_ops(OpRegistry& r);          // Resize, DepthToSpace, SpaceToDepth
+void register_resize_ops(OpRegistry& r);          // Resize, Upsample, DepthToSpace, SpaceToDepth
 void register_bitwise_ops(OpRegistry& r);         // BitwiseAnd/Or/Xor/Not
 void register_spectral_ops(OpRegistry& r);        // Hann/Hamming/BlackmanWindow
 void register_recurrent_ops(OpRegistry& r);       // RNN, GRU, LSTM

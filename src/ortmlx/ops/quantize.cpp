@@ -1,7 +1,8 @@
-// Linear (de)quantization: QuantizeLinear, DequantizeLinear (default domain, opset 13+).
-// Per-tensor (scalar or 1-element scale) and per-axis (1-D scale along `axis`) forms with float32
-// scales and int8/uint8 (Dequantize also int32) quantized types. Block quantization, float8/int4
-// types and output_dtype are refused.
+// Linear (de)quantization: QuantizeLinear, DequantizeLinear (default domain, opset 10+).
+// Per-tensor (scalar or 1-element scale) and per-axis (1-D scale along `axis`, opset 13+) forms
+// with float32 scales and int8/uint8 (Dequantize also int32) quantized types. Block quantization,
+// float8/int4 types and output_dtype are refused. Opsets 10-12 define the per-tensor form only
+// (no `axis`): the same translators serve them.
 #include "ortmlx/ops/common.h"
 #include "ortmlx/ops/ops.h"
 
@@ -23,9 +24,24 @@ bool dq_type(ElemType t) {
 // Shared attribute / scale / zero-point checks.
 ClaimResult claim_common(const ClaimContext& c) {
   ORTMLX_REQUIRE(c.num_inputs() >= 2 && c.num_inputs() <= 3, "expects 2 or 3 inputs");
+  const NodeView& n = c.node();
+  if (n.since_version < 13) {
+    auto r = refuse_unknown_attrs(c, {});
+    if (!r.ok) return r;
+    // Opsets 10-12 quantize per tensor: a scale of one element. A longer one is refused here
+    // (ORT's kernel would treat it as per-axis along axis 1, which these opsets do not define).
+    const TensorInfo* si = c.input(1);
+    ORTMLX_REQUIRE(
+        si && si->has_shape && si->shape.size() <= 1 && (si->shape.empty() || si->shape[0] == 1),
+        "before opset 13 the scale must be a scalar or 1 element (static shape)");
+    if (c.has_input(2)) {
+      const TensorInfo* zi = c.input(2);
+      ORTMLX_REQUIRE(zi && zi->has_shape && zi->shape == si->shape,
+                     "zero point shape differs from the scale shape");
+    }
+  }
   auto r = refuse_unknown_attrs(c, {"axis", "block_size", "saturate", "output_dtype"});
   if (!r.ok) return r;
-  const NodeView& n = c.node();
   ORTMLX_REQUIRE(n.attr_int("block_size", 0) == 0, "block quantization (block_size != 0)");
   ORTMLX_REQUIRE(n.attr_int("output_dtype", 0) == 0, "output_dtype is not implemented");
   r = require_input_type(c, 1, is_f32, "float32 scale only");
@@ -135,6 +151,8 @@ void translate_quantize(TranslationContext& ctx, const NodeDesc& n) {
 void register_quantize_ops(OpRegistry& r) {
   r.add("", "DequantizeLinear", 13, 1 << 30, claim_dequantize, translate_dequantize);
   r.add("", "QuantizeLinear", 13, 1 << 30, claim_quantize, translate_quantize);
+  r.add("", "DequantizeLinear", 10, 12, claim_dequantize, translate_dequantize);
+  r.add("", "QuantizeLinear", 10, 12, claim_quantize, translate_quantize);
 }
 
 }  // namespace ortmlx

@@ -21,8 +21,10 @@ void register_all_ops(OpRegistry& r) {
   register_attention_vjp_ops(r);
   register_contrib_norm_ops(r);
   register_attention_ops(r);
+  register_rotary_ops(r);
   register_quant_ops(r);
   register_quantize_ops(r);
+  register_quant_integer_ops(r);
   register_contrib_matmul_ops(r);
   register_conv_ops(r);
   register_pool_ops(r);

@@ -1,5 +1,6 @@
 // Resampling and block rearrangement: Resize (nearest / linear / cubic, constant scales or
-// sizes), DepthToSpace (DCR, CRD), SpaceToDepth.
+// sizes), the older Upsample 7-9 and Resize 10 (nearest / linear, asymmetric coordinates),
+// DepthToSpace (DCR, CRD), SpaceToDepth.
 //
 // Resize is separable for every mode implemented here: each resized axis is interpolated on its
 // own (nearest: one gather; linear: two gathers and weights; cubic: four). The source indices
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "ortmlx/ops/common.h"
+#include "ortmlx/ops/host_values.h"
 #include "ortmlx/ops/op_args.h"
 #include "ortmlx/ops/ops.h"
 
@@ -180,7 +182,11 @@ float original_coordinate(const std::string& ctm, float x, float scale, float le
   return x / scale;
 }
 
-int64_t nearest_pixel(const std::string& nm, float x) {
+// `downsample`: the axis shrinks (scale < 1), which only the "simple" mode of Resize 10 and
+// Upsample looks at.
+int64_t nearest_pixel(const std::string& nm, float x, bool downsample) {
+  if (nm == "simple")
+    return downsample ? static_cast<int64_t>(std::ceil(x)) : static_cast<int64_t>(x);
   if (nm == "round_prefer_ceil") return static_cast<int64_t>(std::round(x));
   if (nm == "floor") return static_cast<int64_t>(std::floor(x));
   if (nm == "ceil") return static_cast<int64_t>(std::ceil(x));
@@ -203,20 +209,33 @@ mx::array gather(const mx::array& x, const std::vector<int32_t>& idx, int axis,
   return mx::take(x, ia, axis, s);
 }
 
+// How a Resize node interpolates: its attributes, or the fixed choices of the older versions.
+struct Interp {
+  std::string mode, ctm, nm;
+  float cubic_a = -0.75f;
+  bool exclude = false;
+};
+
+Interp interp_of(const NodeDesc& n) {
+  return {n.attr_string("mode", "nearest"),
+          n.attr_string("coordinate_transformation_mode", "half_pixel"),
+          n.attr_string("nearest_mode", "round_prefer_floor"),
+          n.attr_float("cubic_coeff_a", -0.75f), n.attr_int("exclude_outside", 0) == 1};
+}
+
 // Interpolates one axis from size `in` to `out`.
 mx::array resize_axis(const mx::array& x, int axis, int64_t in, int64_t out, float scale,
-                      bool from_sizes, const NodeDesc& n, mx::StreamOrDevice s) {
-  const std::string mode = n.attr_string("mode", "nearest");
-  const std::string ctm = n.attr_string("coordinate_transformation_mode", "half_pixel");
+                      bool from_sizes, const Interp& p, mx::StreamOrDevice s) {
+  const std::string& mode = p.mode;
+  const std::string& ctm = p.ctm;
   const int rank = static_cast<int>(x.ndim());
   const float fin = static_cast<float>(in), fout = static_cast<float>(out);
   if (mode == "nearest") {
-    const std::string nm = n.attr_string("nearest_mode", "round_prefer_floor");
     std::vector<int32_t> idx(out);
     for (int64_t o = 0; o < out; ++o) {
       const float xo =
           original_coordinate(ctm, static_cast<float>(o), scale, fout, fin, from_sizes);
-      const int64_t i = std::clamp<int64_t>(nearest_pixel(nm, xo), 0, in - 1);
+      const int64_t i = std::clamp<int64_t>(nearest_pixel(p.nm, xo, scale < 1), 0, in - 1);
       idx[o] = static_cast<int32_t>(i);
     }
     return gather(x, idx, axis, s);
@@ -241,8 +260,8 @@ mx::array resize_axis(const mx::array& x, int axis, int64_t in, int64_t out, flo
   }
   // cubic: four taps at floor(x) - 1 .. floor(x) + 2, indices clamped to the edge; with
   // exclude_outside the taps outside the input get weight 0 and the rest are renormalised.
-  const float A = n.attr_float("cubic_coeff_a", -0.75f);
-  const bool exclude = n.attr_int("exclude_outside", 0) == 1;
+  const float A = p.cubic_a;
+  const bool exclude = p.exclude;
   std::vector<std::vector<int32_t>> idx(4, std::vector<int32_t>(out));
   std::vector<std::vector<float>> w(4, std::vector<float>(out));
   for (int64_t o = 0; o < out; ++o) {
@@ -326,14 +345,147 @@ void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
   }
   if (x.size() == 0) throw std::runtime_error("input dim is zero but the output dim is not");
   const bool widen = mode != "nearest" && x.dtype() != mx::float32;
+  const Interp interp = interp_of(n);
   mx::array y = widen ? mx::astype(x, mx::float32, s) : x;
   for (int i = 0; i < rank; ++i) {
     // An axis that keeps its size is left as is, as ORT does (measured: with scale 7/6 on a
     // size-5 axis the output is the input, not a shifted nearest/linear sampling).
     if (out[i] == x.shape(i)) continue;
-    y = resize_axis(y, i, x.shape(i), out[i], scale[i], sizes_t != nullptr, n, s);
+    y = resize_axis(y, i, x.shape(i), out[i], scale[i], sizes_t != nullptr, interp, s);
   }
   ctx.bind_output(n, 0, widen ? mx::astype(y, x.dtype(), s) : y);
+}
+
+// ---------------------------------------------------------------- Upsample 7-9, Resize 10
+
+// The older resampling ops share one interpolation (ORT runs them through one kernel):
+// asymmetric coordinates (x_in = x_out / scale, in float32), nearest truncates x_in (rounds up
+// where the axis shrinks, which only Resize 10 allows), linear weights as in the later Resize.
+// Scales come from the `scales` attribute (Upsample 7-8) or input 1 (Upsample 9, Resize 10),
+// one per axis; the output dim is the float product scale * dim, truncated. An axis with scale 1
+// is copied; any other axis is resampled, even where the product truncates back to its size.
+enum class Legacy { kUpsampleAttr, kUpsampleInput, kResize10 };
+
+// A float32 constant's values as float32.
+std::vector<float> const_floats(const ConstTensor& t) {
+  const std::vector<double> v = t.as_double().value_or(std::vector<double>{});
+  return std::vector<float>(v.begin(), v.end());
+}
+
+// Why these scales are refused, or "" when they are fine (ORT's validation of the old ops).
+std::string legacy_scales_problem(const std::vector<float>& sc, int64_t rank, bool is_resize,
+                                  const std::string& mode) {
+  if (rank >= 0 && static_cast<int64_t>(sc.size()) != rank)
+    return "scales has " + std::to_string(sc.size()) + " values for an input of rank " +
+           std::to_string(rank);
+  for (float v : sc) {
+    if (!std::isfinite(v)) return "scales must be finite";
+    if (is_resize ? !(v > 0) : !(v >= 1))
+      return is_resize ? "scales must be greater than 0" : "Upsample scales must be >= 1";
+  }
+  if (mode == "linear") {
+    const size_t n = sc.size();
+    const bool ok = n == 2 || n == 3 || ((n == 4 || n == 5) && sc[0] == 1 && sc[1] == 1);
+    if (!ok)
+      return "linear resamples 2-D and 3-D inputs, or 4-D/5-D inputs whose first two scales "
+             "are 1";
+  }
+  return "";
+}
+
+ClaimResult claim_legacy(const ClaimContext& c, Legacy kind) {
+  const bool attr_scales = kind == Legacy::kUpsampleAttr;
+  ORTMLX_REQUIRE(c.num_inputs() == (attr_scales ? 1u : 2u) && c.num_outputs() == 1,
+                 attr_scales ? "expects 1 input and 1 output" : "expects 2 inputs and 1 output");
+  auto r =
+      attr_scales ? refuse_unknown_attrs(c, {"mode", "scales"}) : refuse_unknown_attrs(c, {"mode"});
+  if (!r.ok) return r;
+  const std::string mode = c.node().attr_string("mode", "nearest");
+  ORTMLX_REQUIRE(mode == "nearest" || mode == "linear",
+                 "mode '" + mode + "' is not implemented (nearest, linear)");
+  if (mode == "nearest") {
+    r = require_input_type(
+        c, 0,
+        [](ElemType t) {
+          return t == ElemType::kFloat || t == ElemType::kInt32 || t == ElemType::kInt8 ||
+                 t == ElemType::kUInt8;
+        },
+        "nearest: float32, int32, int8 or uint8");
+  } else {
+    r = require_input_type(
+        c, 0, [](ElemType t) { return t == ElemType::kFloat; }, "linear: float32 only");
+  }
+  if (!r.ok) return r;
+  ORTMLX_REQUIRE(c.output_type(0) == ElemType::kUndefined || c.output_type(0) == c.input_type(0),
+                 "output type differs from X");
+  const int64_t rank = c.input_rank(0);
+  ORTMLX_REQUIRE(rank != 0, "X must have rank >= 1");
+  std::vector<float> sc;
+  if (attr_scales) {
+    auto v = c.node().attr_floats("scales");
+    ORTMLX_REQUIRE(v.has_value(), "the scales attribute is required");
+    sc = *v;
+  } else {
+    r = require_input_type(
+        c, 1, [](ElemType t) { return t == ElemType::kFloat; }, "scales: float32");
+    if (!r.ok) return r;
+    ORTMLX_REQUIRE(c.input_rank(1) == 1 || c.input_rank(1) == -1, "scales must be 1-D");
+    // Scales fed at run time are read on the host when translated (that plan runs eagerly)
+    // and checked there.
+    if (!c.input_is_constant(1)) return ClaimResult::yes();
+    const ConstTensor* t = c.constant_input(1);
+    ORTMLX_REQUIRE(t != nullptr, "scales data is not available at claim time");
+    sc = const_floats(*t);
+  }
+  const std::string why = legacy_scales_problem(sc, rank, kind == Legacy::kResize10, mode);
+  ORTMLX_REQUIRE(why.empty(), why);
+  return ClaimResult::yes();
+}
+
+std::vector<float> legacy_scales(const TranslationContext& ctx, const NodeDesc& n) {
+  if (n.has_attr("scales")) return n.attr_floats("scales").value_or(std::vector<float>{});
+  if (const ConstTensor* t = ctx.constant_input(n, 1)) return const_floats(*t);
+  mx::array a = host_array(ctx, n, 1, "scales");
+  a = mx::contiguous(mx::astype(a, mx::float32));
+  mx::eval(a);
+  const float* p = a.data<float>();
+  return std::vector<float>(p, p + a.size());
+}
+
+void translate_legacy(TranslationContext& ctx, const NodeDesc& n, Legacy kind) {
+  const auto s = ctx.stream();
+  const mx::array x = ctx.input(n, 0);
+  const int rank = static_cast<int>(x.ndim());
+  const std::vector<float> scale = legacy_scales(ctx, n);
+  const std::string mode = n.attr_string("mode", "nearest");
+  const std::string why = legacy_scales_problem(scale, rank, kind == Legacy::kResize10, mode);
+  if (!why.empty()) throw std::runtime_error(why);
+  std::vector<int64_t> out(static_cast<size_t>(rank));
+  bool same = true;
+  for (int i = 0; i < rank; ++i) {
+    // The float product, truncated (checked first: the cast is undefined beyond int64).
+    const float size = scale[i] * static_cast<float>(x.shape(i));
+    if (!(size < 0x1p31f))
+      throw std::runtime_error("output dim " + std::to_string(size) + " exceeds MLX's int32 dims");
+    out[i] = static_cast<int64_t>(size);
+    same = same && out[i] == x.shape(i);
+  }
+  const mx::Shape out_shape = checked_shape(out);
+  if (std::find(out.begin(), out.end(), 0) != out.end()) {
+    ctx.bind_output(n, 0, mx::zeros(out_shape, x.dtype(), s));
+    return;
+  }
+  if (same) {
+    ctx.bind_output(n, 0, x);
+    return;
+  }
+  const Interp interp{mode, "asymmetric", "simple"};
+  mx::array y = x;
+  for (int i = 0; i < rank; ++i) {
+    if (scale[i] == 1.0f) continue;
+    y = resize_axis(y, i, x.shape(i), out[i], scale[i], false, interp, s);
+  }
+  ctx.bind_output(n, 0, y);
 }
 
 // ---------------------------------------------------------------- DepthToSpace, SpaceToDepth
@@ -405,6 +557,24 @@ void register_resize_ops(OpRegistry& r) {
   // tf_half_pixel_for_nn is one more coordinate mode (refused as unknown); ORT runs the same
   // kernel, so the same claim and translator serve.
   r.add("", "Resize", 11, 12, claim_resize, translate_resize);
+  r.add(
+      "", "Resize", 10, 10,
+      [](const ClaimContext& c) { return claim_legacy(c, Legacy::kResize10); },
+      [](TranslationContext& ctx, const NodeDesc& n) {
+        translate_legacy(ctx, n, Legacy::kResize10);
+      });
+  r.add(
+      "", "Upsample", 9, 9,
+      [](const ClaimContext& c) { return claim_legacy(c, Legacy::kUpsampleInput); },
+      [](TranslationContext& ctx, const NodeDesc& n) {
+        translate_legacy(ctx, n, Legacy::kUpsampleInput);
+      });
+  r.add(
+      "", "Upsample", 7, 8,
+      [](const ClaimContext& c) { return claim_legacy(c, Legacy::kUpsampleAttr); },
+      [](TranslationContext& ctx, const NodeDesc& n) {
+        translate_legacy(ctx, n, Legacy::kUpsampleAttr);
+      });
   r.add(
       "", "DepthToSpace", 13, 1 << 30, [](const ClaimContext& c) { return claim_block(c, true); },
       translate_depth_to_space);

@@ -68,6 +68,28 @@ mx::Shape reshape_target(const mx::Shape& in, const std::vector<int64_t>& spec, 
   return checked_shape(out);
 }
 
+// Checks a constant Reshape target against the ONNX rules (one -1 at most, 0 copies an input dim
+// that must exist unless allowzero).
+ClaimResult check_reshape_spec(const ClaimContext& c, const std::vector<int64_t>& spec,
+                               int64_t allowzero) {
+  int minus_ones = 0;
+  bool zero = false;
+  const int64_t rank = c.input_rank(0);
+  for (size_t i = 0; i < spec.size(); ++i) {
+    const int64_t d = spec[i];
+    ORTMLX_REQUIRE(d >= -1, "shape value " + std::to_string(d) + " is invalid");
+    minus_ones += d == -1;
+    zero = zero || d == 0;
+    if (d == 0 && allowzero == 0 && rank >= 0)
+      ORTMLX_REQUIRE(static_cast<int64_t>(i) < rank,
+                     "shape copies dim " + std::to_string(i) + " beyond the input rank");
+  }
+  ORTMLX_REQUIRE(minus_ones <= 1, "shape has more than one -1");
+  ORTMLX_REQUIRE(!(allowzero == 1 && zero && minus_ones == 1),
+                 "allowzero=1 with both 0 and -1 in the shape is invalid");
+  return ClaimResult::yes();
+}
+
 ClaimResult claim_reshape(const ClaimContext& c) {
   ORTMLX_REQUIRE(c.num_inputs() == 2, "expects 2 inputs (data, shape)");
   auto r = refuse_unknown_attrs(c, {"allowzero"});
@@ -81,22 +103,27 @@ ClaimResult claim_reshape(const ClaimContext& c) {
   std::string why;
   auto spec = claim_const_ints(c, 1, "shape", &why);
   if (!spec) return ClaimResult::no(why);
-  int minus_ones = 0;
-  bool zero = false;
-  const int64_t rank = c.input_rank(0);
-  for (size_t i = 0; i < spec->size(); ++i) {
-    const int64_t d = (*spec)[i];
-    ORTMLX_REQUIRE(d >= -1, "shape value " + std::to_string(d) + " is invalid");
-    minus_ones += d == -1;
-    zero = zero || d == 0;
-    if (d == 0 && allowzero == 0 && rank >= 0)
-      ORTMLX_REQUIRE(static_cast<int64_t>(i) < rank,
-                     "shape copies dim " + std::to_string(i) + " beyond the input rank");
-  }
-  ORTMLX_REQUIRE(minus_ones <= 1, "shape has more than one -1");
-  ORTMLX_REQUIRE(!(allowzero == 1 && zero && minus_ones == 1),
-                 "allowzero=1 with both 0 and -1 in the shape is invalid");
-  return ClaimResult::yes();
+  return check_reshape_spec(c, *spec, allowzero);
+}
+
+// Reshape 1-4: the target is the `shape` attribute (required by ORT's kernel); opset 1's
+// consumed_inputs is a legacy annotation without effect.
+ClaimResult claim_reshape_v1(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() == 1, "expects 1 input before opset 5");
+  auto r = refuse_unknown_attrs(c, {"shape", "consumed_inputs"});
+  if (!r.ok) return r;
+  r = claim_data_input(c);
+  if (!r.ok) return r;
+  auto spec = c.node().attr_ints("shape");
+  ORTMLX_REQUIRE(spec.has_value(), "the shape attribute is required");
+  return check_reshape_spec(c, *spec, 0);
+}
+
+void translate_reshape_v1(TranslationContext& ctx, const NodeDesc& n) {
+  mx::array x = ctx.input(n, 0);
+  const auto spec = n.attr_ints("shape");
+  if (!spec) throw std::runtime_error("Reshape needs the shape attribute");
+  ctx.bind_output(n, 0, ctx.reshape(x, reshape_target(x.shape(), *spec, false)));
 }
 
 void translate_reshape(TranslationContext& ctx, const NodeDesc& n) {
@@ -371,8 +398,8 @@ void translate_identity(TranslationContext& ctx, const NodeDesc& n) {
 }  // namespace
 
 void register_shape_ops(OpRegistry& r) {
-  // Reshape 1-4 took the shape as an attribute; not implemented.
   r.add("", "Reshape", 5, 1 << 30, claim_reshape, translate_reshape);
+  r.add("", "Reshape", 1, 4, claim_reshape_v1, translate_reshape_v1);
   r.add("", "Transpose", 1, 1 << 30, claim_transpose, translate_transpose);
   r.add("", "Unsqueeze", 1, 1 << 30, claim_unsqueeze, translate_unsqueeze);
   r.add("", "Squeeze", 1, 1 << 30, claim_squeeze, translate_squeeze);
