@@ -28,10 +28,11 @@ def mark():
     DRAWS[0] += 1
 
 
-def hpick(rng, values) -> int:
-    """One of `values` (hostile ones), counted as a hostile draw."""
+def hpick(rng, values):
+    """One of `values` (hostile ones, ints or floats: the type is kept), counted as a hostile
+    draw."""
     mark()
-    return int(values[int(rng.integers(len(values)))])
+    return values[int(rng.integers(len(values)))]
 
 
 def hostile_int(rng) -> int:

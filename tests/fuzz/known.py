@@ -22,6 +22,11 @@ KNOWN: list[tuple[str, str, str, str, str]] = [
     ("lenient", ":MatMul", r"\((\d+, )*0, (\d+, )*\d+\) @ \(\d+,\) .*cannot broadcast",
      "ORT CPU raises for an empty leading dim with a 1-D right operand (e.g. o29_165); the EP "
      "returns the empty result", "none (documented leniency)"),
+    # Documented leniency (docs/RELIABILITY.md): a batch dim of 1 against one of 0 broadcasts to
+    # 0 under ONNX's (numpy's) rule; ORT CPU 1.30 raises "cannot broadcast" for it.
+    ("lenient", ":MatMul", r"\b0\b.*cannot broadcast on dim",
+     "ORT CPU raises when a batch dim of 1 meets one of 0 (e.g. o20_75, o60_6); the EP returns "
+     "the empty product numpy's broadcasting gives", "none (documented leniency)"),
     # Documented (docs/RELIABILITY.md): INT_MIN Mod -1 is 0 on the EP (ORT CPU's fmod=0 kernel
     # dies of SIGFPE, so the fuzz suite does not run ORT there; ORT agrees for fmod=1).
     ("lenient", ":Mod", r"hostile: INT_MIN / -1",

@@ -295,9 +295,9 @@ std::string SessionReport::to_json() const {
   };
   os << "{\"ep\":\"MLXExecutionProvider\",\"backend\":\"" << json_escape(backend_)
      << "\",\"device\":\"" << json_escape(device_) << "\",\"io\":\"" << json_escape(io_)
-     << "\",\"cpu_isa\":\"" << json_escape(cpu_isa_) << "\",\"tf32\":"
-     << (tf32_ ? "true" : "false") << ",\"mlx_memory\":{\"active\":" << mlx_active_
-     << ",\"peak\":" << mlx_peak_ << ",\"cache\":" << mlx_cache_ << "},\"claims\":{";
+     << "\",\"cpu_isa\":\"" << json_escape(cpu_isa_) << "\",\"tf32\":" << (tf32_ ? "true" : "false")
+     << ",\"mlx_memory\":{\"active\":" << mlx_active_ << ",\"peak\":" << mlx_peak_
+     << ",\"cache\":" << mlx_cache_ << "},\"claims\":{";
   bool first = true;
   // (key, pass, latest, superseded)
   std::vector<std::tuple<const std::string*, const ClaimSummary*, bool, bool>> passes;

@@ -13,12 +13,23 @@ using namespace ortmlx::ops;
 constexpr const char* kCastTypes =
     "bool, int8..int64, uint8..uint64, float16, bfloat16, float32 only";
 
+// `saturate` is a boolean: ORT 1.30 casts integers into garbage for other values (int64 65534 to
+// int16 with saturate=2^32 gave 4160; found by the fuzz suite), so only 0 and 1 are claimed.
+ClaimResult require_boolean_saturate(const ClaimContext& c) {
+  const int64_t saturate = c.node().attr_int("saturate", 1);
+  ORTMLX_REQUIRE(saturate == 0 || saturate == 1,
+                 "saturate " + std::to_string(saturate) + " is not 0 or 1");
+  return ClaimResult::yes();
+}
+
 ClaimResult claim_cast(const ClaimContext& c) {
   ORTMLX_REQUIRE(c.num_inputs() == 1, "expects 1 input");
   ORTMLX_REQUIRE(c.num_outputs() == 1, "expects 1 output");
   // `saturate` (opset 19) and `round_mode` (opset 24, float8e8m0 rounding) only affect float8
   // targets, which are never claimed (ORT's inliner writes round_mode on the Cast of CastLike).
   auto r = refuse_unknown_attrs(c, {"to", "saturate", "round_mode"});
+  if (!r.ok) return r;
+  r = require_boolean_saturate(c);
   if (!r.ok) return r;
   ORTMLX_REQUIRE(c.node().has_attr("to"), "attribute 'to' is required");
   const auto to = static_cast<ElemType>(c.node().attr_int("to", 0));
@@ -44,6 +55,8 @@ ClaimResult claim_cast_like(const ClaimContext& c) {
   ORTMLX_REQUIRE(c.num_outputs() == 1, "expects 1 output");
   // As for Cast: both attributes only matter for float8 targets, never claimed.
   auto r = refuse_unknown_attrs(c, {"saturate", "round_mode"});
+  if (!r.ok) return r;
+  r = require_boolean_saturate(c);
   if (!r.ok) return r;
   r = require_input_type(c, 0, mlx_supports, kCastTypes);
   if (!r.ok) return r;

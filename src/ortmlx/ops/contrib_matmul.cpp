@@ -46,8 +46,8 @@ void translate_fused_matmul(TranslationContext& ctx, const NodeDesc& n) {
   if (n.attr_int("transA", 0) != 0) a = mx::swapaxes(a, -1, -2, s);
   if (n.attr_int("transB", 0) != 0) b = mx::swapaxes(b, -1, -2, s);
   if (a.shape(-1) != b.shape(-2))
-    throw std::runtime_error("FusedMatMul inner dimensions differ: " +
-                             std::to_string(a.shape(-1)) + " vs " + std::to_string(b.shape(-2)));
+    throw std::runtime_error("FusedMatMul inner dimensions differ: " + std::to_string(a.shape(-1)) +
+                             " vs " + std::to_string(b.shape(-2)));
   const float alpha = n.attr_float("alpha", 1.0f);
   // BLAS skips the product when alpha == 0 (NaN/Inf would not propagate): multiply explicitly.
   if (alpha != 0.0f && use_blas_matmul(s, a.dtype())) {

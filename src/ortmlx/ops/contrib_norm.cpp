@@ -72,7 +72,8 @@ void translate_simplified_ln(TranslationContext& ctx, const NodeDesc& n) {
   ctx.bind_output(n, 1, st.inv_std);
 }
 
-// ---------------------------------------------------------------- Skip(Simplified)LayerNormalization
+// ----------------------------------------------------------------
+// Skip(Simplified)LayerNormalization
 
 // Input indices: input, skip, gamma, then beta (LayerNorm form only) and bias.
 template <bool kSimplified>

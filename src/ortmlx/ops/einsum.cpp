@@ -103,8 +103,8 @@ ClaimResult claim_einsum(const ClaimContext& c) {
   for (size_t i = 0; i < eq.inputs.size(); ++i) {
     const int64_t rank = c.input_rank(i);
     ORTMLX_REQUIRE(rank < 0 || rank == static_cast<int64_t>(eq.inputs[i].size()),
-                   "term '" + eq.inputs[i] + "' does not match the rank " +
-                       std::to_string(rank) + " of input " + std::to_string(i));
+                   "term '" + eq.inputs[i] + "' does not match the rank " + std::to_string(rank) +
+                       " of input " + std::to_string(i));
   }
   return require_same_types(c);
 }
@@ -231,7 +231,7 @@ void translate_einsum(TranslationContext& ctx, const NodeDesc& n) {
     const int nc = static_cast<int>(contracted.size());
     a = to_order(a, la, batch + left + contracted, s);
     b = to_order(b, lb, batch + contracted + right, s);
-    mx::Shape shape(a.shape().begin(), a.shape().begin() + nb + nl);  // batch..., left...
+    mx::Shape shape(a.shape().begin(), a.shape().begin() + nb + nl);   // batch..., left...
     shape.insert(shape.end(), b.shape().end() - nr, b.shape().end());  // right...
     a = merge_axes(merge_axes(a, nb, nl, s), nb + 1, nc, s);
     b = merge_axes(merge_axes(b, nb, nc, s), nb + 1, nr, s);

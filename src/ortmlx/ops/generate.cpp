@@ -28,9 +28,9 @@ ClaimResult claim_shape(const ClaimContext& c) {
   auto r = refuse_unknown_attrs(c, {"start", "end"});
   if (!r.ok) return r;
   // start/end arrived in opset 15; ORT ignores them before (they are not in the schema).
-  ORTMLX_REQUIRE(c.node().since_version >= 15 ||
-                     (!c.node().has_attr("start") && !c.node().has_attr("end")),
-                 "start/end attributes before opset 15");
+  ORTMLX_REQUIRE(
+      c.node().since_version >= 15 || (!c.node().has_attr("start") && !c.node().has_attr("end")),
+      "start/end attributes before opset 15");
   return require_input_type(c, 0, mlx_supports, kAnyType);
 }
 
@@ -80,11 +80,11 @@ ClaimResult claim_constant_of_shape(const ClaimContext& c) {
     const ConstTensor* v = value_attr(c.node());
     ORTMLX_REQUIRE(v != nullptr, "value attribute must be a tensor");
     ORTMLX_REQUIRE(v->numel() == 1, "value attribute must hold one element");
-    ORTMLX_REQUIRE(type_in(v->dtype, {ElemType::kFloat, ElemType::kFloat16, ElemType::kInt32,
-                                      ElemType::kInt64, ElemType::kBool, ElemType::kInt8,
-                                      ElemType::kUInt8}),
-                   "value type " + type_str(v->dtype) +
-                       " not supported (float32, float16, int32, int64, int8, uint8, bool)");
+    ORTMLX_REQUIRE(
+        type_in(v->dtype, {ElemType::kFloat, ElemType::kFloat16, ElemType::kInt32, ElemType::kInt64,
+                           ElemType::kBool, ElemType::kInt8, ElemType::kUInt8}),
+        "value type " + type_str(v->dtype) +
+            " not supported (float32, float16, int32, int64, int8, uint8, bool)");
   }
   return ClaimResult::yes();
 }
@@ -94,8 +94,8 @@ void translate_constant_of_shape(TranslationContext& ctx, const NodeDesc& n) {
   for (int64_t d : dims)
     if (d < 0) throw std::runtime_error("ConstantOfShape dim " + std::to_string(d) + " < 0");
   const ConstTensor* v = value_attr(n);
-  mx::array value = v ? mx::reshape(constant_to_array(*v), {}, ctx.stream())
-                      : mx::array(0.0f, mx::float32);
+  mx::array value =
+      v ? mx::reshape(constant_to_array(*v), {}, ctx.stream()) : mx::array(0.0f, mx::float32);
   const mx::Shape shape = checked_shape(dims, value.dtype());
   ctx.bind_output(n, 0, mx::full(shape, value, ctx.stream()));
 }
@@ -107,8 +107,10 @@ ClaimResult claim_range(const ClaimContext& c) {
   auto r = refuse_unknown_attrs(c, {});
   if (!r.ok) return r;
   r = require_input_type(
-      c, 0, [](ElemType t) { return type_in(t, {ElemType::kFloat, ElemType::kInt32,
-                                                ElemType::kInt64}); },
+      c, 0,
+      [](ElemType t) {
+        return type_in(t, {ElemType::kFloat, ElemType::kInt32, ElemType::kInt64});
+      },
       "float32, int32, int64");
   if (!r.ok) return r;
   r = require_same_types(c);
@@ -160,7 +162,6 @@ void translate_range(TranslationContext& ctx, const NodeDesc& n) {
   ctx.bind_output(n, 0, out);
 }
 
-
 // ---------------------------------------------------------------- EyeLike
 
 // The types ORT's CPU EyeLike kernel runs (float64 has no MLX dtype), for input and output.
@@ -204,8 +205,10 @@ void translate_eye_like(TranslationContext& ctx, const NodeDesc& n) {
     ctx.bind_output(n, 0, mx::zeros(x.shape(), dt, s));
     return;
   }
-  const mx::array r = mx::reshape(mx::arange(0.0, double(rows), 1.0, mx::int64, s), {x.shape(0), 1}, s);
-  const mx::array c = mx::reshape(mx::arange(0.0, double(cols), 1.0, mx::int64, s), {1, x.shape(1)}, s);
+  const mx::array r =
+      mx::reshape(mx::arange(0.0, double(rows), 1.0, mx::int64, s), {x.shape(0), 1}, s);
+  const mx::array c =
+      mx::reshape(mx::arange(0.0, double(cols), 1.0, mx::int64, s), {1, x.shape(1)}, s);
   const mx::array on = mx::equal(mx::subtract(c, r, s), mx::array(k, mx::int64), s);
   ctx.bind_output(n, 0, mx::astype(on, dt, s));
 }

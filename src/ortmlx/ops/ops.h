@@ -22,10 +22,10 @@ void register_norm_ops(OpRegistry& r);            // Layer/RMSNormalization, (Lo
 void register_attention_vjp_ops(OpRegistry& r);   // pkg.onnax AttentionVJP contracts
 void register_contrib_norm_ops(OpRegistry& r);    // (Skip)SimplifiedLayerNorm, SkipLayerNorm
 void register_attention_ops(OpRegistry& r);       // Attention, MHA, GQA
-void register_rotary_ops(OpRegistry& r);  // RotaryEmbedding (com.microsoft, ONNX 23)
+void register_rotary_ops(OpRegistry& r);          // RotaryEmbedding (com.microsoft, ONNX 23)
 void register_quant_ops(OpRegistry& r);           // com.microsoft MatMulNBits
 void register_quantize_ops(OpRegistry& r);        // Quantize/DequantizeLinear
-void register_quant_integer_ops(OpRegistry& r);  // DynamicQuantizeLinear, *Integer, QLinear*
+void register_quant_integer_ops(OpRegistry& r);   // DynamicQuantizeLinear, *Integer, QLinear*
 void register_contrib_matmul_ops(OpRegistry& r);  // com.microsoft FusedMatMul, BiasAdd
 void register_conv_ops(OpRegistry& r);            // Conv, ConvTranspose
 void register_pool_ops(OpRegistry& r);            // Max/AveragePool, GlobalAverage/MaxPool

@@ -29,8 +29,7 @@ mx::array unpack_bits(const mx::array& packed, int bits, mx::StreamOrDevice s) {
   std::vector<mx::array> parts;
   for (int i = 0; i < per; ++i)
     parts.push_back(mx::bitwise_and(
-        mx::right_shift(packed, mx::array(static_cast<uint8_t>(i * bits)), s),
-        mx::array(mask), s));
+        mx::right_shift(packed, mx::array(static_cast<uint8_t>(i * bits)), s), mx::array(mask), s));
   mx::array st = mx::stack(parts, -1, s);  // [..., nbytes, per]
   mx::Shape shape = packed.shape();
   shape.back() *= per;
@@ -40,8 +39,8 @@ mx::array unpack_bits(const mx::array& packed, int bits, mx::StreamOrDevice s) {
 ClaimResult claim_matmul_nbits(const ClaimContext& c) {
   ORTMLX_REQUIRE(c.num_inputs() >= 3 && c.num_inputs() <= 6, "expects 3 to 6 inputs");
   ORTMLX_REQUIRE(c.num_outputs() == 1, "expects 1 output");
-  auto r = refuse_unknown_attrs(c, {"K", "N", "bits", "block_size", "accuracy_level",
-                                    "weight_prepacked"});
+  auto r = refuse_unknown_attrs(
+      c, {"K", "N", "bits", "block_size", "accuracy_level", "weight_prepacked"});
   if (!r.ok) return r;
   const auto& nd = c.node();
   const int64_t bits = nd.attr_int("bits", 4), bs = nd.attr_int("block_size", 0);
@@ -54,9 +53,9 @@ ClaimResult claim_matmul_nbits(const ClaimContext& c) {
   }
   ORTMLX_REQUIRE(nd.attr_int("weight_prepacked", 0) == 0, "prepacked weights are not implemented");
   ORTMLX_REQUIRE(!c.has_input(4), "g_idx is not implemented");
-  r = require_input_type(c, 0, [](ElemType t) {
-    return t == ElemType::kFloat || t == ElemType::kFloat16;
-  }, "float32/float16 only");
+  r = require_input_type(
+      c, 0, [](ElemType t) { return t == ElemType::kFloat || t == ElemType::kFloat16; },
+      "float32/float16 only");
   if (!r.ok) return r;
   const ElemType t = c.input_type(0);
   ORTMLX_REQUIRE(c.input_type(1) == ElemType::kUInt8, "B must be uint8");
@@ -98,7 +97,8 @@ void translate_matmul_nbits(TranslationContext& ctx, const NodeDesc& n) {
     if (z.dtype() == mx::uint8) {
       const int zbytes = static_cast<int>((int64_t{nb} * bits + 7) / 8);
       if (static_cast<int64_t>(z.size()) != static_cast<int64_t>(N) * zbytes)
-        throw std::runtime_error("packed zero_points must hold N * ceil(k_blocks * bits / 8) bytes");
+        throw std::runtime_error(
+            "packed zero_points must hold N * ceil(k_blocks * bits / 8) bytes");
       z = unpack_bits(mx::reshape(z, {N, zbytes}, s), bits, s);
       z = mx::slice(z, {0, 0}, {N, nb}, s);
     } else if (static_cast<int64_t>(z.size()) != static_cast<int64_t>(N) * nb) {

@@ -9,8 +9,7 @@ namespace ortmlx::plugin {
 namespace {
 
 bool is_our_gpu(const OrtMemoryDevice* md) {
-  return md != nullptr &&
-         g_ep_api->MemoryDevice_GetDeviceType(md) == OrtMemoryInfoDeviceType_GPU &&
+  return md != nullptr && g_ep_api->MemoryDevice_GetDeviceType(md) == OrtMemoryInfoDeviceType_GPU &&
          g_ep_api->MemoryDevice_GetVendorId(md) == device::kNvidiaVendorId;
 }
 
@@ -24,16 +23,14 @@ GpuMemoryInfos GpuMemoryInfos::create() {
   GpuMemoryInfos infos;
   const int ordinal = device::gpu_ordinal();
   OrtMemoryInfo* raw = nullptr;
-  ORTMLX_CHECK(g_ort->CreateMemoryInfo_V2("MLX_GPU", OrtMemoryInfoDeviceType_GPU,
-                                          device::kNvidiaVendorId, ordinal,
-                                          OrtDeviceMemoryType_DEFAULT, 0, OrtDeviceAllocator,
-                                          &raw));
+  ORTMLX_CHECK(g_ort->CreateMemoryInfo_V2(
+      "MLX_GPU", OrtMemoryInfoDeviceType_GPU, device::kNvidiaVendorId, ordinal,
+      OrtDeviceMemoryType_DEFAULT, 0, OrtDeviceAllocator, &raw));
   infos.device.reset(raw);
   raw = nullptr;
-  ORTMLX_CHECK(g_ort->CreateMemoryInfo_V2("MLX_GPU_PINNED", OrtMemoryInfoDeviceType_GPU,
-                                          device::kNvidiaVendorId, ordinal,
-                                          OrtDeviceMemoryType_HOST_ACCESSIBLE, 0,
-                                          OrtDeviceAllocator, &raw));
+  ORTMLX_CHECK(g_ort->CreateMemoryInfo_V2(
+      "MLX_GPU_PINNED", OrtMemoryInfoDeviceType_GPU, device::kNvidiaVendorId, ordinal,
+      OrtDeviceMemoryType_HOST_ACCESSIBLE, 0, OrtDeviceAllocator, &raw));
   infos.pinned.reset(raw);
   return infos;
 }
@@ -110,8 +107,7 @@ OrtStatus* GpuDataTransfer::CopyTensorsImpl(OrtDataTransferImpl*, const OrtValue
 
 bool on_gpu(const OrtValue* value) {
   const OrtMemoryDevice* md = g_ep_api->Value_GetMemoryDevice(value);
-  return is_our_gpu(md) &&
-         g_ep_api->MemoryDevice_GetMemoryType(md) == OrtDeviceMemoryType_DEFAULT;
+  return is_our_gpu(md) && g_ep_api->MemoryDevice_GetMemoryType(md) == OrtDeviceMemoryType_DEFAULT;
 }
 
 }  // namespace ortmlx::plugin

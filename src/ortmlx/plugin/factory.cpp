@@ -51,10 +51,9 @@ void MlxEpFactory::add_gpu_device(const OrtHardwareDevice* const* devices, size_
       g_ort->CreateKeyValuePairs(&raw_meta);
       std::unique_ptr<OrtKeyValuePairs, KeyValuePairsDeleter> meta(raw_meta);
       g_ort->AddKeyValuePair(meta.get(), "Description", device::gpu_name());
-      ORTMLX_CHECK(g_ep_api->CreateHardwareDevice(OrtHardwareDeviceType_GPU,
-                                                  device::kNvidiaVendorId,
-                                                  static_cast<uint32_t>(device::gpu_ordinal()),
-                                                  "NVIDIA", meta.get(), &own_gpu_device_));
+      ORTMLX_CHECK(g_ep_api->CreateHardwareDevice(
+          OrtHardwareDeviceType_GPU, device::kNvidiaVendorId,
+          static_cast<uint32_t>(device::gpu_ordinal()), "NVIDIA", meta.get(), &own_gpu_device_));
     }
     hw = own_gpu_device_;
   }
@@ -149,8 +148,7 @@ OrtStatus* MlxEpFactory::CreateAllocatorImpl(OrtEpFactory* self, const OrtMemory
     if (type == OrtMemoryInfoDeviceType_GPU) {
       const bool pinned =
           g_ort->MemoryInfoGetDeviceMemType(memory_info) == OrtDeviceMemoryType_HOST_ACCESSIBLE;
-      *allocator =
-          new GpuAllocator(pinned ? gpu->pinned.get() : gpu->device.get(), pinned);
+      *allocator = new GpuAllocator(pinned ? gpu->pinned.get() : gpu->device.get(), pinned);
       return;
     }
     throw OrtError(ORT_INVALID_ARGUMENT, "no allocator for this memory info");
