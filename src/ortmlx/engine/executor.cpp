@@ -198,8 +198,17 @@ size_t available_memory(size_t need) {
   if (need > limit) return limit;
   const size_t cache = mx::get_cache_memory();
   if (mx::default_device() == mx::Device::gpu) {
-    const size_t free_bytes = device::device_free_bytes();
-    return free_bytes == 0 ? limit : std::min(limit, free_bytes + cache);
+    // cudaMemGetInfo costs tens of microseconds: a need under half of what a query made in the
+    // last 100 ms found free fits without asking again (only the MLX thread gets here).
+    static size_t known_free = 0;
+    static auto known_at = std::chrono::steady_clock::time_point{};
+    const auto now = std::chrono::steady_clock::now();
+    if (known_free == 0 || need > known_free / 2 ||
+        now - known_at > std::chrono::milliseconds(100)) {
+      known_free = device::device_free_bytes();
+      known_at = now;
+    }
+    return known_free == 0 ? limit : std::min(limit, known_free + cache);
   }
   // MemAvailable is never far below MemFree (by the kernel's watermark reserve), and sysinfo is a
   // cheap call: a need under half of MemFree fits without reading /proc/meminfo.

@@ -118,7 +118,10 @@ mx::array to_mlx(const InputDesc& in, InputPins& pins, RunRecord& rec,
   return a;
 }
 
-void to_ort(const mx::array& a, OrtKernelContext* ctx, size_t index, RunRecord& rec) {
+// Host outputs are copied here; device outputs are listed in `copies` and copied all at once
+// (device::copy_out reads MLX's device buffers in place; it never migrates them to the host).
+void to_ort(const mx::array& a, OrtKernelContext* ctx, size_t index, RunRecord& rec,
+            std::vector<device::CopyOut>& copies) {
   std::vector<int64_t> dims(a.shape().begin(), a.shape().end());
   OrtValue* out = nullptr;
   ORTMLX_CHECK(g_ort->KernelContext_GetOutput(ctx, index, dims.data(), dims.size(), &out));
@@ -128,7 +131,7 @@ void to_ort(const mx::array& a, OrtKernelContext* ctx, size_t index, RunRecord& 
   void* dst = nullptr;
   ORTMLX_CHECK(g_ort->GetTensorMutableData(out, &dst));
   if (on_gpu(out))
-    device::to_device(a, dst);  // reads MLX's device buffer in place; never migrates it to host
+    copies.push_back({a, dst});
   else
     std::memcpy(dst, a.data<uint8_t>(), bytes);
   rec.bytes_out += bytes;
@@ -210,12 +213,16 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
       {
         std::vector<mx::array> inputs;
         inputs.reserve(descs.size());
+        bool uploaded = false;  // device input copies queued on MLX's stream, not waited for
         auto t0 = Clock::now();
         {
           TraceSpan span(sink, "mlx.copy", "ep.phase");
           std::vector<device::Upload> uploads;
           for (const auto& d : descs) inputs.push_back(to_mlx(d, pins, rec, uploads));
-          if (!uploads.empty()) device::upload(uploads);
+          if (!uploads.empty()) {
+            device::upload(uploads);
+            uploaded = true;
+          }
           if (sink)
             span.args()
                 .add("direction", "in")
@@ -229,14 +236,18 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
           result = executor_->run(inputs, sink);
         } catch (...) {
           rec.evictions = executor_->cache().evictions() - evicted_before;
+          // The queued input copies read ORT's buffers, which ORT may free once Compute fails.
+          if (uploaded) mx::synchronize();
           throw;
         }
         stats = result.stats;
         t0 = Clock::now();
         {
           TraceSpan span(sink, "mlx.copy", "ep.phase");
+          std::vector<device::CopyOut> copies;
           for (size_t i = 0; i < result.outputs.size(); ++i)
-            to_ort(result.outputs[i], kernel_context, i, rec);
+            to_ort(result.outputs[i], kernel_context, i, rec, copies);
+          device::copy_out(copies);
           if (sink) span.args().add("direction", "out").add("bytes", rec.bytes_out);
         }
         rec.copy_s += std::chrono::duration<double>(Clock::now() - t0).count();

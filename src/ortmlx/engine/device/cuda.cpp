@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <mlx/backend/cuda/allocator.h>
+#include <mlx/backend/cuda/device.h>
 #include <mlx/device.h>
 #include <mlx/ops.h>
 #include <mlx/transforms.h>
@@ -42,6 +43,12 @@ const void* device_address(const mx::array& a) {
   auto* buf = static_cast<const mx::cu::CudaBuffer*>(a.buffer().ptr());
   if (buf == nullptr || buf->data == nullptr) throw std::runtime_error("array has no buffer");
   return static_cast<const char*>(buf->data) + a.offset();  // offset() is in bytes
+}
+
+// MLX's CUDA stream for the default GPU stream: copies queued there are ordered with MLX's
+// kernels without a host synchronisation.
+cudaStream_t mlx_stream() {
+  return mx::cu::get_command_encoder(mx::default_stream(mx::Device::gpu)).stream();
 }
 
 }  // namespace
@@ -142,17 +149,29 @@ void upload(const std::vector<Upload>& uploads) {
   if (uploads.empty()) return;
   std::vector<mx::array> dsts;
   for (const auto& u : uploads) dsts.push_back(u.dst);
-  mx::eval(dsts);
-  cudaStream_t s = copy_stream();
+  // MLX encodes GPU work on the calling thread: once async_eval returns, each array has its
+  // (stream-ordered) device buffer and the fills that made it are queued on MLX's stream.
+  mx::async_eval(dsts);
+  cudaStream_t s = mlx_stream();
   for (const auto& u : uploads)
     check(cudaMemcpyAsync(const_cast<void*>(device_address(u.dst)), u.src, u.dst.nbytes(),
                           cudaMemcpyDefault, s),
           "cudaMemcpyAsync");
-  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
 void to_device(const mx::array& a, void* dst) {
   copy_bytes(dst, device_address(a), a.nbytes());
+}
+
+void copy_out(const std::vector<CopyOut>& copies) {
+  if (copies.empty()) return;
+  // On MLX's stream: an output may be an input array whose upload copy is still queued there.
+  cudaStream_t s = mlx_stream();
+  for (const auto& c : copies)
+    if (c.src.nbytes() != 0)
+      check(cudaMemcpyAsync(c.dst, device_address(c.src), c.src.nbytes(), cudaMemcpyDefault, s),
+            "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
 }  // namespace ortmlx::device

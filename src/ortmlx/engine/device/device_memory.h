@@ -42,8 +42,10 @@ size_t device_free_bytes();
 void copy_bytes(void* dst, const void* src, size_t bytes);
 
 // Device inputs in two steps, so that a Compute with several inputs allocates them in one MLX
-// evaluation and copies them with one synchronisation: new_device_array() returns a lazy
-// MLX-owned GPU array; upload() materialises every listed array and copies its source into it.
+// evaluation: new_device_array() returns a lazy MLX-owned GPU array; upload() materialises every
+// listed array and queues the copy of its source into it on MLX's own stream, without waiting:
+// MLX's kernels that read the arrays run after the copies in stream order, and Compute waits for
+// its outputs before it returns, so ORT's input buffers outlive the copies.
 struct Upload {
   mlx::core::array dst;
   const void* src;  // device pointer, dst.nbytes() bytes
@@ -52,6 +54,12 @@ mlx::core::array new_device_array(const mlx::core::Shape& shape, mlx::core::Dtyp
 void upload(const std::vector<Upload>& uploads);
 // Copies an evaluated, row-contiguous array into device memory at `dst` (a.nbytes() bytes).
 void to_device(const mlx::core::array& a, void* dst);
+// Several such copies (a Compute's device outputs), queued together, with one synchronisation.
+struct CopyOut {
+  mlx::core::array src;
+  void* dst;  // device memory, src.nbytes() bytes
+};
+void copy_out(const std::vector<CopyOut>& copies);
 
 }  // namespace ortmlx::device
 

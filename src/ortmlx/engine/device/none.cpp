@@ -43,5 +43,8 @@ void upload(const std::vector<Upload>&) {
 void to_device(const mlx::core::array&, void*) {
   no_gpu();
 }
+void copy_out(const std::vector<CopyOut>& copies) {
+  if (!copies.empty()) no_gpu();
+}
 
 }  // namespace ortmlx::device
