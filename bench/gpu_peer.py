@@ -12,7 +12,8 @@ runs in a child process of its own (the EP decides its fp32 matmul mode when its
   exact: the MLX EP's default (exact fp32) vs the CUDA EP with use_tf32=0;
   tf32:  ONNXRUNTIME_EP_MLX_TF32=1 vs the CUDA EP with use_tf32=1.
 Per model: both EPs with device-resident I/O (IOBinding: inputs uploaded once, outputs
-pre-allocated on the GPU; only run_with_iobinding + synchronize_outputs is timed), medians; the
+pre-allocated on the GPU; only run_with_iobinding + synchronize_outputs is timed), both sessions
+alive at once and timed in turns (rounds of --repeats runs each, --rounds rounds), medians; the
 ratio MLX EP / CUDA EP (< 1: the MLX EP is faster); max |EP - ORT CPU| for both; the MLX EP's
 partitions (fused nodes, eager ones, nodes on the EP / all) and its per-run time outside MLX's
 evaluation (median wall per run minus the mean eval time per run its JSON report accumulates
@@ -157,6 +158,42 @@ def eval_per_run(env, model_bytes: bytes, feeds: dict, out_specs, runs: int) -> 
     return (t1.get("eval", 0.0) - t0.get("eval", 0.0)) / runs
 
 
+def timed_interleaved(fns: dict, warmup: int, repeats: int, rounds: int, max_s: float) -> dict:
+    """Times several runners in turns: each round runs every runner `repeats` times in a row,
+    over `rounds` rounds (fewer, but at least two, once max_s seconds per runner have passed), so
+    that clock and thermal drift on the GPU falls on all runners alike. A runner that raises is
+    dropped and its error recorded. Per runner: median, min, runs, first (compiling) run."""
+    cells, live = {}, {}
+    for key, fn in fns.items():
+        try:
+            t0 = time.perf_counter()
+            fn()
+            first = time.perf_counter() - t0
+            for _ in range(max(0, warmup - 1)):
+                fn()
+            cells[key] = {"first_s": first, "times": []}
+            live[key] = fn
+        except Exception as e:  # noqa: BLE001
+            cells[key] = gm.failure(e)
+    start = time.perf_counter()
+    for r in range(rounds):
+        for key in list(live):
+            try:
+                for _ in range(repeats):
+                    t0 = time.perf_counter()
+                    live[key]()
+                    cells[key]["times"].append(time.perf_counter() - t0)
+            except Exception as e:  # noqa: BLE001
+                cells[key] = gm.failure(e)
+                del live[key]
+        if r >= 1 and time.perf_counter() - start > max_s * max(1, len(live)):
+            break
+    for key in live:
+        t = cells[key].pop("times")
+        cells[key] |= {"median_s": statistics.median(t), "min_s": min(t), "runs": len(t)}
+    return cells
+
+
 def bench_one(env, name: str, kind: str, build, args, tf32: bool, has_cuda: bool) -> dict:
     row = {"model": name, "kind": kind}
     try:
@@ -174,31 +211,45 @@ def bench_one(env, name: str, kind: str, build, args, tf32: bool, has_cuda: bool
         row["partitions"] = partitions(env, data, feeds)
     except Exception as e:  # noqa: BLE001
         row["partitions"] = gm.failure(e)
+    # Both EPs alive at once, timed in turns (timed_interleaved).
+    runners, keep = {}, []
     try:
         sess = gm.ep_session(env, data)
         dio = gm.DeviceIO(env, sess, feeds, out_specs)
-        row["mlx"] = gm.timed(dio.run, args.warmup, args.repeats, args.max_cell_s)
-        row["mlx"]["err"] = gm.max_abs_diff(dio.read(), want)
-        del dio, sess
-        ev = eval_per_run(env, data, feeds, out_specs, args.overhead_runs)
-        wall = row["mlx"]["median_s"]
-        row["outside_eval"] = {"wall_ms": wall * 1e3, "eval_ms": ev * 1e3,
-                               "outside_ms": (wall - ev) * 1e3}
+        keep += [sess, dio]
+        runners["mlx"] = dio
     except Exception as e:  # noqa: BLE001
         row["mlx"] = gm.failure(e)
-    gm.free_memory(env)
     if not has_cuda:
         row["cuda"] = {"skipped": f"this onnxruntime has no {CUDA_EP}"}
-        return row
-    try:
-        sess = cuda_session(data, tf32)
-        cio = CudaIO(sess, feeds, out_specs)
-        row["cuda"] = gm.timed(cio.run, args.warmup, args.repeats, args.max_cell_s)
-        row["cuda"]["err"] = gm.max_abs_diff(cio.read(), want)
-        del cio, sess
-    except Exception as e:  # noqa: BLE001
-        row["cuda"] = gm.failure(e)
+    else:
+        try:
+            csess = cuda_session(data, tf32)
+            cio = CudaIO(csess, feeds, out_specs)
+            keep += [csess, cio]
+            runners["cuda"] = cio
+        except Exception as e:  # noqa: BLE001
+            row["cuda"] = gm.failure(e)
+    cells = timed_interleaved({k: r.run for k, r in runners.items()}, args.warmup, args.repeats,
+                              args.rounds, args.max_cell_s)
+    for key, runner in runners.items():
+        row[key] = cells[key]
+        if "median_s" in cells[key]:
+            try:
+                row[key]["err"] = gm.max_abs_diff(runner.read(), want)
+            except Exception as e:  # noqa: BLE001
+                row[key]["err_failure"] = gm.failure(e)
+    del runners, keep
     gm.free_memory(env)
+    if "median_s" in row.get("mlx", {}):
+        try:
+            ev = eval_per_run(env, data, feeds, out_specs, args.overhead_runs)
+            wall = row["mlx"]["median_s"]
+            row["outside_eval"] = {"wall_ms": wall * 1e3, "eval_ms": ev * 1e3,
+                                   "outside_ms": (wall - ev) * 1e3}
+        except Exception as e:  # noqa: BLE001
+            row["outside_eval"] = gm.failure(e)
+        gm.free_memory(env)
     return row
 
 
@@ -263,7 +314,7 @@ def table(mode: dict) -> list[str]:
         if p.get("fast"):
             parts += f"; fast {p['fast']}"
         o = r.get("outside_eval")
-        outside = f"{o['outside_ms']:.3f}" if o else "-"
+        outside = f"{o['outside_ms']:.3f}" if o and "outside_ms" in o else "-"
         lines.append(f"| {r['model']} | {fmt_ms(r.get('cuda'))} | {fmt_ms(r.get('mlx'))} | "
                      f"{f'{x:.2f}x' if x else '-'}{mark} | <= {target} | "
                      f"{fmt_err(r.get('cuda'))} | {fmt_err(r.get('mlx'))} | {parts} | "
@@ -284,7 +335,7 @@ def summary(mode: dict) -> list[str]:
             lines.append(f"- {kind}: MLX / CUDA {min(xs):.2f}x-{max(xs):.2f}x (target <= "
                          f"{target}); {sum(x <= target for x in xs)} of {len(xs)} meet it")
     outs = [r["outside_eval"]["outside_ms"] for r in mode["rows"]
-            if r["kind"] == "corpus" and r.get("outside_eval")]
+            if r["kind"] == "corpus" and "outside_ms" in r.get("outside_eval", {})]
     if outs:
         lines.append(f"- per-run time outside MLX's evaluation, corpus models: median "
                      f"{statistics.median(outs):.3f} ms (target <= {TARGET_OUTSIDE_EVAL_MS})")
@@ -321,7 +372,8 @@ def report(modes: list[dict], out: Path, command: str) -> None:
     lines = ["# MLX EP vs ONNX Runtime's CUDA EP (GPU, device-resident I/O)", "",
              f"Command: `{command}`", "",
              "Versions and machine: " + ", ".join(f"{k} {val}" for k, val in v.items()), "",
-             "Both EPs run in one process on the same data; medians of timed "
+             "Both EPs run in one process on the same data, both sessions alive, timed in "
+             "turns (rounds of runs of each EP); medians of timed "
              "`run_with_iobinding` + `synchronize_outputs`; errors are max |EP - ORT CPU|. "
              "Ratio < 1: the MLX EP is faster. Targets: <= 1.0 on the encoders, the CNN and the "
              "decoder step, <= 1.5 on the corpus models (exact fp32).", ""]
@@ -340,7 +392,9 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--modes", nargs="+", default=["exact", "tf32"], choices=["exact", "tf32"])
     ap.add_argument("--only", nargs="+", default=[], help="models whose name contains one of these")
-    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--repeats", type=int, default=20, help="timed runs per EP per round")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="rounds of `repeats` runs, the EPs taking turns (interleaved timing)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--max-cell-s", type=float, default=3.0)
     ap.add_argument("--overhead-runs", type=int, default=20)
@@ -373,7 +427,8 @@ def main() -> int:
             var, _, value = knob.partition("=")
             env[var] = value
         cmd = [sys.executable, __file__, "--worker", mode, "--json", str(path),
-               "--repeats", str(args.repeats), "--warmup", str(args.warmup),
+               "--repeats", str(args.repeats), "--rounds", str(args.rounds),
+               "--warmup", str(args.warmup),
                "--max-cell-s", str(args.max_cell_s), "--overhead-runs", str(args.overhead_runs)]
         cmd += (["--quick"] if args.quick else []) + (["--cpu-binding"] if args.cpu_binding else [])
         only = args.knob_only if knob and args.knob_only else args.only
