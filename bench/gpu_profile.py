@@ -78,8 +78,10 @@ def per_run(trace: dict, runs: int) -> dict:
             busy += b - end
             end = b
     by_kernel, by_api = defaultdict(float), defaultdict(lambda: [0, 0.0])
+    count = defaultdict(int)
     for e in gpu:
         by_kernel[short(e["name"])] += e.get("dur", 0)
+        count[short(e["name"])] += 1
     for e in host:
         by_api[e["name"]][0] += 1
         by_api[e["name"]][1] += e.get("dur", 0)
@@ -91,6 +93,9 @@ def per_run(trace: dict, runs: int) -> dict:
         "busy_ms": busy / runs / 1e3,
         "top_kernels": [(k, v / runs / 1e3) for k, v in top],
         "host_api": [(k, c / runs, t / runs / 1e3) for k, (c, t) in apis],
+        # Every kernel (JSON only): launches per run and ms per run, by launches.
+        "all_kernels": [(k, count[k] / runs, by_kernel[k] / runs / 1e3)
+                        for k in sorted(count, key=lambda k: -count[k])],
     }
 
 
