@@ -213,16 +213,12 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
       {
         std::vector<mx::array> inputs;
         inputs.reserve(descs.size());
-        bool uploaded = false;  // device input copies queued on MLX's stream, not waited for
         auto t0 = Clock::now();
         {
           TraceSpan span(sink, "mlx.copy", "ep.phase");
           std::vector<device::Upload> uploads;
           for (const auto& d : descs) inputs.push_back(to_mlx(d, pins, rec, uploads));
-          if (!uploads.empty()) {
-            device::upload(uploads);
-            uploaded = true;
-          }
+          if (!uploads.empty()) device::upload(uploads);
           if (sink)
             span.args()
                 .add("direction", "in")
@@ -236,8 +232,6 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
           result = executor_->run(inputs, sink);
         } catch (...) {
           rec.evictions = executor_->cache().evictions() - evicted_before;
-          // The queued input copies read ORT's buffers, which ORT may free once Compute fails.
-          if (uploaded) mx::synchronize();
           throw;
         }
         stats = result.stats;

@@ -150,13 +150,17 @@ void upload(const std::vector<Upload>& uploads) {
   std::vector<mx::array> dsts;
   for (const auto& u : uploads) dsts.push_back(u.dst);
   // MLX encodes GPU work on the calling thread: once async_eval returns, each array has its
-  // (stream-ordered) device buffer and the fills that made it are queued on MLX's stream.
+  // (stream-ordered) device buffer and the fills that made it are queued on MLX's stream; the
+  // copies follow them there, and one wait covers both. The wait stays: MLX counts these arrays
+  // as evaluated once their fills are done, so a translator that reads an input's values on the
+  // host (a shape, a trip count) would not wait for a copy still in flight.
   mx::async_eval(dsts);
   cudaStream_t s = mlx_stream();
   for (const auto& u : uploads)
     check(cudaMemcpyAsync(const_cast<void*>(device_address(u.dst)), u.src, u.dst.nbytes(),
                           cudaMemcpyDefault, s),
           "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
 void to_device(const mx::array& a, void* dst) {

@@ -43,9 +43,7 @@ void copy_bytes(void* dst, const void* src, size_t bytes);
 
 // Device inputs in two steps, so that a Compute with several inputs allocates them in one MLX
 // evaluation: new_device_array() returns a lazy MLX-owned GPU array; upload() materialises every
-// listed array and queues the copy of its source into it on MLX's own stream, without waiting:
-// MLX's kernels that read the arrays run after the copies in stream order, and Compute waits for
-// its outputs before it returns, so ORT's input buffers outlive the copies.
+// listed array and copies its source into it on MLX's own stream, with one wait for all.
 struct Upload {
   mlx::core::array dst;
   const void* src;  // device pointer, dst.nbytes() bytes
