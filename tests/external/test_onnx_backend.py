@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import pytest
 
-from ortmlx.testing import IR_VERSION, EpRun, registered_op_types
+from ortmlx.testing import IR_VERSION, EpRun, mlx_backend, registered_op_types
 
 # Every ONNX-domain and ai.onnx.ml op type the registry knows (the registry-dump tool next to
 # the library); the two domains share no op type name.
@@ -125,6 +125,13 @@ EXCLUDED = {
              "tests/ops/test_spectral.py compares the EP with ORT CPU"
        for name in ("test_dft", "test_dft_axis", "test_dft_opset19", "test_dft_axis_opset19")},
 }
+# Left out on GPU backends only (they pass on MLX's CPU backend), each with its reason.
+EXCLUDED_ON_GPU = {
+    name: "ONNX expects 1.9e-7 (float rounding of its reference) where the inverse of a real "
+          "signal has exact zeros, at atol 1e-7, on bins of magnitude up to 45 (ulp 3.8e-6); "
+          "MLX's CUDA FFT returns the exact zeros. tests/ops/test_spectral.py compares the EP "
+          "with ORT CPU"
+    for name in ("test_dft_inverse", "test_dft_inverse_opset19")}
 
 # Outcome counts for the terminal summary (conftest.py): total / claimed / passed, and why the
 # rest did not run on the EP.
@@ -158,6 +165,9 @@ def test_onnx_backend_node_case(case):
     if case.name in EXCLUDED:
         _count("excluded")
         pytest.skip(f"excluded from the gate: {EXCLUDED[case.name]}")
+    if case.name in EXCLUDED_ON_GPU and mlx_backend() == "gpu":
+        _count("excluded")
+        pytest.skip(f"excluded from the gate on GPU backends: {EXCLUDED_ON_GPU[case.name]}")
     model = onnx.ModelProto()
     model.CopyFrom(case.model)
     model.ir_version = min(model.ir_version, IR_VERSION)

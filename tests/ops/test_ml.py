@@ -10,10 +10,21 @@ from onnx import helper as h
 
 from opcheck import NP_TO_ONNX, check_error_on_ep, check_on_ep, refusal
 from ort_raises import check_raises_like_cpu
-from ortmlx.testing import EpRun, assert_ran_on_ep, make_model, random_array
+from ortmlx.testing import EpRun, assert_ran_on_ep, make_model, mlx_backend, random_array
 
 ML = "ai.onnx.ml"
 F32, I32, I64 = np.float32, np.int32, np.int64
+
+
+def tol(post: str) -> dict:
+    """Tolerances against ORT CPU. ORT's PROBIT is Winitzki's erfinv approximation, which cancels
+    catastrophically near probability 0.5 (-a + sqrt(a^2 - b) with a ~ 4.3): on CUDA, where
+    MLX's fused kernels may contract a^2 - b into one FMA, last-bit differences grow
+    there (up to a few 1e-4). The approximation itself is ~2e-3 from the exact probit, so 1e-3
+    still pins the formula."""
+    if post == "PROBIT" and mlx_backend() == "gpu":
+        return {"rtol": 1e-5, "atol": 1e-3}
+    return {"rtol": 1e-5, "atol": 1e-5}
 
 
 def ml_model(op, feeds: dict, out_types, attrs=None, ml_opset=1, inits=None):
@@ -305,8 +316,7 @@ def test_linear_regressor(targets, shape, post, intercepts, rng):
         attrs["intercepts"] = list(rng.uniform(0.1, 0.4, targets + 1))
     if post == "SOFTMAX_ZERO" and x.ndim == 2 and x.shape[0] > 1:
         x[0] = 0  # with no intercepts, zero scores meet the zero-skipping rule
-    check_on_ep(ml_model("LinearRegressor", {"x": x}, [T.FLOAT], attrs), {"x": x},
-                rtol=1e-5, atol=1e-5)
+    check_on_ep(ml_model("LinearRegressor", {"x": x}, [T.FLOAT], attrs), {"x": x}, **tol(post))
 
 
 def test_linear_regressor_refusals(rng):
@@ -343,7 +353,7 @@ def test_linear_classifier(dtype, classes, labels, post, rng):
         x = (np.abs(x) % 2).astype(dtype)
         attrs["intercepts"] = list(rng.uniform(0.4, 0.6, classes))
     m = ml_model("LinearClassifier", {"x": x}, [T.INT64, T.FLOAT], attrs)
-    check_on_ep(m, {"x": x}, rtol=1e-5, atol=1e-5)
+    check_on_ep(m, {"x": x}, **tol(post))
 
 
 @pytest.mark.parametrize("shape", [(4,), (1, 4), (0, 4)], ids=str)
@@ -429,7 +439,7 @@ def test_svm_classifier(kernel, classes, post, dtype, rng):
         attrs["coefficients"] = list(rng.uniform(0.0, 0.1, (classes - 1) * v))
         attrs["rho"] = list(rng.uniform(0.3, 0.4, classes * (classes - 1) // 2))
     m = ml_model("SVMClassifier", {"x": x}, [T.INT64, T.FLOAT], attrs)
-    check_on_ep(m, {"x": x}, rtol=1e-5, atol=1e-5)
+    check_on_ep(m, {"x": x}, **tol(post))
 
 
 @pytest.mark.parametrize("classes", [2, 3])
