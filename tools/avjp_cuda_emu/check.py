@@ -2,16 +2,25 @@
 without a GPU: builds them for a host emulation of CUDA (emu.h, harness.cpp) and compares every
 variant with the float64 reference of ortmlx.contracts, NaN/Inf positions included.
 
-    python tools/avjp_cuda_emu/check.py [--quick]
+    python tools/avjp_cuda_emu/check.py [--quick] [--mma exact|trunc[:guard[:terms]]]
+    python tools/avjp_cuda_emu/check.py --drift [--mma ...] [--lengths 512,1024,2048]
 
 Every case runs in both precisions of the tensor-core passes: 3xTF32 (the default; errors at
 the level of fp32 products) and 1xTF32 (the tf32 mode; errors at the level of TF32).
+
+--mma picks emu.h's model of how mma.sync accumulates: trunc (the default, the tensor cores'
+measured behaviour: addends aligned to the largest exponent and truncated, the sum rounded toward
+zero; guard bits 1, 4 products per fused addition unless given) or exact (exact sum, one rounding
+to nearest). --drift runs long reductions (S = 512..2048, one head, D = 16) and prints each
+gradient's error for both models, next to fp32 sums of the same reductions taken in sequence
+(what the SIMT kernels did); minutes per length at S = 2048.
 
 Slow (one std::thread per CUDA thread), so the shapes are small, but they cross tile edges.
 """
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import subprocess
 import sys
@@ -24,14 +33,35 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 from ortmlx.contracts import attention_vjp_reference  # noqa: E402
 
 
-def build():
-    out = os.path.join(tempfile.gettempdir(), f"avjp_emu_{os.getuid()}.so")
-    subprocess.run(["g++", "-std=c++20", "-O2", "-fPIC", "-shared", "-pthread",
-                    "-Wno-unknown-pragmas", "-include", os.path.join(HERE, "emu.h"), "-o", out,
-                    os.path.join(HERE, "harness.cpp")], check=True)
+def build(out_dir=None):
+    # Named by the sources' hash: runs of different trees (or versions) never share a library.
+    sources = [os.path.join(HERE, f) for f in ("emu.h", "harness.cpp")] + [
+        os.path.join(HERE, "..", "..", "src", "ortmlx", "ops", "attention_vjp", "cuda", f)
+        for f in ("kernels.cu", "tiles.h")]
+    flags = ["-std=c++20", "-O2", "-fPIC", "-shared", "-pthread", "-Wno-unknown-pragmas"]
+    digest = hashlib.sha1(" ".join(flags).encode())
+    for f in sources:
+        with open(f, "rb") as src:
+            digest.update(src.read())
+    out = os.path.join(out_dir or tempfile.gettempdir(), f"avjp_emu_{os.getuid()}_{digest.hexdigest()[:12]}.so")
+    if not os.path.exists(out):  # built once per version; the rename keeps a parallel run whole
+        tmp = f"{out}.{os.getpid()}.tmp"
+        subprocess.run(["g++", *flags, "-include", os.path.join(HERE, "emu.h"), "-o", tmp,
+                        os.path.join(HERE, "harness.cpp")], check=True)
+        os.replace(tmp, out)
     lib = ctypes.CDLL(out)
     lib.avjp_emu.restype = ctypes.c_int
+    lib.avjp_emu_mma_model.restype = ctypes.c_int
     return lib
+
+
+def set_model(lib, spec):
+    """spec: exact, or trunc[:guard[:terms]] (emu.h)."""
+    parts = spec.split(":")
+    kind = {"exact": 0, "trunc": 1}[parts[0]]
+    guard = int(parts[1]) if len(parts) > 1 else 1
+    terms = int(parts[2]) if len(parts) > 2 else 4
+    assert lib.avjp_emu_mma_model(kind, guard, terms) == 0, spec
 
 
 def ptr(a):
@@ -127,9 +157,76 @@ def case(lib, rng, *, b, sq, sk, hq, hk, d, rank, causal, kind, mshape, recomput
     print(f"ok {label} (max error {err:.1e} of the magnitude)", flush=True)
 
 
+def sequential_fp32(q, k, v, dy, scale):
+    """dQ, dK, dV of one head (rank 4, no mask) with P and dS from float64 rounded to fp32 and
+    each long reduction (over keys for dQ, over query rows for dK and dV) summed in fp32 one term
+    after another: the rounding the SIMT kernels' FMA loops had."""
+    q64, k64, v64, g64 = (t[0, 0] for t in (q, k, v, dy))
+    s = scale * q64 @ k64.T
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    y = p @ v64
+    ds = p * (g64 @ v64.T - (g64 * y).sum(axis=1, keepdims=True))
+    p32, ds32 = p.astype(np.float32), ds.astype(np.float32)
+    k32, q32, g32 = (t.astype(np.float32) for t in (k64, q64, g64))
+    dq = np.zeros(q64.shape, np.float32)
+    for j in range(k32.shape[0]):
+        dq += ds32[:, j:j + 1] * k32[j]
+    dk = np.zeros(k64.shape, np.float32)
+    dv = np.zeros(v64.shape, np.float32)
+    for i in range(q32.shape[0]):
+        dk += ds32[i][:, None] * q32[i]
+        dv += p32[i][:, None] * g32[i]
+    return [(np.float32(scale) * dq)[None, None], (np.float32(scale) * dk)[None, None],
+            dv[None, None]]
+
+
+def drift(lib, models, lengths=(512, 1024, 2048), d=16, precisions=(False, True)):
+    """Error of each gradient against float64 as the reductions grow, for each mma model and
+    both precisions: max |error| of the gradients' magnitude / relative L2 (|error| / |grad|)."""
+    rng = np.random.default_rng(20261204)
+    heads = ["fp32-seq"] + [f"{m} {'TF32' if p else '3xTF32'}" for m in models
+                            for p in precisions]
+    print("errors as max-abs of the magnitude / relative L2")
+    print("S     grad " + "".join(f"{h:>20}" for h in heads))
+    for s in lengths:
+        q, k, v, dy = (rng.standard_normal((1, 1, s, d)).astype(np.float32).astype(np.float64)
+                       for _ in range(4))
+        scale = float(np.float32(1 / np.sqrt(d)))
+        kw = dict(hq=1, hk=1, causal=0, mask_kind=0, scale=scale, rank=4)
+        want = attention_vjp_reference(q, k, v, dy, np.ones(1, np.bool_), **kw)
+        mag = max(float(np.abs(w).max()) for w in want)
+        cols = [sequential_fp32(q, k, v, dy, scale)]
+        for m in models:
+            set_model(lib, m)
+            for tf32 in precisions:
+                cols.append(run_kernels(lib, q, k, v, None, dy, None, hq=1, hk=1, d=d, rank=4,
+                                        causal=0, kind=0, scale=scale, tf32=tf32))
+        for g, name in enumerate("QKV"):
+            cells = []
+            for c in cols:
+                err = c[g] - want[g]
+                rel = float(np.linalg.norm(err) / np.linalg.norm(want[g]))
+                cells.append(f"{float(np.abs(err).max()) / mag:.1e}/{rel:.1e}")
+            print(f"{s:<5} d{name}  " + "".join(f"{c:>20}" for c in cells), flush=True)
+
+
+def option(name, default):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
 def main():
     quick = "--quick" in sys.argv
     lib = build()
+    if "--drift" in sys.argv:
+        first = option("--mma", "trunc")
+        models = [first] + (["exact"] if first != "exact" else [])
+        lengths = tuple(int(x) for x in option("--lengths", "512,1024,2048").split(","))
+        drift(lib, models, lengths)
+        return
+    model = option("--mma", "trunc")
+    set_model(lib, model)
+    print(f"mma model: {model}")
     rng = np.random.default_rng(20261203)
     cases = [
         dict(b=1, sq=70, sk=70, hq=2, hk=2, d=16, rank=4, causal=0, kind=0, mshape=None,

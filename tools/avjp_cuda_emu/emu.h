@@ -3,16 +3,45 @@
 // kernels.cu calls uniformly from all threads of a block) exchange through a block-wide array.
 // The tensor-core instructions too: cvt.rna.tf32.f32 bit-exactly (nearest, ties away from zero,
 // 10 mantissa bits) and mma.sync m16n8k8 TF32 with the PTX ISA's fragment layout, the lanes of a
-// warp exchanging their fragments through arrays behind a per-warp barrier; the products of the
-// TF32 operands are exact and their sum is accumulated in fp32 (one rounding per instruction).
+// warp exchanging their fragments through arrays behind a per-warp barrier. The products of the
+// TF32 operands are exact (11 x 11 significand bits) in both accumulation models:
+//
+// - exact (kEmuMmaExact): the 8 products and the accumulator are summed exactly and rounded once
+//   to nearest fp32. Kinder than the hardware.
+// - truncating (kEmuMmaTrunc, the default): the measured behaviour of NVIDIA tensor cores. Fasi,
+//   Higham, Mikaitis and Pranesh, "Numerical behavior of NVIDIA tensor cores" (PeerJ Computer
+//   Science 7:e330, 2021) found on V100, T4 and A100 that an mma is a chain of fused multi-term
+//   additions: each sums a block of exact products together with the running accumulator, aligns
+//   every addend's significand to the largest exponent of that set and drops (truncates) the bits
+//   below fp32's 24-bit significand, with no guard bits, and normalises the sum with round toward
+//   zero (their A100 TF32 probes use blocks of 4 products; k = 8 is then two chained blocks).
+//   Later probes of Hopper (H100, sm_90; fp16 inputs) report the same truncation with one more
+//   bit kept (25-bit aligned significands); Hopper's TF32 block size is not published. The
+//   model: blocks of `terms` products (default 4), addends truncated
+//   toward zero to multiples of 2^(e - 23 - guard) where 2^e is the leading bit of the largest
+//   addend (default guard = 1, the Hopper figure; 0 is the A100's), the exact sum of those
+//   rounded toward zero to fp32. Non-finite addends sum as IEEE does. Subnormal results are not
+//   flushed (the kernels' data never reach them). The bias matters: every instruction rounds
+//   the accumulator toward zero, so a long chain of mma instructions into one accumulator drifts
+//   by about 2^-24 of its magnitude per instruction, where round to nearest would random-walk.
+//   With the kernels' per-k-step adds their errors barely depend on guard (0..3) and terms
+//   (4, 8): check.py --mma trunc:guard:terms.
+//
+// emu_mma_set_model picks the model (harness.cpp exports it; check.py --mma); the environment
+// variable AVJP_EMU_MMA=exact|trunc[:guard[:terms]] sets the initial one.
 // Dynamic shared memory is one global buffer (blocks run one after another). Slow, exact enough
-// to check the kernels' logic (indices, masks, tiles, NaN handling) against float64 without a
-// GPU. Force-included before kernels.cu (g++ -include emu.h -x c++).
+// to check the kernels' logic (indices, masks, tiles, NaN handling) and their rounding against
+// float64 without a GPU. Force-included before kernels.cu (g++ -include emu.h -x c++).
 #pragma once
 #include <algorithm>
 #include <barrier>
+#include <cfloat>
+#include <climits>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 struct EmuDim3 {
   int x = 0, y = 0, z = 0;
@@ -80,6 +109,57 @@ inline unsigned cvt_tf32(float x) {
   return (u + 0x1000u) & 0xffffe000u;
 }
 
+// The accumulation model of mma_tf32 (see the top of this file).
+enum EmuMmaKind { kEmuMmaExact = 0, kEmuMmaTrunc = 1 };
+struct EmuMmaModel {
+  int kind = kEmuMmaTrunc;
+  int guard = 1;  // bits kept below the 24-bit significand of the largest addend
+  int terms = 4;  // products per fused addition (a divisor of 8)
+};
+inline EmuMmaModel emu_mma_model_from_env() {
+  EmuMmaModel m;
+  const char* env = std::getenv("AVJP_EMU_MMA");
+  if (env == nullptr) return m;
+  const std::string s(env);
+  if (s.rfind("exact", 0) == 0) {
+    m.kind = kEmuMmaExact;
+  } else if (s.rfind("trunc", 0) == 0) {
+    int guard = m.guard, terms = m.terms;
+    if (std::sscanf(s.c_str(), "trunc:%d:%d", &guard, &terms) >= 1) m.guard = guard;
+    if (terms >= 1 && 8 % terms == 0) m.terms = terms;
+  }
+  return m;
+}
+inline EmuMmaModel emu_mma_model = emu_mma_model_from_env();
+inline void emu_mma_set_model(int kind, int guard, int terms) {
+  emu_mma_model = {kind, guard, terms};
+}
+
+// One fused addition of the truncating model: the n exact products p and the accumulator c.
+inline float emu_fused_sum_trunc(const double* p, int n, float c, int guard) {
+  double addend[9];
+  int count = 0;
+  for (int i = 0; i < n; ++i) addend[count++] = p[i];
+  addend[count++] = static_cast<double>(c);
+  double plain = 0.0;
+  int emax = INT_MIN;
+  for (int i = 0; i < count; ++i) {
+    plain += addend[i];
+    if (addend[i] != 0.0 && std::isfinite(addend[i])) emax = std::max(emax, std::ilogb(addend[i]));
+  }
+  if (!std::isfinite(plain) || emax == INT_MIN) return static_cast<float>(plain);
+  // Alignment: every addend truncated toward zero to a multiple of `unit`; the quotients are
+  // integers below 2^(25 + guard), so the sum below is exact in double.
+  const double unit = std::ldexp(1.0, emax - 23 - guard);
+  double sum = 0.0;
+  for (int i = 0; i < count; ++i) sum += std::trunc(addend[i] / unit) * unit;
+  // Normalisation with round toward zero.
+  float r = static_cast<float>(sum);
+  if (std::isinf(r)) return std::copysign(FLT_MAX, static_cast<float>(sum));
+  if (std::fabs(static_cast<double>(r)) > std::fabs(sum)) r = std::nextafter(r, 0.0f);
+  return r;
+}
+
 // mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 d, a, b, d. A TF32 operand is the float
 // of its register with the low 13 bits ignored, as the hardware reads it.
 inline unsigned emu_mma_a[1024][4], emu_mma_b[1024][2];
@@ -90,15 +170,23 @@ inline void mma_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[
   emu_warp_barrier[tid / 32]->arrive_and_wait();
   auto tf32 = [](unsigned r) { return static_cast<double>(__uint_as_float(r & 0xffffe000u)); };
   const int g = lane / 4, t = lane % 4;
+  const EmuMmaModel model = emu_mma_model;
   for (int e = 0; e < 4; ++e) {
     const int row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
-    double sum = 0.0;
+    double prod[8];
     for (int k = 0; k < 8; ++k) {
       const double av = tf32(emu_mma_a[base + (row % 8) * 4 + k % 4][(row >= 8) + 2 * (k >= 4)]);
       const double bv = tf32(emu_mma_b[base + col * 4 + k % 4][k >= 4]);
-      sum += av * bv;
+      prod[k] = av * bv;
     }
-    d[e] = static_cast<float>(sum + static_cast<double>(d[e]));
+    if (model.kind == kEmuMmaExact) {
+      double sum = 0.0;
+      for (int k = 0; k < 8; ++k) sum += prod[k];
+      d[e] = static_cast<float>(sum + static_cast<double>(d[e]));
+    } else {
+      for (int k0 = 0; k0 < 8; k0 += model.terms)
+        d[e] = emu_fused_sum_trunc(prod + k0, model.terms, d[e], model.guard);
+    }
   }
   emu_warp_barrier[tid / 32]->arrive_and_wait();
 }

@@ -54,6 +54,15 @@ void launch(int gx, int gy, const std::function<void()>& body) {
     return 0;                                                                                  \
   }
 
+// The mma accumulation model (emu.h): kind 0 exact, 1 truncating; returns 1 on bad arguments.
+extern "C" int avjp_emu_mma_model(int kind, int guard, int terms) {
+  if ((kind != kEmuMmaExact && kind != kEmuMmaTrunc) || guard < 0 || guard > 20 || terms < 1 ||
+      8 % terms != 0)
+    return 1;
+  emu_mma_set_model(kind, guard, terms);
+  return 0;
+}
+
 extern "C" int avjp_emu(int recompute, int dmax, const float* q, const float* k, const float* v,
                         const float* y, const float* dy, const void* mask, const int* finite,
                         float* lse, float* delta, float* dq, float* dk, float* dv, int b, int hq,

@@ -345,6 +345,15 @@ __device__ void stats_kernel(const float* q, const float* k, const float* v, con
 // where hi hi is not finite, because Inf - Inf = NaN in lo and Inf * 0 in a cross term would
 // turn an Inf of the fp32 product into NaN (hi keeps the sign and zeroness of x, so hi hi alone
 // is non-finite exactly where the fp32 product is).
+// Accumulation: an mma rounds the sum of its products and its accumulator toward zero, the
+// addends aligned to the largest and truncated (measured: Fasi et al., PeerJ CS 2021; the model
+// is in tools/avjp_cuda_emu/emu.h), a bias of about 2^-24 of the accumulator per instruction.
+// Chaining every k-step of a long reduction (dQ over all keys, dK/dV over all query rows) into
+// one accumulator inside the tensor cores thus drifts linearly with the sequence length (1e-4 at
+// S = 8192). In both 3xTF32 forms each k-step's products therefore start from zero fragments and
+// reach the accumulator through an ordinary fp32 add (round to nearest), as SIMT FMA sums do.
+// kTf32 keeps the chain: its bias (about 1e-4 relative at S = 8192) is far below TF32's own
+// operand rounding (1e-3), and an add per mma would cost more there than in 3xTF32.
 // ---------------------------------------------------------------------------------------
 #if !defined(ORTMLX_AVJP_EMU)  // the emulator (tools/avjp_cuda_emu/emu.h) brings its own
 // x rounded to TF32: nearest, ties away from zero (the low 13 bits of the result do not count).
@@ -435,9 +444,12 @@ __device__ __forceinline__ void mma_tile(const float* A, const float* B, int kdi
         if (P == kTf32) {
           mma_tf32(acc.v[mi][nj], ah[mi], bh[nj]);
         } else if (P == kSplit) {
-          mma_tf32(acc.v[mi][nj], al[mi], bh[nj]);
-          mma_tf32(acc.v[mi][nj], ah[mi], bl[nj]);
-          mma_tf32(acc.v[mi][nj], ah[mi], bh[nj]);
+          float part[4] = {0.f, 0.f, 0.f, 0.f};  // this k-step's products (see above)
+          mma_tf32(part, al[mi], bh[nj]);
+          mma_tf32(part, ah[mi], bl[nj]);
+          mma_tf32(part, ah[mi], bh[nj]);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc.v[mi][nj][e] += part[e];
         } else {
           float big[4] = {0.f, 0.f, 0.f, 0.f}, small[4] = {0.f, 0.f, 0.f, 0.f};
           mma_tf32(small, al[mi], bh[nj]);

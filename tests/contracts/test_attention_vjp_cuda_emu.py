@@ -1,0 +1,77 @@
+"""The fused CUDA AttentionVJP kernels (src/ortmlx/ops/attention_vjp/cuda/kernels.cu) without a
+GPU: compiled for the host emulation of tools/avjp_cuda_emu (emu.h: a std::thread per CUDA
+thread, warp shuffles, cvt.rna.tf32 and mma.sync with the tensor cores' truncating accumulation)
+and compared with the float64 reference. A subset of `check.py --quick` (the full check runs
+every variant, for minutes), and a long reduction whose error must stay at the level of fp32
+sums: the accumulation each mma.sync rounds toward zero must not drift with the sequence length.
+Needs g++ (C++20); runs on any flavour.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tools", "avjp_cuda_emu"))
+import check  # noqa: E402  (tools/avjp_cuda_emu/check.py)
+
+
+@pytest.fixture(scope="module")
+def emu():
+    if shutil.which("g++") is None:
+        pytest.skip("the CUDA kernel emulation needs g++")
+    lib = check.build()
+    check.set_model(lib, "trunc")
+    return lib
+
+
+# check.py's quick cases: head-size buckets 32 and 64, both ranks, GQA, causal, a boolean mask
+# with fully masked rows, both forms.
+QUICK = [
+    dict(b=1, sq=70, sk=70, hq=2, hk=2, d=16, rank=4, causal=0, kind=0, mshape=None,
+         recompute=False),
+    dict(b=1, sq=70, sk=45, hq=2, hk=1, d=40, rank=3, causal=1, kind=0, mshape=None,
+         recompute=True),
+    dict(b=2, sq=33, sk=80, hq=4, hk=2, d=64, rank=4, causal=1, kind=1, mshape=(2, 1, 33, 80),
+         recompute=False, full_rows=True),
+]
+
+
+@pytest.mark.parametrize("tf32", [False, True], ids=["3xtf32", "tf32"])
+@pytest.mark.parametrize("case", QUICK, ids=["d16_r4", "d40_r3_causal_gqa_rec", "d64_mask"])
+def test_cuda_emu_matches_reference(emu, case, tf32):
+    check.case(emu, np.random.default_rng(20261204), **case, tf32=tf32)
+
+
+@pytest.mark.parametrize("poison", [("K", np.nan), ("V", np.inf), ("Mask", -np.inf)],
+                         ids=["K_nan", "V_inf", "Mask_-inf"])
+def test_cuda_emu_non_finite_inputs(emu, poison):
+    base = dict(b=1, sq=40, sk=70, hq=2, hk=1, d=32, rank=4, causal=1, kind=2, mshape=(40, 66))
+    check.case(emu, np.random.default_rng(20261205), **base, recompute=False, poison=poison)
+
+
+def test_cuda_emu_long_reduction_stays_at_fp32_level(emu):
+    """S = 256 keys and query rows, one head: under the truncating model, accumulating the whole
+    reduction inside the tensor cores (the kernels before they added each k-step's products to
+    the accumulator with an ordinary fp32 add) is about 10x off fp32 sums taken in sequence
+    (4e-6 of the gradients' magnitude); the kernels must stay within 3x of them and 2e-6."""
+    rng = np.random.default_rng(20261206)
+    s, d = 256, 16
+    q, k, v, dy = (rng.standard_normal((1, 1, s, d)).astype(np.float32).astype(np.float64)
+                   for _ in range(4))
+    scale = float(np.float32(1 / np.sqrt(d)))
+    want = check.attention_vjp_reference(q, k, v, dy, np.ones(1, np.bool_), hq=1, hk=1,
+                                         causal=0, mask_kind=0, scale=scale, rank=4)
+    mag = max(float(np.abs(w).max()) for w in want)
+    got = check.run_kernels(emu, q, k, v, None, dy, None, hq=1, hk=1, d=d, rank=4, causal=0,
+                            kind=0, scale=scale, tf32=False)
+    seq = check.sequential_fp32(q, k, v, dy, scale)
+    for name, g, w, f in zip("QKV", got, want, seq):
+        err = float(np.abs(g - w).max()) / mag
+        fp32 = float(np.abs(f - w).max()) / mag
+        assert err <= max(3 * fp32, 1e-7) and err <= 2e-6, (name, err, fp32)
