@@ -1,8 +1,16 @@
-// Spectral family: HannWindow, HammingWindow, BlackmanWindow (opset 17), DFT (opsets 17, 20).
+// Spectral family: HannWindow, HammingWindow, BlackmanWindow (opset 17), DFT (opsets 17, 20),
+// STFT (opset 17).
 //
 // DFT runs MLX's FFT (mx::fft) in complex64: forward, inverse (scaled by 1/n, as ONNX defines it),
 // or onesided for real input (the first n/2 + 1 bins). The signal is padded with zeros or
 // truncated to dft_length first. Results differ from ORT's own FFT in float32 rounding only.
+//
+// STFT: the frames (start i * frame_step, frame_length long) gathered from the signal, times the
+// window, then the DFT above over each frame. ORT's kernel decides the frame count in float32,
+// floor((length - frame_length) / float(frame_step)) + 1, and so does this one. Its kernel reads
+// the window as complex values when the signal is complex (past the end of a real window): that
+// form is refused. A complex onesided STFT keeps the first frame_length / 2 + 1 bins of the
+// full DFT, as ORT does.
 //
 // The windows are computed on the host, the way ORT's CPU kernel computes them (its
 // window_functions.cc): the cosine-sum a0 - a1 cos(t i) + a2 cos(2 t i) in double, with
@@ -13,6 +21,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -164,10 +173,119 @@ void translate_dft(TranslationContext& ctx, const NodeDesc& n) {
   ctx.bind_output(n, 0, mx::stack({mx::real(y, s), mx::imag(y, s)}, -1, s));
 }
 
+// ---------------------------------------------------------------- STFT
+
+ClaimResult claim_stft(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() >= 2 && c.num_inputs() <= 4 && c.num_outputs() == 1,
+                 "expects 2 to 4 inputs and 1 output");
+  auto r = refuse_unknown_attrs(c, {"onesided"});
+  if (!r.ok) return r;
+  const int64_t onesided = c.node().attr_int("onesided", 1);
+  ORTMLX_REQUIRE(onesided == 0 || onesided == 1, "onesided must be 0 or 1");
+  r = require_input_type(
+      c, 0, [](ElemType t) { return t == ElemType::kFloat; },
+      "float32 only (MLX's FFT is complex64)");
+  if (!r.ok) return r;
+  const int64_t rank = c.input_rank(0);
+  ORTMLX_REQUIRE(rank == 2 || rank == 3, "signal rank must be known and 2 or 3");
+  int64_t components = 1;
+  if (rank == 3) {
+    components = c.input(0)->shape.back();
+    ORTMLX_REQUIRE(components == 1 || components == 2,
+                   "the signal's last dim must be a static 1 (real) or 2 (complex)");
+  }
+  auto int_scalar = [](ElemType t) { return t == ElemType::kInt32 || t == ElemType::kInt64; };
+  r = require_input_type(c, 1, int_scalar, "frame_step must be int32 or int64");
+  if (!r.ok) return r;
+  if (c.has_input(2)) {
+    r = require_input_type(
+        c, 2, [](ElemType t) { return t == ElemType::kFloat; }, "the window must be float32");
+    if (!r.ok) return r;
+    ORTMLX_REQUIRE(c.input_rank(2) != 0, "the window must not be a scalar");
+    // ORT's kernel reads a real window as complex values for a complex signal.
+    ORTMLX_REQUIRE(components == 1,
+                   "a window with a complex signal is not implemented (ORT CPU reads the window "
+                   "as complex values)");
+  }
+  if (c.has_input(3)) {
+    r = require_input_type(c, 3, int_scalar, "frame_length must be int32 or int64");
+    if (!r.ok) return r;
+  }
+  ORTMLX_REQUIRE(c.has_input(2) || c.has_input(3), "needs a window or a frame_length");
+  return ClaimResult::yes();
+}
+
+void translate_stft(TranslationContext& ctx, const NodeDesc& n) {
+  const auto s = ctx.stream();
+  mx::array x = ctx.input(n, 0);
+  if (x.ndim() == 2) x = mx::expand_dims(x, 2, s);
+  if (x.ndim() != 3 || (x.shape(2) != 1 && x.shape(2) != 2))
+    throw std::runtime_error("STFT signal must be [batch, length] or [batch, length, 1 or 2]");
+  const int64_t length = x.shape(1);
+  const int64_t step = host_int(ctx, n, 1, "frame_step");
+  if (step <= 0) throw std::runtime_error("frame_step must be greater than zero");
+  const bool has_window = n.inputs.size() > 2 && !n.inputs[2].empty();
+  const bool has_length = n.inputs.size() > 3 && !n.inputs[3].empty();
+  std::optional<mx::array> window;
+  int64_t frame_length = 0;
+  if (has_window) {
+    const mx::array wv = ctx.input(n, 2);
+    if (wv.ndim() == 0) throw std::runtime_error("the window must not be a scalar");
+    // ORT's kernel takes the window's first dim as its size and reads that many values of its
+    // flattened data (a 1-D window in every valid model).
+    frame_length = wv.shape(0);
+    window = mx::slice(mx::flatten(wv, s), {0}, {wv.shape(0)}, s);
+  }
+  if (has_length) {
+    const int64_t given = host_int(ctx, n, 3, "frame_length");
+    if (has_window && given != frame_length)
+      throw std::runtime_error("frame_length " + std::to_string(given) +
+                               " differs from the window's size " + std::to_string(frame_length));
+    frame_length = given;
+  }
+  if (frame_length <= 0) throw std::runtime_error("frame_length must be greater than zero");
+  if (frame_length > length)
+    throw std::runtime_error("frame_length " + std::to_string(frame_length) +
+                             " exceeds the signal length " + std::to_string(length));
+  // ORT's frame count, computed in float32 as its kernel does.
+  const int64_t frames = static_cast<int64_t>(
+      std::floor(static_cast<float>(length - frame_length) / static_cast<float>(step)) + 1);
+  const int w = checked_int(frame_length, "frame_length");
+  const int f = checked_int(frames, "frame count");
+  checked_int(checked_mul(frames, frame_length, "frames * frame_length"), "frame elements");
+  const bool onesided = n.attr_int("onesided", 1) == 1;
+  if (x.size() == 0) {  // an empty batch: MLX's take refuses to gather from an empty array
+    ctx.bind_output(n, 0, mx::zeros({x.shape(0), f, onesided ? w / 2 + 1 : w, 2}, mx::float32, s));
+    return;
+  }
+  // Start of frame i plus offset j, each below `length` (the last frame ends inside the signal).
+  const mx::array starts =
+      mx::multiply(mx::arange(f, mx::int32, s), mx::array(checked_int(step, "frame_step")), s);
+  const mx::array idx = mx::add(mx::reshape(starts, {f, 1}, s),
+                                mx::reshape(mx::arange(w, mx::int32, s), {1, w}, s), s);
+  mx::array frames_x = mx::take(x, idx, 1, s);  // [batch, frames, w, components]
+  if (window) frames_x = mx::multiply(frames_x, mx::reshape(*window, {w, 1}, s), s);
+  const mx::array re = mx::take(frames_x, 0, 3, s);
+  mx::array y = mx::zeros({}, mx::complex64, s);
+  if (frames_x.shape(3) == 1) {
+    y = onesided
+            ? mx::fft::rfft(re, w, 2, mx::fft::FFTNorm::Backward, s)
+            : mx::fft::fft(mx::astype(re, mx::complex64, s), w, 2, mx::fft::FFTNorm::Backward, s);
+  } else {
+    const mx::array im = mx::astype(mx::take(frames_x, 1, 3, s), mx::complex64, s);
+    const mx::array z = mx::add(mx::astype(re, mx::complex64, s),
+                                mx::multiply(im, mx::array(std::complex<float>(0.f, 1.f)), s), s);
+    y = mx::fft::fft(z, w, 2, mx::fft::FFTNorm::Backward, s);
+    if (onesided) y = mx::slice(y, {0, 0, 0}, {y.shape(0), f, w / 2 + 1}, s);
+  }
+  ctx.bind_output(n, 0, mx::stack({mx::real(y, s), mx::imag(y, s)}, -1, s));
+}
+
 }  // namespace
 
 void register_spectral_ops(OpRegistry& r) {
   r.add("", "DFT", 17, 1 << 30, claim_dft, translate_dft);
+  r.add("", "STFT", 17, 1 << 30, claim_stft, translate_stft);
   r.add("", "HannWindow", 17, 1 << 30, claim_window, translate_window(kHann));
   r.add("", "HammingWindow", 17, 1 << 30, claim_window, translate_window(kHamming));
   r.add("", "BlackmanWindow", 17, 1 << 30, claim_window, translate_window(kBlackman));
