@@ -419,6 +419,33 @@ class NNGen:
         return self.emit(cid, "STFT", arrays, attrs, const_p=0.3, tol_scale=LOOSE,
                          mag=[self._mag(x) * flen * 4])
 
+    def gen_MelWeightMatrix(self, cid):
+        """MelWeightMatrix (opset 17): random sizes and edges within the spectrum, sometimes
+        reversed, equal, past it, negative or NaN; num_mel_bins sometimes 0 or -1, dft_length
+        0 or -1, sample_rate 0; output_datatype float32 or a refused type."""
+        if self.opset < 17:
+            return None
+        r = self.rng
+        it = I64 if r.random() < 0.7 else I32
+        rate = int(r.integers(100, 48001))
+        dft = int(r.integers(1, 1025))
+        num = int(r.integers(0, 50))
+        lo, hi = sorted(float(v) for v in r.uniform(0, rate / 2 * dft / (dft + 1), size=2))
+        if r.random() < 0.1:
+            lo, hi = hi, lo
+        if r.random() < 0.1:
+            num, dft, rate = hpick(r, [(-1, dft, rate), (num, 0, rate), (num, -1, rate),
+                                       (num, dft, 0), (num, dft, rate)])
+        if r.random() < 0.08:
+            lo, hi = hpick(r, [(-1.0, hi), (lo, float(rate)), (float("nan"), hi), (lo, lo)])
+        arrays = [np.asarray(num, NP_OF[it]), np.asarray(dft, NP_OF[it]),
+                  np.asarray(rate, NP_OF[it]), np.asarray(lo, np.float32),
+                  np.asarray(hi, np.float32)]
+        attrs = {}
+        if r.random() < 0.2:
+            attrs["output_datatype"] = int(r.choice([F32, F64, I64, I32, U8]))
+        return self.emit(cid, "MelWeightMatrix", arrays, attrs, const_p=0.1, mag=[1.0])
+
     def _legacy_resize(self, cid, op):
         """Upsample 7-9 and Resize 10: nearest/linear with scales (attribute before opset 9,
         else input 1), sometimes hostile (below 1, zero, negative, NaN, huge) or too short."""

@@ -283,3 +283,70 @@ def test_stft_speech_frames(rng):
     window = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(400) / 400)).astype(np.float32)
     model, feeds = stft_model(x, np.array(160, np.int64), window, const_window=True)
     stft_check(model, feeds, x)
+
+
+# ---------------------------------------------------------------- MelWeightMatrix
+
+def mel_model(int_type=np.int64, attrs=None):
+    """All five inputs are graph inputs: with constants ORT folds the node before any EP sees it.
+    The output shape follows the values, so the output is typed only."""
+    names = ["num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz"]
+    types = [NP_TO_ONNX[np.dtype(int_type)]] * 3 + [TensorProto.FLOAT] * 2
+    node = helper.make_node("MelWeightMatrix", names, ["out0"], name="node", **(attrs or {}))
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info(k, t, []) for k, t in zip(names, types)],
+        [helper.make_tensor_value_info("out0", (attrs or {}).get("output_datatype",
+                                                                 TensorProto.FLOAT), None)])
+    return make_model(graph, opset=17, check=False)
+
+
+def mel_feeds(num, dft, rate, lo, hi, int_type=np.int64):
+    return {"num_mel_bins": np.array(num, int_type), "dft_length": np.array(dft, int_type),
+            "sample_rate": np.array(rate, int_type),
+            "lower_edge_hertz": np.array(lo, np.float32),
+            "upper_edge_hertz": np.array(hi, np.float32)}
+
+
+MEL_CASES = [
+    (8, 16, 8192, 0, 4096),        # ONNX's backend case
+    (80, 400, 16000, 0, 8000),     # a speech front end (Whisper's sizes)
+    (128, 2048, 22050, 0, 11025),
+    (40, 512, 16000, 20, 7600),
+    (3, 8, 100, 0, 40),            # every triangle a single bin
+    (10, 64, 1000, 5.5, 499.9),
+    (0, 16, 8192, 0, 4000),        # no mel bins: [9, 0]
+    (4, 0, 8192, 0, 4000),         # dft_length 0 and -1: one bin (C++ division)
+    (4, -1, 8192, 0, 0),
+    (4, 16, 8192, 4000, 100),      # upper below lower: backwards points write nothing
+    (6, 33, 1000, 100, 100),       # lower == upper
+]
+
+
+@pytest.mark.parametrize("case", MEL_CASES, ids=str)
+@pytest.mark.parametrize("int_type", [np.int32, np.int64])
+def test_mel_weight_matrix(case, int_type):
+    check_on_ep(mel_model(int_type), mel_feeds(*case, int_type=int_type), rtol=0, atol=0)
+
+
+def test_mel_weight_matrix_random(rng):
+    model = mel_model()
+    for _ in range(30):
+        rate = int(rng.integers(100, 48000))
+        dft = int(rng.integers(2, 1025))
+        lo, hi = sorted(rng.uniform(0, rate / 2 * dft / (dft + 1), size=2))
+        num = int(rng.integers(1, 60))
+        check_on_ep(model, mel_feeds(num, dft, rate, lo, hi), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("bad", [(8, 16, 8192, 0, 8192), (8, 16, 8192, -1, 4000),
+                                 (8, 16, 0, 0, 4000), (-1, 16, 8192, 0, 4000),
+                                 (8, 16, 8192, float("nan"), 4000)], ids=str)
+def test_mel_weight_matrix_bad_values_raise_like_cpu(bad):
+    check_raises_like_cpu(mel_model(), mel_feeds(*bad), mel_feeds(8, 16, 8192, 0, 4096),
+                          match="num_mel_bins|edge_hertz", rtol=0, atol=0)
+
+
+def test_mel_weight_matrix_refusals():
+    for dt in (TensorProto.DOUBLE, TensorProto.INT64, TensorProto.UINT8):
+        assert "float32 only" in refusal(mel_model(attrs={"output_datatype": dt}),
+                                         "MelWeightMatrix")

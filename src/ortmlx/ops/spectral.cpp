@@ -1,5 +1,5 @@
 // Spectral family: HannWindow, HammingWindow, BlackmanWindow (opset 17), DFT (opsets 17, 20),
-// STFT (opset 17).
+// STFT, MelWeightMatrix (opset 17).
 //
 // DFT runs MLX's FFT (mx::fft) in complex64: forward, inverse (scaled by 1/n, as ONNX defines it),
 // or onesided for real input (the first n/2 + 1 bins). The signal is padded with zeros or
@@ -11,6 +11,14 @@
 // the window as complex values when the signal is complex (past the end of a real window): that
 // form is refused. A complex onesided STFT keeps the first frame_length / 2 + 1 bins of the
 // full DFT, as ORT does.
+//
+// MelWeightMatrix is built on the host with ORT's kernel's arithmetic (window_functions.cc), not
+// the ONNX reference's: the edge check in float32, the mel points spaced by
+// (mel(upper) - mel(lower)) / (num_mel_bins + 2) in double, each point's bin
+// floor((dft_length + 1) * hz / sample_rate), triangles written column by column with unsigned
+// bin differences (a filter whose points run backwards writes nothing). The values follow from
+// the same operations in the same types; a bin past the matrix (where ORT's kernel would write
+// out of bounds) raises.
 //
 // The windows are computed on the host, the way ORT's CPU kernel computes them (its
 // window_functions.cc): the cosine-sum a0 - a1 cos(t i) + a2 cos(2 t i) in double, with
@@ -32,6 +40,7 @@
 
 #include "ortmlx/ops/common.h"
 #include "ortmlx/ops/host_values.h"
+#include "ortmlx/ops/op_args.h"
 #include "ortmlx/ops/ops.h"
 
 namespace ortmlx {
@@ -281,11 +290,108 @@ void translate_stft(TranslationContext& ctx, const NodeDesc& n) {
   ctx.bind_output(n, 0, mx::stack({mx::real(y, s), mx::imag(y, s)}, -1, s));
 }
 
+// ---------------------------------------------------------------- MelWeightMatrix
+
+ClaimResult claim_mel_weight_matrix(const ClaimContext& c) {
+  ORTMLX_REQUIRE(c.num_inputs() == 5 && c.num_outputs() == 1, "expects 5 inputs and 1 output");
+  auto r = refuse_unknown_attrs(c, {"output_datatype"});
+  if (!r.ok) return r;
+  auto int_scalar = [](ElemType t) { return t == ElemType::kInt32 || t == ElemType::kInt64; };
+  static const char* const kIntNames[] = {"num_mel_bins", "dft_length", "sample_rate"};
+  for (size_t i = 0; i < 3; ++i) {
+    r = require_input_type(c, i, int_scalar, "must be int32 or int64");
+    if (!r.ok) return ClaimResult::no(std::string(kIntNames[i]) + ": " + r.reason);
+  }
+  for (size_t i = 3; i < 5; ++i) {
+    r = require_input_type(
+        c, i, [](ElemType t) { return t == ElemType::kFloat; }, "the edges must be float32");
+    if (!r.ok) return r;
+  }
+  // ORT also writes float64 and integer matrices (integer division of unsigned bin distances,
+  // narrowed to the output type first); float64 has no MLX dtype on every backend.
+  const int64_t dt = c.node().attr_int("output_datatype", 1);
+  ORTMLX_REQUIRE(dt == static_cast<int64_t>(ElemType::kFloat),
+                 "output_datatype " + std::to_string(dt) + " is not implemented (float32 only)");
+  return ClaimResult::yes();
+}
+
+float host_float(const TranslationContext& ctx, const NodeDesc& n, size_t i, const char* what) {
+  mx::array a = host_array(ctx, n, i, what);
+  if (a.size() != 1)
+    throw std::runtime_error(std::string(what) + " must hold one value, got " +
+                             std::to_string(a.size()));
+  a = mx::astype(mx::flatten(a), mx::float32);
+  mx::eval(a);
+  return a.data<float>()[0];
+}
+
+void translate_mel_weight_matrix(TranslationContext& ctx, const NodeDesc& n) {
+  const int64_t num_mel_bins = host_int(ctx, n, 0, "num_mel_bins");
+  const int64_t dft_length = host_int(ctx, n, 1, "dft_length");
+  const int64_t sample_rate = host_int(ctx, n, 2, "sample_rate");
+  const float lower_hz = host_float(ctx, n, 3, "lower_edge_hertz");
+  const float upper_hz = host_float(ctx, n, 4, "upper_edge_hertz");
+  if (num_mel_bins < 0)
+    throw std::runtime_error("num_mel_bins " + std::to_string(num_mel_bins) + " is negative");
+  if (dft_length == std::numeric_limits<int64_t>::max())
+    throw std::runtime_error("dft_length is too large");
+  const int64_t bins = dft_length / 2 + 1;  // C++ division, as ORT's: -1 gives 1 bin
+  // ORT's range checks, in float32: (int64 + 1) * float / int64.
+  const float lowest =
+      std::floor(static_cast<float>(dft_length + 1) * lower_hz / static_cast<float>(sample_rate));
+  const float highest =
+      std::floor(static_cast<float>(dft_length + 1) * upper_hz / static_cast<float>(sample_rate));
+  if (!(lowest >= 0 && lowest < static_cast<float>(bins)))
+    throw std::runtime_error(
+        "lower_edge_hertz produces a mel triangle filter bank that is out of range given the "
+        "dft_length and the sample_rate");
+  if (!(highest >= 0 && highest < static_cast<float>(bins)))
+    throw std::runtime_error(
+        "upper_edge_hertz produces a mel triangle filter bank that is out of range given the "
+        "dft_length and the sample_rate");
+  const mx::Shape shape = checked_shape({bins, num_mel_bins}, mx::float32);
+  const auto mel_bins = static_cast<size_t>(num_mel_bins);
+  std::vector<float> out(static_cast<size_t>(bins) * mel_bins, 0.f);
+  auto hz_to_mel = [](double hz) { return 2595 * std::log10(1 + hz / 700); };
+  auto mel_to_hz = [](double mel) { return 700 * (std::pow(10, mel / 2595) - 1); };
+  const size_t points = mel_bins + 2;
+  const double low_mel = hz_to_mel(lower_hz);
+  const double mel_step = (hz_to_mel(upper_hz) - low_mel) / static_cast<float>(points);
+  std::vector<size_t> point_bin(points);
+  for (size_t i = 0; i < points; ++i) {
+    const double hz = mel_to_hz(low_mel + mel_step * static_cast<double>(i));
+    const double bin =
+        std::floor(static_cast<double>(dft_length + 1) * hz / static_cast<double>(sample_rate));
+    // Between the checked edges, so within [0, bins) unless rounding pushes one past.
+    if (!(bin >= 0 && bin < static_cast<double>(bins)))
+      throw std::runtime_error("a mel point falls outside the spectrogram bins");
+    point_bin[i] = static_cast<size_t>(bin);
+  }
+  auto at = [&](size_t row, size_t col) -> float& { return out[row * mel_bins + col]; };
+  for (size_t i = 0; i < mel_bins; ++i) {
+    const size_t left = point_bin[i], center = point_bin[i + 1], right = point_bin[i + 2];
+    const size_t rise = center - left;  // unsigned, as ORT's: backwards points wrap
+    if (rise == 0) {
+      at(center, i) = 1.f;
+    } else {
+      for (size_t j = left; j <= center; ++j)
+        at(j, i) = static_cast<float>(j - left) / static_cast<float>(rise);
+    }
+    const size_t fall = right - center;
+    if (fall > 0) {
+      for (size_t j = center; j < right; ++j)
+        at(j, i) = static_cast<float>(right - j) / static_cast<float>(fall);
+    }
+  }
+  ctx.bind_output(n, 0, mx::array(out.begin(), shape, mx::float32));
+}
+
 }  // namespace
 
 void register_spectral_ops(OpRegistry& r) {
   r.add("", "DFT", 17, 1 << 30, claim_dft, translate_dft);
   r.add("", "STFT", 17, 1 << 30, claim_stft, translate_stft);
+  r.add("", "MelWeightMatrix", 17, 1 << 30, claim_mel_weight_matrix, translate_mel_weight_matrix);
   r.add("", "HannWindow", 17, 1 << 30, claim_window, translate_window(kHann));
   r.add("", "HammingWindow", 17, 1 << 30, claim_window, translate_window(kHamming));
   r.add("", "BlackmanWindow", 17, 1 << 30, claim_window, translate_window(kBlackman));
