@@ -1,7 +1,7 @@
 """Op generators (mixin of gen_ops.OpCases): Shrink, Hardmax, the deprecated Scatter, Det, the
 losses (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss, with out-of-range and ignored
 targets), CenterCropPad (with hostile target sizes), MaxUnpool (out-of-range indices),
-Col2Im, AffineGrid and MaxRoiPool (out-of-range batch indices)."""
+Col2Im, AffineGrid, GridSample and MaxRoiPool (out-of-range batch indices)."""
 
 from __future__ import annotations
 
@@ -218,6 +218,38 @@ class VisionGen:
         attrs = {"align_corners": int(r.integers(2))} if r.random() < 0.7 else {}
         return self.emit(cid, "AffineGrid", [theta, np.asarray(size, np.int64)], attrs,
                          const_p=0.5, tol_scale=4.0, label=f"size={size}")
+
+    def gen_GridSample(self, cid):
+        """GridSample (16-19, 20+): every mode and padding mode, align_corners, 4-D and (20+)
+        5-D, grids reaching outside the image (far outside for zeros/border), empty batches,
+        grids and images. Finite grids only: ORT 1.30 answers a NaN or infinite coordinate as
+        if it were -1 (docs/RELIABILITY.md), the EP with NaN."""
+        if self.opset < 16:
+            return None
+        r = self.rng
+        t = F32 if r.random() < 0.9 else F64
+        nd = 3 if self.opset >= 20 and r.random() < 0.3 else 2
+        modes = ["linear", "nearest"] + (["cubic"] if nd == 2 else [])
+        if self.opset < 20:
+            modes = ["bilinear", "nearest", "bicubic"]
+        mode = str(r.choice(modes))
+        pad = str(r.choice(["zeros", "border", "reflection"]))
+        n = rand_dim(r, zero_p=0.05)
+        x_shape = (n, int(r.integers(1, 4))) + tuple(
+            int(r.integers(1, 6)) if r.random() > 0.03 else hpick(r, [0]) for _ in range(nd))
+        g_shape = (n,) + tuple(int(r.integers(0 if r.random() < 0.05 else 1, 5))
+                               for _ in range(nd)) + (nd,)
+        spread = float(r.choice([1.0, 1.2, 3.0])) if pad == "reflection" else \
+            float(r.choice([1.0, 1.2, 3.0, 1e3]))
+        grid = floats(r, g_shape, t, -spread, spread)
+        x = floats(r, x_shape, t, -2, 2)
+        attrs = {"mode": mode, "padding_mode": pad}
+        if r.random() < 0.6:
+            attrs["align_corners"] = int(r.integers(2))
+        if r.random() < 0.15:
+            attrs.pop("mode" if r.random() < 0.5 else "padding_mode")
+        return self.emit(cid, "GridSample", [x, grid], attrs, const_p=0.2, tol_scale=4.0,
+                         mag=[self._mag(x) * 4])
 
     def gen_MaxRoiPool(self, cid):
         t = self.types_for("MaxRoiPool", lambda t: ([t, t], [t]), (F32, F32, F16))
