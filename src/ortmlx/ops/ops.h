@@ -37,6 +37,7 @@ void register_spectral_ops(OpRegistry& r);        // windows, DFT, STFT, MelWeig
 void register_recurrent_ops(OpRegistry& r);       // RNN, GRU, LSTM
 void register_loss_ops(OpRegistry& r);         // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 void register_grid_sample_ops(OpRegistry& r);  // GridSample
+void register_roi_align_ops(OpRegistry& r);    // RoiAlign
 void register_vision_ops(OpRegistry& r);       // CenterCropPad, Col2Im, MaxUnpool, ...
 void register_ml_ops(OpRegistry& r);           // ai.onnx.ml: Binarizer..LinearClassifier
 void register_ml_svm_ops(OpRegistry& r);       // ai.onnx.ml SVMRegressor, SVMClassifier
