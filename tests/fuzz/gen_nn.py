@@ -388,6 +388,64 @@ class NNGen:
         return self.emit(cid, "DFT", arrays, attrs, const_p=0.3, tol_scale=LOOSE,
                          mag=[self._mag(x) * shape[axis] * 4])
 
+    def gen_STFT(self, cid):
+        """STFT (opset 17): real ([batch, length] or [.., 1]) or complex signal, a window and/or
+        frame_length (sometimes disagreeing, zero, negative or past the signal), frame_step
+        (sometimes 0 or negative), onesided 0/1."""
+        if self.opset < 17:
+            return None
+        r = self.rng
+        cplx = r.random() < 0.3
+        length = int(r.integers(1, 24))
+        shape = (rand_dim(r, 0.05), length) + (() if r.random() < 0.15 and not cplx else
+                                                (2 if cplx else 1,))
+        x = floats(r, shape, F32, -2, 2)
+        flen = int(r.integers(1, length + 1))
+        step = int(r.integers(1, 6))
+        if r.random() < 0.08:
+            step = hpick(r, [0, -1])
+        window = None
+        if not cplx and r.random() < 0.6:
+            window = floats(r, (flen,), F32, -1, 1)
+        flen_in = None
+        if window is None or r.random() < 0.3:
+            flen_in = flen if r.random() > 0.1 else hpick(r, [-1, length + 1, flen + 1])
+        it = I64 if r.random() < 0.7 else I32
+        arrays = [x, np.asarray(step, NP_OF[it]), window,
+                  None if flen_in is None else np.asarray(flen_in, NP_OF[it])]
+        while arrays[-1] is None:
+            arrays.pop()
+        attrs = {"onesided": int(r.integers(0, 2))} if r.random() < 0.7 else {}
+        return self.emit(cid, "STFT", arrays, attrs, const_p=0.3, tol_scale=LOOSE,
+                         mag=[self._mag(x) * flen * 4])
+
+    def gen_MelWeightMatrix(self, cid):
+        """MelWeightMatrix (opset 17): random sizes and edges within the spectrum, sometimes
+        reversed, equal, past it, negative or NaN; num_mel_bins sometimes 0 or -1, dft_length
+        0 or -1, sample_rate 0; output_datatype float32 or a refused type."""
+        if self.opset < 17:
+            return None
+        r = self.rng
+        it = I64 if r.random() < 0.7 else I32
+        rate = int(r.integers(100, 48001))
+        dft = int(r.integers(1, 1025))
+        num = int(r.integers(0, 50))
+        lo, hi = sorted(float(v) for v in r.uniform(0, rate / 2 * dft / (dft + 1), size=2))
+        if r.random() < 0.1:
+            lo, hi = hi, lo
+        if r.random() < 0.1:
+            num, dft, rate = hpick(r, [(-1, dft, rate), (num, 0, rate), (num, -1, rate),
+                                       (num, dft, 0), (num, dft, rate)])
+        if r.random() < 0.08:
+            lo, hi = hpick(r, [(-1.0, hi), (lo, float(rate)), (float("nan"), hi), (lo, lo)])
+        arrays = [np.asarray(num, NP_OF[it]), np.asarray(dft, NP_OF[it]),
+                  np.asarray(rate, NP_OF[it]), np.asarray(lo, np.float32),
+                  np.asarray(hi, np.float32)]
+        attrs = {}
+        if r.random() < 0.2:
+            attrs["output_datatype"] = int(r.choice([F32, F64, I64, I32, U8]))
+        return self.emit(cid, "MelWeightMatrix", arrays, attrs, const_p=0.1, mag=[1.0])
+
     def _legacy_resize(self, cid, op):
         """Upsample 7-9 and Resize 10: nearest/linear with scales (attribute before opset 9,
         else input 1), sometimes hostile (below 1, zero, negative, NaN, huge) or too short."""

@@ -1,7 +1,7 @@
 """Op generators (mixin of gen_ops.OpCases): Shrink, Hardmax, the deprecated Scatter, Det, the
 losses (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss, with out-of-range and ignored
 targets), CenterCropPad (with hostile target sizes), MaxUnpool (out-of-range indices),
-Col2Im, AffineGrid and MaxRoiPool (out-of-range batch indices)."""
+Col2Im, AffineGrid, GridSample, RoiAlign and MaxRoiPool (out-of-range batch indices)."""
 
 from __future__ import annotations
 
@@ -218,6 +218,77 @@ class VisionGen:
         attrs = {"align_corners": int(r.integers(2))} if r.random() < 0.7 else {}
         return self.emit(cid, "AffineGrid", [theta, np.asarray(size, np.int64)], attrs,
                          const_p=0.5, tol_scale=4.0, label=f"size={size}")
+
+    def gen_GridSample(self, cid):
+        """GridSample (16-19, 20+): every mode and padding mode, align_corners, 4-D and (20+)
+        5-D, grids reaching outside the image (far outside for zeros/border), empty batches,
+        grids and images. Finite grids only: ORT 1.30 answers a NaN or infinite coordinate as
+        if it were -1 (docs/RELIABILITY.md), the EP with NaN."""
+        if self.opset < 16:
+            return None
+        r = self.rng
+        t = F32 if r.random() < 0.9 else F64
+        nd = 3 if self.opset >= 20 and r.random() < 0.3 else 2
+        modes = ["linear", "nearest"] + (["cubic"] if nd == 2 else [])
+        if self.opset < 20:
+            modes = ["bilinear", "nearest", "bicubic"]
+        mode = str(r.choice(modes))
+        pad = str(r.choice(["zeros", "border", "reflection"]))
+        n = rand_dim(r, zero_p=0.05)
+        x_shape = (n, int(r.integers(1, 4))) + tuple(
+            int(r.integers(1, 6)) if r.random() > 0.03 else hpick(r, [0]) for _ in range(nd))
+        g_shape = (n,) + tuple(int(r.integers(0 if r.random() < 0.05 else 1, 5))
+                               for _ in range(nd)) + (nd,)
+        spread = float(r.choice([1.0, 1.2, 3.0])) if pad == "reflection" else \
+            float(r.choice([1.0, 1.2, 3.0, 1e3]))
+        grid = floats(r, g_shape, t, -spread, spread)
+        x = floats(r, x_shape, t, -2, 2)
+        attrs = {"mode": mode, "padding_mode": pad}
+        if r.random() < 0.6:
+            attrs["align_corners"] = int(r.integers(2))
+        if r.random() < 0.15:
+            attrs.pop("mode" if r.random() < 0.5 else "padding_mode")
+        return self.emit(cid, "GridSample", [x, grid], attrs, const_p=0.2, tol_scale=4.0,
+                         mag=[self._mag(x) * 4])
+
+    def gen_RoiAlign(self, cid):
+        """RoiAlign (10-15, 16+): avg/max, fixed or adaptive grids, both coordinate modes,
+        regions inside, past, reversed or empty, batch indices sometimes out of range, empty
+        region lists and channels."""
+        if self.opset < 10:
+            return None
+        r = self.rng
+        t = F32 if r.random() < 0.9 else F64
+        n = int(r.integers(1, 3))
+        shape = (n, rand_dim(r, zero_p=0.05), int(r.integers(1, 9)), int(r.integers(1, 9)))
+        nr = int(r.integers(0, 5))
+        scale = float(r.choice([1.0, 0.5, 0.25, 2.0]))
+        h, w = shape[2] / scale, shape[3] / scale
+        x1, y1 = r.uniform(-2, w, nr), r.uniform(-2, h, nr)
+        rois = np.stack([x1, y1, x1 + r.uniform(-1, w, nr), y1 + r.uniform(-1, h, nr)], 1)
+        batch = r.integers(0, n, nr).astype(np.int64)
+        if nr and r.random() < 0.05:
+            batch[0] = hpick(r, [n, -1])
+        attrs = {"output_height": int(r.integers(1, 4)), "output_width": int(r.integers(1, 4))}
+        if r.random() < 0.7:
+            attrs["sampling_ratio"] = int(r.integers(0, 4))
+        if r.random() < 0.5:
+            attrs["mode"] = str(r.choice(["avg", "max"]))
+        if scale != 1.0 or r.random() < 0.3:
+            attrs["spatial_scale"] = scale
+        if self.opset >= 16 and r.random() < 0.5:
+            attrs["coordinate_transformation_mode"] = str(
+                r.choice(["half_pixel", "output_half_pixel"]))
+        adaptive = attrs.get("sampling_ratio", 0) == 0
+        half = self.opset >= 16 and attrs.get("coordinate_transformation_mode",
+                                              "half_pixel") == "half_pixel"
+        if adaptive and half:
+            # ORT 1.30 aborts (a pre-calculation index past its vector) when the adaptive grid
+            # is negative along one axis only: regions reversed along one axis are not drawn.
+            rois[:, 2:] = np.maximum(rois[:, 2:], rois[:, :2])
+        x = floats(r, shape, t, -2, 2)
+        return self.emit(cid, "RoiAlign", [x, rois.astype(x.dtype), batch], attrs,
+                         const_p=0.3, tol_scale=4.0, mag=[self._mag(x)])
 
     def gen_MaxRoiPool(self, cid):
         t = self.types_for("MaxRoiPool", lambda t: ([t, t], [t]), (F32, F32, F16))

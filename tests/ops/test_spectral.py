@@ -6,6 +6,7 @@ bits of a double): 1e-7 absolute (under one float32 ulp of 1) plus 1e-6 relative
 import numpy as np
 import pytest
 
+import onnx
 from onnx import TensorProto, helper
 
 from opcheck import NP_TO_ONNX, check_on_ep, refusal
@@ -133,3 +134,219 @@ def test_dft_refusals(rng):
                                                                           [1, 6, 1])],
                               [helper.make_tensor_value_info("out0", TensorProto.FLOAT16, None)])
     assert "float32 only" in why(make_model(graph, opset=20, check=False), "DFT")
+
+
+# ---------------------------------------------------------------- STFT
+
+def stft_model(x, step, window=None, frame_length=None, attrs=None, const_window=False):
+    """STFT with frame_step, window and frame_length as graph inputs (the window an initializer
+    when const_window); output typed only (its shape follows the inputs' values)."""
+    g_in = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape)),
+            helper.make_tensor_value_info("step", NP_TO_ONNX[step.dtype], [])]
+    feeds, inits, names = {"x": x, "step": step}, [], ["x", "step"]
+    if window is None:
+        names.append("")
+    elif const_window:
+        names.append("window")
+        inits.append(onnx.numpy_helper.from_array(window, "window"))
+    else:
+        names.append("window")
+        g_in.append(helper.make_tensor_value_info("window", TensorProto.FLOAT, list(window.shape)))
+        feeds["window"] = window
+    if frame_length is not None:
+        names.append("frame_length")
+        g_in.append(helper.make_tensor_value_info("frame_length", NP_TO_ONNX[frame_length.dtype], []))
+        feeds["frame_length"] = frame_length
+    while names[-1] == "":
+        names.pop()
+    node = helper.make_node("STFT", names, ["out0"], name="node", **(attrs or {}))
+    graph = helper.make_graph([node], "g", g_in,
+                              [helper.make_tensor_value_info("out0", TensorProto.FLOAT, None)], inits)
+    return make_model(graph, opset=17, check=False), feeds
+
+
+def stft_check(model, feeds, x):
+    # As dft_check: the absolute term scales with the largest frame's sum of magnitudes.
+    scale = float(np.abs(x).sum(axis=1).max()) if x.size else 1.0
+    check_on_ep(model, feeds, rtol=1e-4, atol=1e-5 * max(scale, 1.0))
+
+
+@pytest.mark.parametrize("onesided", [0, 1])
+@pytest.mark.parametrize("length,frame,step", [(20, 6, 3), (32, 8, 2), (17, 5, 1), (16, 16, 4),
+                                               (21, 1, 1), (30, 7, 40), (64, 16, 5)], ids=str)
+@pytest.mark.parametrize("form", ["window", "frame_length", "both", "const_window"])
+def test_stft_real(onesided, length, frame, step, form, rng):
+    x = random_array(rng, (2, length, 1))
+    window = random_array(rng, (frame,)) if form != "frame_length" else None
+    flen = np.array(frame, np.int64) if form in ("frame_length", "both") else None
+    model, feeds = stft_model(x, np.array(step, np.int64), window, flen, {"onesided": onesided},
+                              const_window=form == "const_window")
+    stft_check(model, feeds, x)
+
+
+@pytest.mark.parametrize("onesided", [0, 1])
+@pytest.mark.parametrize("length,frame,step", [(20, 6, 3), (32, 8, 2), (9, 9, 1)], ids=str)
+def test_stft_complex(onesided, length, frame, step, rng):
+    x = random_array(rng, (3, length, 2))
+    model, feeds = stft_model(x, np.array(step, np.int32), frame_length=np.array(frame, np.int32),
+                              attrs={"onesided": onesided})
+    stft_check(model, feeds, x)
+
+
+def test_stft_rank2_signal_default_onesided(rng):
+    # ORT takes a [batch, length] signal as real; onesided defaults to 1.
+    x = random_array(rng, (2, 25))
+    model, feeds = stft_model(x, np.array(4, np.int64), random_array(rng, (10,)))
+    stft_check(model, feeds, x)
+
+
+def test_stft_hann_window_from_graph(rng):
+    # The usual spectrogram form: a HannWindow feeding STFT, both on the EP.
+    x = random_array(rng, (1, 200, 1))
+    nodes = [helper.make_node("HannWindow", ["wsize"], ["window"], name="win"),
+             helper.make_node("STFT", ["x", "step", "window"], ["out0"], name="node")]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 200, 1]),
+                     helper.make_tensor_value_info("step", TensorProto.INT64, []),
+                     helper.make_tensor_value_info("wsize", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("out0", TensorProto.FLOAT, None)])
+    model = make_model(graph, opset=17, check=False)
+    feeds = {"x": x, "step": np.array(10, np.int64), "wsize": np.array(32, np.int64)}
+    scale = float(np.abs(x).sum())
+    check_on_ep(model, feeds, node_names=("win", "node"), rtol=1e-4, atol=1e-5 * scale)
+
+
+def test_stft_values_change_between_runs(rng):
+    # frame_step and frame_length decide the output shape: read on the host each run.
+    x = random_array(rng, (2, 30, 1))
+    model, _ = stft_model(x, np.array(1, np.int64), frame_length=np.array(4, np.int64))
+    for step, flen in ((3, 8), (5, 4), (3, 8)):
+        feeds = {"x": x, "step": np.array(step, np.int64), "frame_length": np.array(flen, np.int64)}
+        stft_check(model, feeds, x)
+
+
+def test_stft_2d_window_like_cpu(rng):
+    # Invalid by the spec; ORT's kernel takes the first dim as the size and reads that many values.
+    x = random_array(rng, (2, 20, 1))
+    model, feeds = stft_model(x, np.array(3, np.int64), random_array(rng, (4, 3)))
+    stft_check(model, feeds, x)
+
+
+def test_stft_empty_batch(rng):
+    x = np.zeros((0, 12, 1), np.float32)
+    model, feeds = stft_model(x, np.array(2, np.int64), frame_length=np.array(4, np.int64))
+    check_on_ep(model, feeds)
+
+
+@pytest.mark.parametrize("bad,match", [({"step": 0}, "frame_step"), ({"step": -2}, "frame_step"),
+                                       ({"frame_length": 21}, "exceeds"),
+                                       ({"frame_length": -3}, "frame_length")], ids=str)
+def test_stft_bad_values_raise_like_cpu(bad, match, rng):
+    x = random_array(rng, (2, 20, 1))
+    model, good = stft_model(x, np.array(3, np.int64), frame_length=np.array(6, np.int64))
+    feeds = dict(good)
+    for k, v in bad.items():
+        feeds[k] = np.array(v, np.int64)
+    check_raises_like_cpu(model, feeds, good, match=match, rtol=1e-4, atol=1e-4)
+
+
+def test_stft_window_length_mismatch_raises_like_cpu(rng):
+    x = random_array(rng, (2, 20, 1))
+    model, good = stft_model(x, np.array(3, np.int64), random_array(rng, (6,)),
+                             np.array(6, np.int64))
+    bad = dict(good, frame_length=np.array(5, np.int64))
+    check_raises_like_cpu(model, bad, good, match="differs", rtol=1e-4, atol=1e-4)
+
+
+def test_stft_refusals(rng):
+    x = random_array(rng, (1, 16, 2))
+    model, _ = stft_model(x, np.array(2, np.int64), random_array(rng, (4,)))
+    assert "complex" in refusal(model, "STFT")
+    model, _ = stft_model(random_array(rng, (1, 16, 1)), np.array(2, np.int64),
+                          np.array(0.5, np.float32))
+    assert "scalar" in refusal(model, "STFT")
+    model, _ = stft_model(random_array(rng, (1, 16, 1)), np.array(2, np.int64))
+    assert "window or a frame_length" in refusal(model, "STFT")
+    node = helper.make_node("STFT", ["x", "step", "", "fl"], ["out0"], name="node")
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [1, 16, 1]),
+                      helper.make_tensor_value_info("step", TensorProto.INT64, []),
+                      helper.make_tensor_value_info("fl", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("out0", TensorProto.DOUBLE, None)])
+    assert "float32 only" in refusal(make_model(graph, opset=17, check=False), "STFT")
+
+
+def test_stft_speech_frames(rng):
+    # A speech front end's frames (400 samples, hop 160, a Hann window initializer); 400 is no
+    # power of two (ORT's kernel then sums the DFT directly).
+    x = random_array(rng, (1, 1600, 1))
+    window = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(400) / 400)).astype(np.float32)
+    model, feeds = stft_model(x, np.array(160, np.int64), window, const_window=True)
+    stft_check(model, feeds, x)
+
+
+# ---------------------------------------------------------------- MelWeightMatrix
+
+def mel_model(int_type=np.int64, attrs=None):
+    """All five inputs are graph inputs: with constants ORT folds the node before any EP sees it.
+    The output shape follows the values, so the output is typed only."""
+    names = ["num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz"]
+    types = [NP_TO_ONNX[np.dtype(int_type)]] * 3 + [TensorProto.FLOAT] * 2
+    node = helper.make_node("MelWeightMatrix", names, ["out0"], name="node", **(attrs or {}))
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info(k, t, []) for k, t in zip(names, types)],
+        [helper.make_tensor_value_info("out0", (attrs or {}).get("output_datatype",
+                                                                 TensorProto.FLOAT), None)])
+    return make_model(graph, opset=17, check=False)
+
+
+def mel_feeds(num, dft, rate, lo, hi, int_type=np.int64):
+    return {"num_mel_bins": np.array(num, int_type), "dft_length": np.array(dft, int_type),
+            "sample_rate": np.array(rate, int_type),
+            "lower_edge_hertz": np.array(lo, np.float32),
+            "upper_edge_hertz": np.array(hi, np.float32)}
+
+
+MEL_CASES = [
+    (8, 16, 8192, 0, 4096),        # ONNX's backend case
+    (80, 400, 16000, 0, 8000),     # a speech front end (Whisper's sizes)
+    (128, 2048, 22050, 0, 11025),
+    (40, 512, 16000, 20, 7600),
+    (3, 8, 100, 0, 40),            # every triangle a single bin
+    (10, 64, 1000, 5.5, 499.9),
+    (0, 16, 8192, 0, 4000),        # no mel bins: [9, 0]
+    (4, 0, 8192, 0, 4000),         # dft_length 0 and -1: one bin (C++ division)
+    (4, -1, 8192, 0, 0),
+    (4, 16, 8192, 4000, 100),      # upper below lower: backwards points write nothing
+    (6, 33, 1000, 100, 100),       # lower == upper
+]
+
+
+@pytest.mark.parametrize("case", MEL_CASES, ids=str)
+@pytest.mark.parametrize("int_type", [np.int32, np.int64])
+def test_mel_weight_matrix(case, int_type):
+    check_on_ep(mel_model(int_type), mel_feeds(*case, int_type=int_type), rtol=0, atol=0)
+
+
+def test_mel_weight_matrix_random(rng):
+    model = mel_model()
+    for _ in range(30):
+        rate = int(rng.integers(100, 48000))
+        dft = int(rng.integers(2, 1025))
+        lo, hi = sorted(rng.uniform(0, rate / 2 * dft / (dft + 1), size=2))
+        num = int(rng.integers(1, 60))
+        check_on_ep(model, mel_feeds(num, dft, rate, lo, hi), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("bad", [(8, 16, 8192, 0, 8192), (8, 16, 8192, -1, 4000),
+                                 (8, 16, 0, 0, 4000), (-1, 16, 8192, 0, 4000),
+                                 (8, 16, 8192, float("nan"), 4000)], ids=str)
+def test_mel_weight_matrix_bad_values_raise_like_cpu(bad):
+    check_raises_like_cpu(mel_model(), mel_feeds(*bad), mel_feeds(8, 16, 8192, 0, 4096),
+                          match="num_mel_bins|edge_hertz", rtol=0, atol=0)
+
+
+def test_mel_weight_matrix_refusals():
+    for dt in (TensorProto.DOUBLE, TensorProto.INT64, TensorProto.UINT8):
+        assert "float32 only" in refusal(mel_model(attrs={"output_datatype": dt}),
+                                         "MelWeightMatrix")

@@ -33,12 +33,14 @@ void register_local_norm_ops(OpRegistry& r);      // LRN, MeanVarianceNormalizat
 void register_channel_norm_ops(OpRegistry& r);    // Batch/Instance/Group/LpNormalization
 void register_resize_ops(OpRegistry& r);          // Resize, Upsample, DepthToSpace, SpaceToDepth
 void register_bitwise_ops(OpRegistry& r);         // BitwiseAnd/Or/Xor/Not
-void register_spectral_ops(OpRegistry& r);        // Hann/Hamming/BlackmanWindow
+void register_spectral_ops(OpRegistry& r);        // windows, DFT, STFT, MelWeightMatrix
 void register_recurrent_ops(OpRegistry& r);       // RNN, GRU, LSTM
-void register_loss_ops(OpRegistry& r);    // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
-void register_vision_ops(OpRegistry& r);  // CenterCropPad, Col2Im, MaxUnpool, ...
-void register_ml_ops(OpRegistry& r);      // ai.onnx.ml: Binarizer..LinearClassifier
-void register_ml_svm_ops(OpRegistry& r);  // ai.onnx.ml SVMRegressor, SVMClassifier
+void register_loss_ops(OpRegistry& r);         // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+void register_grid_sample_ops(OpRegistry& r);  // GridSample
+void register_roi_align_ops(OpRegistry& r);    // RoiAlign
+void register_vision_ops(OpRegistry& r);       // CenterCropPad, Col2Im, MaxUnpool, ...
+void register_ml_ops(OpRegistry& r);           // ai.onnx.ml: Binarizer..LinearClassifier
+void register_ml_svm_ops(OpRegistry& r);       // ai.onnx.ml SVMRegressor, SVMClassifier
 
 // Every family, in one place (called once to build OpRegistry::global()).
 void register_control_flow_ops(OpRegistry& r);  // If, Loop, Scan (bodies translated inline)

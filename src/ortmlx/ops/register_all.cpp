@@ -37,6 +37,8 @@ void register_all_ops(OpRegistry& r) {
   register_recurrent_ops(r);
   register_loss_ops(r);
   register_vision_ops(r);
+  register_grid_sample_ops(r);
+  register_roi_align_ops(r);
   register_ml_ops(r);
 }
 
