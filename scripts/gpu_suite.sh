@@ -4,7 +4,8 @@
 # is recorded, not fatal; logs and JUnit XML go to GPU_SUITE_LOGS (default $OUT/logs, $OUT being
 # ./gpu-out when unset), packed into $OUT/gpu_suite_logs.tgz; the table ($OUT/gpu_suite.md) last.
 #   scripts/gpu_suite.sh [part ...]     parts: probe cpp ops contracts engine plugin external corpus
-#                                       docs demo precision fuzz (default: all; fuzz with 3000 cases)
+#                                       docs demo precision fuzz (default: all; fuzz with 3000 cases);
+#                                       ops1 and ops2 are the two halves of ops (one call each)
 #   GPU_SUITE_PARALLEL=1                all parts at once (16-core machine: the suite then takes as
 #                                       long as its longest part); the log archive is refreshed every
 #                                       10 s so that a run cut off by its time limit still reports.
@@ -42,15 +43,17 @@ pytest_part() {  # name, timeout, paths...
   local n=$workers
   if [ "${GPU_SUITE_PARALLEL:-0}" = 1 ]; then  # about 16 cores shared by every part
     if [ ${#parts[@]} -le 2 ]; then  # the second wave (ops corpus): the cores are theirs
-      case $name in ops) n=12 ;; *) n=4 ;; esac
+      case $name in ops|ops1|ops2) n=12 ;; *) n=4 ;; esac
     else
-      case $name in ops) n=8 ;; external) n=6 ;; contracts) n=4 ;; engine|plugin|corpus) n=2 ;; *) n=1 ;; esac
+      case $name in ops|ops1|ops2) n=8 ;; external) n=6 ;; contracts) n=4 ;; engine|plugin|corpus) n=2 ;; *) n=1 ;; esac
     fi
   fi
   # The fuzz part runs in one process: its counts are printed by the controller.
   local xdist=(-n "$n")
   [ "$name" = fuzz ] && xdist=()
-  run_part "$name" "$limit" $py -m pytest -q -rfEs -p no:cacheprovider "${xdist[@]}" \
+  # -v: every finished test logs its name and outcome, so a part cut off by its time limit still
+  # says which tests failed (gpu_suite_report.py reads them when there is no XML).
+  run_part "$name" "$limit" $py -m pytest -v -rfEs -p no:cacheprovider "${xdist[@]}" \
     --junitxml="$logs/$name.xml" "$@"
 }
 : > "$logs/parts.txt"
@@ -62,6 +65,9 @@ run_one() {
            MLX_ENABLE_TF32=0 run_part cpp 300 "$ORTMLX_CPP_TESTS" --gtest_output=xml:"$logs/cpp.xml"
          else echo "cpp: no ORTMLX_CPP_TESTS binary" | tee -a "$logs/parts.txt"; fi ;;
     ops) pytest_part ops 560 tests/ops ;;
+    # The op suite in two halves (about 3,200 and 3,500 tests), each one call's work on an H200.
+    ops1) pytest_part ops1 560 tests/ops/test_[a-l]*.py ;;
+    ops2) pytest_part ops2 560 tests/ops/test_[m-z]*.py ;;
     contracts) pytest_part contracts 400 tests/contracts ;;
     engine) pytest_part engine 300 tests/engine ;;
     # The --html page test needs headless Chromium, which the GPU machine's image lacks; the page
