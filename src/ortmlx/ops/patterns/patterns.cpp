@@ -15,6 +15,8 @@
 //     4, kT = Transpose(k, [0, 1, 3, 2]) or any value.
 //   Linear: Add(MatMul(a, b), bias), bias a vector of the last axis, a and b of rank >= 2 (one
 //     addmm: a GEMM with the bias as its accumulator, one primitive instead of two).
+//   MatMuls of one input: MatMul(a, W_i) for 2+ constant 2-D W_i of one K
+//   (shared_input_matmul.cpp).
 // The norms run as mx::fast::layer_norm / rms_norm, which MLX's CUDA backend implements as one
 // kernel each (float32 accumulation, two-pass variance for LayerNorm: mlx/backend/cuda/
 // layer_norm.cu, rms_norm.cu); on MLX's CPU backend they are MLX's composed fallback. The GELU
@@ -34,99 +36,14 @@
 #include "ortmlx/ops/common.h"
 #include "ortmlx/ops/elementwise.h"
 #include "ortmlx/ops/matmul_cpu.h"
+#include "ortmlx/ops/patterns/patterns_internal.h"
 
 namespace ortmlx::ops::patterns {
 
 namespace {
 
-// A value's producer and consumers, and which nodes earlier matches took.
-class PlanIndex {
- public:
-  explicit PlanIndex(const Plan& plan) : plan_(plan), taken_(plan.nodes.size(), false) {
-    for (size_t i = 0; i < plan.nodes.size(); ++i) {
-      for (const auto& out : plan.nodes[i].outputs)
-        if (!out.empty()) producer_[out] = i;
-      for (const auto& in : plan.nodes[i].inputs)
-        if (!in.empty()) consumers_[in].insert(i);
-    }
-    for (const auto& o : plan.output_names) outputs_.insert(o);
-  }
-
-  const NodeDesc& node(size_t i) const { return plan_.nodes[i]; }
-
-  // The default-domain `op` node producing `value` (its first output), not taken by a match.
-  std::optional<size_t> producer(const std::string& value, const char* op) const {
-    auto it = producer_.find(value);
-    if (it == producer_.end() || !is(it->second, op)) return std::nullopt;
-    if (node(it->second).outputs.empty() || node(it->second).outputs[0] != value)
-      return std::nullopt;
-    return it->second;
-  }
-
-  // The only node reading `value`, when it is a default-domain `op` and `value` is no fused
-  // output.
-  std::optional<size_t> sole_consumer(const std::string& value, const char* op) const {
-    if (outputs_.count(value)) return std::nullopt;
-    auto it = consumers_.find(value);
-    if (it == consumers_.end() || it->second.size() != 1) return std::nullopt;
-    const size_t c = *it->second.begin();
-    if (!is(c, op)) return std::nullopt;
-    return c;
-  }
-
-  // True when `value` is read only by nodes of `chain` and is no fused output.
-  bool internal(const std::string& value, const std::set<size_t>& chain) const {
-    if (outputs_.count(value)) return false;
-    auto it = consumers_.find(value);
-    if (it == consumers_.end()) return true;
-    for (size_t c : it->second)
-      if (!chain.count(c)) return false;
-    return true;
-  }
-
-  // Values of a constant initializer converted to double (float and integer types).
-  std::optional<std::vector<double>> constant(const std::string& value) const {
-    auto it = plan_.constant_host.find(value);
-    if (it == plan_.constant_host.end() || !it->second) return std::nullopt;
-    return it->second->as_double();
-  }
-  std::optional<double> scalar(const std::string& value) const {
-    auto v = constant(value);
-    if (!v || v->size() != 1) return std::nullopt;
-    return (*v)[0];
-  }
-  // A float32 constant of rank 0 or 1 (a norm's scale or shift, broadcast on the last axis).
-  bool vector_constant(const std::string& value) const {
-    auto it = plan_.constant_host.find(value);
-    return it != plan_.constant_host.end() && it->second && it->second->dtype == ElemType::kFloat &&
-           it->second->shape.size() <= 1;
-  }
-
-  void take(const std::set<size_t>& nodes) {
-    for (size_t i : nodes) taken_[i] = true;
-  }
-  bool taken(size_t i) const { return taken_[i]; }
-
- private:
-  bool is(size_t i, const char* op) const {
-    const NodeDesc& n = node(i);
-    return !taken_[i] && n.domain.empty() && n.op_type == op;
-  }
-
-  const Plan& plan_;
-  std::map<std::string, size_t> producer_;
-  std::map<std::string, std::set<size_t>> consumers_;
-  std::set<std::string> outputs_;
-  std::vector<bool> taken_;
-};
-
-struct Match {
-  std::string pattern;
-  std::set<size_t> nodes;
-  size_t last = 0;  // the node whose first output is the chain's result
-  std::vector<std::string> inputs;
-  std::map<std::string, AttrValue> attrs;
-};
+using detail::Match;
+using detail::PlanIndex;
 
 bool close_to(double v, double target) {
   return std::fabs(v - target) <= 1e-6 * std::fabs(target);
@@ -474,14 +391,15 @@ std::optional<Match> match_matmul_add(const PlanIndex& ix, size_t i) {
 // Every interior value (all outputs of matched nodes but the result) is read inside the chain
 // only; nothing else of the matched nodes is used outside.
 bool self_contained(const PlanIndex& ix, const Match& m) {
+  const std::set<std::string> results(m.outputs.begin(), m.outputs.end());
   for (size_t i : m.nodes) {
     const NodeDesc& n = ix.node(i);
     for (size_t o = 0; o < n.outputs.size(); ++o) {
-      if (n.outputs[o].empty() || (i == m.last && o == 0)) continue;
+      if (n.outputs[o].empty() || (i == m.last && o == 0) || results.count(n.outputs[o])) continue;
       if (!ix.internal(n.outputs[o], m.nodes)) return false;
     }
   }
-  return ix.node(m.last).outputs.size() == 1;
+  return !m.outputs.empty() || ix.node(m.last).outputs.size() == 1;
 }
 
 // ------------------------------------------------------------------------------ translators
@@ -631,6 +549,9 @@ const PatternKind& kind_of(const std::string& pattern) {
         "attention chain: no fused MLX kernel for these shapes on this backend (its own ops)"}},
       {"matmul_add",
        {"MatMulAdd", matmul_add_chain, "MatMul + Add: the bias is not a vector of the last axis"}},
+      {"shared_input_matmul",
+       {"SharedInputMatMul", detail::shared_input_matmul_chain,
+        "MatMuls of one input: the input does not fit the concatenated weight (its own MatMuls)"}},
   };
   return kinds.at(pattern);
 }
@@ -681,8 +602,14 @@ std::map<std::string, size_t> apply(Plan& plan) {
   using Matcher = std::optional<Match> (*)(const PlanIndex&, size_t);
   // LayerNorm before RMSNorm: a LayerNorm's variance chain is an RMSNorm of x - mean.
   const std::pair<const char*, Matcher> passes[] = {
-      {"Div", match_layer_norm}, {"Sqrt", match_rms_norm},     {"Erf", match_gelu_erf},
-      {"Tanh", match_gelu_tanh}, {"Softmax", match_attention}, {"Add", match_matmul_add}};
+      {"Div", match_layer_norm},
+      {"Sqrt", match_rms_norm},
+      {"Erf", match_gelu_erf},
+      {"Tanh", match_gelu_tanh},
+      {"Softmax", match_attention},
+      // Before MatMul + bias, which would take the products of a Q/K/V trio one by one.
+      {"MatMul", detail::match_shared_input_matmul},
+      {"Add", match_matmul_add}};
   for (const auto& [anchor, matcher] : passes) {
     for (size_t i = 0; i < plan.nodes.size(); ++i) {
       const NodeDesc& n = plan.nodes[i];
@@ -700,11 +627,12 @@ std::map<std::string, size_t> apply(Plan& plan) {
   if (matches.empty()) return counts;
 
   // Each match becomes one node at the position of its last node (its inputs are produced before
-  // its first node, so the order stays topological); the other matched nodes are dropped.
+  // its first node, so the order stays topological), or at `at` for patterns of several results;
+  // the other matched nodes are dropped.
   std::map<size_t, const Match*> by_last;
   std::set<size_t> dropped;
   for (const auto& m : matches) {
-    by_last[m.last] = &m;
+    by_last[m.at.value_or(m.last)] = &m;
     dropped.insert(m.nodes.begin(), m.nodes.end());
     counts[m.pattern] += 1;
   }
@@ -724,10 +652,21 @@ std::map<std::string, size_t> apply(Plan& plan) {
     p.since_version = 1;
     p.outputs = {last.outputs[0]};
     p.output_infos = {last.output_infos.empty() ? TensorInfo{} : last.output_infos[0]};
+    if (!m.outputs.empty()) {
+      p.outputs = m.outputs;
+      p.output_infos.clear();
+      for (const auto& out : m.outputs)
+        for (size_t k : m.nodes)
+          if (!plan.nodes[k].outputs.empty() && plan.nodes[k].outputs[0] == out)
+            p.output_infos.push_back(
+                plan.nodes[k].output_infos.empty() ? TensorInfo{} : plan.nodes[k].output_infos[0]);
+    }
     p.inputs = m.inputs;
     p.attrs = m.attrs;
+    if (m.add_constants) m.add_constants(plan);
     for (const auto& in : m.inputs) {
-      TensorInfo info;
+      auto known = m.input_infos.find(in);
+      TensorInfo info = known == m.input_infos.end() ? TensorInfo{} : known->second;
       for (size_t k : m.nodes)
         for (size_t j = 0; j < plan.nodes[k].inputs.size(); ++j)
           if (!in.empty() && plan.nodes[k].inputs[j] == in && j < plan.nodes[k].input_infos.size())

@@ -1,8 +1,12 @@
 // The pattern pass: recognises the chains that exporters write for common layers (LayerNorm,
 // RMSNorm, GELU, softmax attention, MatMul + bias) inside a fused subgraph and replaces each by one
 // pattern node, translated as one MLX op (mx::fast::layer_norm / rms_norm /
-// scaled_dot_product_attention: one kernel on GPU backends) instead of 4-10 ops. Where the fast
-// form does not apply to the concrete shapes, the pattern node translates the chain's original
+// scaled_dot_product_attention: one kernel on GPU backends) instead of 4-10 ops. One pattern has
+// several results: MatMuls of one input with constant 2-D weights (the Q/K/V projections) become
+// one GEMM with the weights concatenated once at Compile (a constant the pass adds to the plan,
+// named in the reserved "ortmlx.pattern." namespace), its outputs slices of the product's last
+// axis (shared_input_matmul.cpp; GPU backends only, where MatMul is MLX's own matmul). Where the
+// fast form does not apply to the concrete shapes, the pattern node translates the chain's original
 // nodes (exactly today's path).
 //
 // It runs once per fused node at Compile, after the report recorded the fused node's ONNX nodes
@@ -10,8 +14,10 @@
 // only when it matches exactly: every interior value is consumed inside the chain only (never a
 // fused output), the reductions are over the last axis with keepdims, the constants are scalars
 // of the expected values, and the data is float32. Anything else is left to the op-by-op path.
-// Pattern nodes carry the name and outputs of the chain's last node, so messages and the
-// report's `paths` name a real node; `ortmlx.pattern` is their domain (never an ONNX domain).
+// Pattern nodes carry the name and outputs of the chain's last node (shared_input_matmul: the
+// name of the earliest MatMul, at whose position it goes, and every MatMul's output), so messages
+// and the report's `paths` name a real node; `ortmlx.pattern` is their domain (never an ONNX
+// domain). The pass runs on the MLX thread (it may create MLX arrays).
 #pragma once
 
 #include <cstddef>
@@ -46,7 +52,8 @@ mlx::core::array shifted_fast_layer_norm(const mlx::core::array& x,
                                          mlx::core::StreamOrDevice s);
 
 // Rewrites plan.nodes in place; returns the number of chains replaced, by pattern name
-// ("layer_norm", "rms_norm", "gelu_erf", "gelu_tanh", "attention", "matmul_add").
+// ("layer_norm", "rms_norm", "gelu_erf", "gelu_tanh", "attention", "matmul_add",
+// "shared_input_matmul").
 std::map<std::string, size_t> apply(Plan& plan);
 
 }  // namespace ortmlx::ops::patterns
