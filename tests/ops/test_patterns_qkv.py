@@ -3,10 +3,10 @@ that read one input with constant 2-D weights of one K (an attention layer's Q, 
 projections) run as one product with the concatenated weight, the outputs slices of its last
 axis, equal to ORT's CPU EP.
 
-The pattern applies where MatMul runs on MLX's own matmul: GPU backends. On MLX's CPU backend
-float32 MatMul goes through OpenBLAS and the pattern is off; the internal switch
-ORTMLX_INTERNAL_CPU_MATMUL=mlx (MLX's own matmul there) turns it on, which is how these tests
-exercise it on the CPU flavour."""
+The pattern is opt-in (ONNXRUNTIME_EP_MLX_SHARED_INPUT_MATMUL=1) until measured on a GPU, and
+applies where MatMul runs on MLX's own matmul: GPU backends. On MLX's CPU backend float32 MatMul
+goes through OpenBLAS and the pattern is off; the internal switch ORTMLX_INTERNAL_CPU_MATMUL=mlx
+(MLX's own matmul there) turns it on, which is how these tests exercise it on the CPU flavour."""
 
 import numpy as np
 import onnx
@@ -23,7 +23,9 @@ PATH = "MatMuls of one input -> one matmul with the concatenated weights"
 
 @pytest.fixture
 def mlx_matmul(monkeypatch):
-    """MLX's own matmul on its CPU backend (GPU backends use it anyway)."""
+    """The pattern asked for (opt-in), with MLX's own matmul on its CPU backend (GPU backends
+    use it anyway)."""
+    monkeypatch.setenv("ONNXRUNTIME_EP_MLX_SHARED_INPUT_MATMUL", "1")
     monkeypatch.setenv("ORTMLX_INTERNAL_CPU_MATMUL", "mlx")
 
 
@@ -179,8 +181,17 @@ def test_not_taken_with_openblas(rng):
     assert report.counters().get("pattern.matmul_add", 0) == 3
 
 
+def test_off_unless_asked(monkeypatch, rng):
+    """Opt-in until measured on a GPU (ONNXRUNTIME_EP_MLX_SHARED_INPUT_MATMUL)."""
+    monkeypatch.setenv("ORTMLX_INTERNAL_CPU_MATMUL", "mlx")
+    model = attention_block()
+    report = run(model, {"x": random_array(rng, (2, 5, 16))})
+    assert taken(report) == 0 and PATH not in report.paths()
+
+
 @pytest.mark.skipif(mlx_backend() == "cpu", reason="GPU backends only")
-def test_taken_by_default_on_gpu_backends(rng):
+def test_taken_on_gpu_backends_when_asked(monkeypatch, rng):
+    monkeypatch.setenv("ONNXRUNTIME_EP_MLX_SHARED_INPUT_MATMUL", "1")
     model = attention_block()
     report = run(model, {"x": random_array(rng, (2, 5, 16))})
     assert taken(report) == 1 and report.paths()[PATH]["fast"]

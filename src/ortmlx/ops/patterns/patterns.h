@@ -5,9 +5,9 @@
 // several results: MatMuls of one input with constant 2-D weights (the Q/K/V projections) become
 // one GEMM with the weights concatenated once at Compile (a constant the pass adds to the plan,
 // named in the reserved "ortmlx.pattern." namespace), its outputs slices of the product's last
-// axis (shared_input_matmul.cpp; GPU backends only, where MatMul is MLX's own matmul). Where the
-// fast form does not apply to the concrete shapes, the pattern node translates the chain's original
-// nodes (exactly today's path).
+// axis (shared_input_matmul.cpp; opt-in, GPU backends only, where MatMul is MLX's own matmul).
+// Where the fast form does not apply to the concrete shapes, the pattern node translates the
+// chain's original nodes (exactly today's path).
 //
 // It runs once per fused node at Compile, after the report recorded the fused node's ONNX nodes
 // (so the report still lists what ORT assigned) and before the first trace. A chain is replaced

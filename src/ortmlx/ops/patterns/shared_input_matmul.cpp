@@ -18,9 +18,12 @@
 #include <string>
 #include <vector>
 
+#include <cstdlib>
+
 #include <mlx/allocator.h>
 #include <mlx/ops.h>
 
+#include "ortmlx/engine/options.h"
 #include "ortmlx/ops/common.h"
 #include "ortmlx/ops/matmul_cpu.h"
 #include "ortmlx/ops/patterns/patterns_internal.h"
@@ -29,10 +32,13 @@ namespace ortmlx::ops::patterns::detail {
 
 namespace {
 
-// MLX's own matmul runs float32 products on the default device (GPU backends, or MLX CPU with
-// the internal switch).
-bool mlx_matmul_path() {
-  return !use_blas_matmul(mx::default_device(), mx::float32);
+// Opt-in (ONNXRUNTIME_EP_MLX_SHARED_INPUT_MATMUL=1) until measured on a GPU: it removes GEMM
+// launches, but an output slice that goes straight into a Reshape costs a copy there, and the
+// separate weights are kept beside the concatenated one. And only where MLX's own matmul runs
+// float32 products on the default device (GPU backends, or MLX CPU with the internal switch).
+bool enabled() {
+  const char* flag = std::getenv("ONNXRUNTIME_EP_MLX_SHARED_INPUT_MATMUL");
+  return flag != nullptr && parse_flag(flag) && !use_blas_matmul(mx::default_device(), mx::float32);
 }
 
 // MatMul node i's constant weight when it is float32 of rank 2, and a is float32 of rank >= 2
@@ -75,7 +81,7 @@ mx::array concatenated(const std::vector<const ConstTensor*>& ws) {
 }  // namespace
 
 std::optional<Match> match_shared_input_matmul(const PlanIndex& ix, size_t i) {
-  if (!mlx_matmul_path()) return std::nullopt;
+  if (!enabled()) return std::nullopt;
   const ConstTensor* first = weight_of(ix, i);
   if (!first) return std::nullopt;
   const std::string& a = ix.node(i).inputs[0];
