@@ -35,6 +35,23 @@ def test_dynamic_quantize(case, rng):
     check_on_ep(model, {"x": x}, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("case", ["minus_inf", "plus_inf", "both_inf", "nan_inside",
+                                  "nan_and_inf"])
+def test_dynamic_quantize_non_finite(case, rng):
+    """ORT's arithmetic on non-finite input: an infinite range makes the scale inf and the zero
+    point -inf / inf = NaN, which ORT's std::min/std::max clamp turns into 255 (or 0); NaN
+    quotients quantize to 0; a NaN inside the tensor does not set the range."""
+    x = rng.uniform(-3, 3, (3, 5)).astype(np.float32)
+    if case in ("minus_inf", "both_inf", "nan_and_inf"):
+        x[1, 2] = -np.inf
+    if case in ("plus_inf", "both_inf"):
+        x[2, 0] = np.inf
+    if case in ("nan_inside", "nan_and_inf"):
+        x[1, 3] = np.nan
+    model = single_node_model("DynamicQuantizeLinear", {"x": x}, n_outputs=3, opset=11)
+    check_on_ep(model, {"x": x}, rtol=0, atol=0)
+
+
 # ---- MatMulInteger
 
 TYPES = [(U8, U8), (U8, I8), (I8, U8), (I8, I8)]

@@ -153,17 +153,28 @@ ClaimResult claim_dynamic_quantize(const ClaimContext& c) {
 void translate_dynamic_quantize(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   const mx::array x = ctx.input(n, 0);
+  const mx::array inf(std::numeric_limits<float>::infinity());
   mx::array lo = mx::array(0.f), hi = mx::array(0.f);
   if (x.size() != 0) {
-    lo = mx::minimum(mx::min(x, false, s), lo, s);
-    hi = mx::maximum(mx::max(x, false, s), hi, s);
+    // ORT's min/max scan (MLAS vector min/max) passes over NaNs: they never set the range.
+    const mx::array nan = mx::isnan(x, s);
+    lo = mx::minimum(mx::min(mx::where(nan, inf, x, s), false, s), lo, s);
+    hi = mx::maximum(mx::max(mx::where(nan, mx::negative(inf, s), x, s), false, s), hi, s);
   }
   const mx::array scale = mx::where(mx::equal(hi, lo, s), mx::array(1.f),
                                     mx::divide(mx::subtract(hi, lo, s), mx::array(255.f), s), s);
   const mx::array izp = mx::subtract(mx::array(0.f), mx::divide(lo, scale, s), s);
-  const mx::array zp = mx::round(mx::clip(izp, mx::array(0.f), mx::array(255.f), s), 0, s);
-  mx::array y = mx::add(mx::round(mx::divide(x, scale, s), 0, s), zp, s);
-  y = mx::clip(y, mx::array(0.f), mx::array(255.f), s);
+  // ORT clamps with std::max(0, std::min(255, izp)): a NaN zero point (an infinite range gives
+  // -inf / inf) becomes 255 there, where a NaN-propagating clip would leave NaN.
+  const mx::array upper = mx::where(mx::less(izp, mx::array(255.f), s), izp, mx::array(255.f), s);
+  const mx::array zp =
+      mx::round(mx::where(mx::less(mx::array(0.f), upper, s), upper, mx::array(0.f), s), 0, s);
+  // ORT's quantize clamps x / scale into [-zp, 255 - zp] with vector max/min that turn a NaN
+  // into the lower bound: a NaN quotient (x NaN, or +-inf / inf) gives 0.
+  const mx::array q = mx::divide(x, scale, s);
+  mx::array y = mx::add(mx::round(q, 0, s), zp, s);
+  y = mx::where(mx::isnan(q, s), mx::array(0.f), mx::clip(y, mx::array(0.f), mx::array(255.f), s),
+                s);
   ctx.bind_output(n, 0, mx::astype(y, mx::uint8, s));
   ctx.bind_output(n, 1, scale);
   ctx.bind_output(n, 2, mx::astype(zp, mx::uint8, s));
