@@ -1,9 +1,14 @@
 """The concurrency contract (docs/ENGINE.md): Compute may be called from any number of threads, on
 one session or many; all MLX work runs on one MLX thread, so results are always correct."""
 
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 from ortmlx.testing import EpRun, run_cpu
 from tests.engine.util import dynamic_chain_model, elementwise_zoo_model
@@ -96,3 +101,40 @@ def test_sessions_created_and_destroyed_while_others_run(rng):
         _hammer(work, 3)
     finally:
         keep.close()
+
+
+# Both hand-off paths of the MLX thread (engine/mlx_thread.h): never spinning (every hand-off
+# sleeps on its condition variable) and spinning up to 100 ms (every hand-off is caught by the
+# spin). The budget is read once per process, so each runs in a child process.
+_SPIN_CHILD = """
+import threading, numpy as np
+from ortmlx.testing import EpRun, run_cpu
+from tests.engine.util import dynamic_chain_model
+model = dynamic_chain_model()
+run = EpRun(model, strict=True)
+errors = []
+def work(i):
+    rng = np.random.default_rng(11 * i)
+    try:
+        for k in range(20):
+            x = rng.uniform(-2, 2, (1 + (i + k) % 3, 8)).astype(np.float32)
+            np.testing.assert_allclose(run.run({"x": x})[0], run_cpu(model, {"x": x})[0],
+                                       rtol=1e-5, atol=1e-6)
+    except Exception as e:
+        errors.append(repr(e))
+threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+assert not errors, errors
+assert run.report().counters()["compute.runs"] == 80
+run.close()
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("spin_us", ["0", "100000"])
+def test_hand_offs_with_and_without_spinning(spin_us):
+    env = dict(os.environ, ONNXRUNTIME_EP_MLX_SPIN_US=spin_us)
+    r = subprocess.run([sys.executable, "-c", _SPIN_CHILD], env=env, capture_output=True,
+                       text=True, timeout=300, cwd=str(Path(__file__).resolve().parents[2]))
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
