@@ -8,14 +8,13 @@ LayerNormalization), so the EP sessions here run with them off; the CPU referenc
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from ortmlx.testing import EpRun, assert_ran_on_ep, make_model, mlx_backend, random_array, run_cpu
+from ortmlx.testing import EpRun, make_model, mlx_backend, random_array
+from pattern_check import OFF, run_pattern
 
-OFF = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
 LN_PATH = "LayerNorm chain -> mlx::fast::layer_norm"
 RMS_PATH = "RMSNorm chain -> mlx::fast::rms_norm"
 GELU_ERF_PATH = "GELU (erf) chain -> one fused elementwise op"
@@ -126,22 +125,6 @@ def gelu_tanh_chain(shape):
              n("Add", ["t", "one"], ["t1"], name="add_one"),
              n("Mul", ["hx", "t1"], ["y"], name="mul_out")]
     return model_of(nodes, inits, shape)
-
-
-def run_pattern(model, feeds, options=None, rtol=1e-5, atol=1e-5):
-    """Runs on the EP with ORT's optimizations off; compares with ORT CPU; returns the report."""
-    opts = dict(options or {})
-    run = EpRun(model, provider_options=opts, strict=True, optimization_level=OFF)
-    try:
-        got = run.run(feeds)
-        report = assert_ran_on_ep(run, [nd.name for nd in model.graph.node])
-    finally:
-        run.close()
-    want = run_cpu(model, feeds)
-    for g, w in zip(got, want):
-        assert g.shape == w.shape
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
-    return report
 
 
 def taken(report, pattern):

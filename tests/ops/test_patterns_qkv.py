@@ -10,14 +10,13 @@ goes through OpenBLAS and the pattern is off; the internal switch ORTMLX_INTERNA
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from ortmlx.testing import EpRun, assert_ran_on_ep, make_model, mlx_backend, random_array, run_cpu
+from ortmlx.testing import make_model, mlx_backend, random_array
+from pattern_check import run_pattern
 
-OFF = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
 PATH = "MatMuls of one input -> one matmul with the concatenated weights"
 
 
@@ -31,22 +30,6 @@ def mlx_matmul(monkeypatch):
 
 def const(name, value):
     return onnx.numpy_helper.from_array(np.asarray(value, dtype=np.float32), name)
-
-
-def run(model, feeds, options=None, rtol=1e-5, atol=1e-5):
-    """Runs on the EP with ORT's optimizations off; compares with ORT CPU; returns the report."""
-    r = EpRun(model, provider_options=dict(options or {}), strict=True, optimization_level=OFF)
-    try:
-        got = r.run(feeds)
-        report = assert_ran_on_ep(r, [nd.name for nd in model.graph.node])
-    finally:
-        r.close()
-    want = run_cpu(model, feeds)
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert g.shape == w.shape
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
-    return report
 
 
 def taken(report):
@@ -92,14 +75,14 @@ def attention_block(b=2, s=5, heads=2, d_head=8, projections=3, q_out=False):
 @pytest.mark.parametrize("projections", [3, 2])
 def test_qkv_of_an_attention_block(projections, mlx_matmul, rng):
     model = attention_block(projections=projections)
-    report = run(model, {"x": random_array(rng, (2, 5, 16))})
+    report = run_pattern(model, {"x": random_array(rng, (2, 5, 16))})
     assert taken(report) == 1
     assert report.paths()[PATH]["fast"]
 
 
 def test_interior_product_as_fused_output(mlx_matmul, rng):
     model = attention_block(q_out=True)
-    report = run(model, {"x": random_array(rng, (2, 5, 16))})
+    report = run_pattern(model, {"x": random_array(rng, (2, 5, 16))})
     assert taken(report) == 1 and PATH in report.paths()
 
 
@@ -134,14 +117,14 @@ def feeds_of(model, rng):
 def test_products_of_one_input(a_shape, widths, mlx_matmul, rng):
     """Outputs of different widths are the right slices; rank 2 to 4."""
     model = projections(a_shape, widths)
-    report = run(model, feeds_of(model, rng))
+    report = run_pattern(model, feeds_of(model, rng))
     assert taken(report) == 1 and PATH in report.paths()
 
 
 def test_two_groups(mlx_matmul, rng):
     """Two inputs with two products each: two pattern nodes."""
     model = projections((3, 8), (4, 5, 6, 7), a_names=["a", "b", "a", "b"])
-    report = run(model, feeds_of(model, rng))
+    report = run_pattern(model, feeds_of(model, rng))
     assert taken(report) == 2
 
 
@@ -160,14 +143,14 @@ def test_not_taken(variant, mlx_matmul, rng):
     else:
         model = projections((3, 8), (4, 5))
         opts = {"fast_patterns": "0"}
-    report = run(model, feeds_of(model, rng), opts)
+    report = run_pattern(model, feeds_of(model, rng), opts)
     assert taken(report) == 0 and PATH not in report.paths()
 
 
 def test_weight_input_leaves_the_other_two(mlx_matmul, rng):
     """Three products, one weight a graph input: the other two are taken."""
     model = projections((3, 8), (4, 5, 6), weight_inputs=(1,))
-    report = run(model, feeds_of(model, rng))
+    report = run_pattern(model, feeds_of(model, rng))
     assert taken(report) == 1 and PATH in report.paths()
 
 
@@ -176,7 +159,7 @@ def test_not_taken_with_openblas(rng):
     """On MLX's CPU backend float32 MatMul runs on OpenBLAS: the pattern is off (and MatMul +
     bias takes the products instead)."""
     model = attention_block()
-    report = run(model, {"x": random_array(rng, (2, 5, 16))})
+    report = run_pattern(model, {"x": random_array(rng, (2, 5, 16))})
     assert taken(report) == 0 and PATH not in report.paths()
     assert report.counters().get("pattern.matmul_add", 0) == 3
 
@@ -185,7 +168,7 @@ def test_off_unless_asked(monkeypatch, rng):
     """Opt-in until measured on a GPU (ONNXRUNTIME_EP_MLX_SHARED_INPUT_MATMUL)."""
     monkeypatch.setenv("ORTMLX_INTERNAL_CPU_MATMUL", "mlx")
     model = attention_block()
-    report = run(model, {"x": random_array(rng, (2, 5, 16))})
+    report = run_pattern(model, {"x": random_array(rng, (2, 5, 16))})
     assert taken(report) == 0 and PATH not in report.paths()
 
 
@@ -193,7 +176,7 @@ def test_off_unless_asked(monkeypatch, rng):
 def test_taken_on_gpu_backends_when_asked(monkeypatch, rng):
     monkeypatch.setenv("ONNXRUNTIME_EP_MLX_SHARED_INPUT_MATMUL", "1")
     model = attention_block()
-    report = run(model, {"x": random_array(rng, (2, 5, 16))})
+    report = run_pattern(model, {"x": random_array(rng, (2, 5, 16))})
     assert taken(report) == 1 and report.paths()[PATH]["fast"]
 
 
@@ -214,5 +197,5 @@ def test_products_interleaved_with_their_readers(mlx_matmul, rng):
              n("Add", ["r1", "p2"], ["y"], name="add")]
     graph = h.make_graph(nodes, "interleaved", [h.make_tensor_value_info("x", T.FLOAT, [3, 8])],
                          [h.make_tensor_value_info("y", T.FLOAT, [3, 6])], inits)
-    report = run(make_model(graph), {"x": random_array(rng, (3, 8))})
+    report = run_pattern(make_model(graph), {"x": random_array(rng, (3, 8))})
     assert taken(report) == 1 and report.paths()[PATH]["fast"]

@@ -299,10 +299,8 @@ void MlxEp::compile(const OrtGraph** graphs, const OrtNode** fused_nodes, size_t
       ops.push_back(n.qualified_op());
     }
     report_->record_fused(plan->name, std::move(names), std::move(ops));
-    // After the report recorded the ONNX nodes ORT assigned: chains become pattern nodes. On the
-    // MLX thread too: a pattern may add constants of its own (a concatenated weight).
-    const auto rewrites = MlxThread::get().run([&] { return prepare_plan(*plan); });
-    for (const auto& [counter, n] : rewrites) report_->count(counter, n);
+    // After the report recorded the ONNX nodes ORT assigned: chains become pattern nodes.
+    for (const auto& [counter, n] : prepare_plan(*plan)) report_->count(counter, n);
     node_compute_infos[i] = new MlxComputeInfo(*this, std::move(plan), std::move(all_inputs));
   }
   flush_report();

@@ -663,10 +663,8 @@ std::map<std::string, size_t> apply(Plan& plan) {
     }
     p.inputs = m.inputs;
     p.attrs = m.attrs;
-    if (m.add_constants) m.add_constants(plan);
     for (const auto& in : m.inputs) {
-      auto known = m.input_infos.find(in);
-      TensorInfo info = known == m.input_infos.end() ? TensorInfo{} : known->second;
+      TensorInfo info;
       for (size_t k : m.nodes)
         for (size_t j = 0; j < plan.nodes[k].inputs.size(); ++j)
           if (!in.empty() && plan.nodes[k].inputs[j] == in && j < plan.nodes[k].input_infos.size())

@@ -3,11 +3,10 @@
 // pattern node, translated as one MLX op (mx::fast::layer_norm / rms_norm /
 // scaled_dot_product_attention: one kernel on GPU backends) instead of 4-10 ops. One pattern has
 // several results: MatMuls of one input with constant 2-D weights (the Q/K/V projections) become
-// one GEMM with the weights concatenated once at Compile (a constant the pass adds to the plan,
-// named in the reserved "ortmlx.pattern." namespace), its outputs slices of the product's last
-// axis (shared_input_matmul.cpp; opt-in, GPU backends only, where MatMul is MLX's own matmul).
-// Where the fast form does not apply to the concrete shapes, the pattern node translates the
-// chain's original nodes (exactly today's path).
+// one GEMM with the weights concatenated once per plan (a derived constant, at the first
+// trace), its outputs slices of the product's last axis (shared_input_matmul.cpp; opt-in, GPU
+// backends only, where MatMul is MLX's own matmul). Where the fast form does not apply to the
+// concrete shapes, the pattern node translates the chain's original nodes (exactly today's path).
 //
 // It runs once per fused node at Compile, after the report recorded the fused node's ONNX nodes
 // (so the report still lists what ORT assigned) and before the first trace. A chain is replaced
@@ -17,7 +16,7 @@
 // Pattern nodes carry the name and outputs of the chain's last node (shared_input_matmul: the
 // name of the earliest MatMul, at whose position it goes, and every MatMul's output), so messages
 // and the report's `paths` name a real node; `ortmlx.pattern` is their domain (never an ONNX
-// domain). The pass runs on the MLX thread (it may create MLX arrays).
+// domain).
 #pragma once
 
 #include <cstddef>

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstddef>
-#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -87,9 +86,6 @@ class PlanIndex {
     auto it = plan_.constant_host.find(value);
     return it == plan_.constant_host.end() ? nullptr : it->second.get();
   }
-  bool has_value(const std::string& value) const {
-    return producer_.count(value) || consumers_.count(value) || plan_.constant_host.count(value);
-  }
 
   void take(const std::set<size_t>& nodes) {
     for (size_t i : nodes) taken_[i] = true;
@@ -121,11 +117,6 @@ struct Match {
   // (its inputs are produced before `at`, every reader of its outputs comes after it).
   std::vector<std::string> outputs;
   std::optional<size_t> at;
-  // Infos of inputs that no matched node reads (a constant the pattern adds), by name.
-  std::map<std::string, TensorInfo> input_infos;
-  // Run when the match is rewritten: adds what the pattern node reads besides the chain's inputs
-  // (a constant derived from the chain's constants, computed once here).
-  std::function<void(Plan&)> add_constants;
 };
 
 // Two or more MatMuls reading the same float32 A with constant 2-D float32 weights of one K:

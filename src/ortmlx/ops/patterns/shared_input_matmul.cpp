@@ -4,23 +4,21 @@
 //   y_i = MatMul(a, W_i), i = 1..n (n >= 2), W_i constant float32 [K, N_i] of one K
 //   -> y = a @ concat(W_1..W_n, axis=-1); y_i = y[..., N_1 + .. + N_(i-1) : + N_i]
 //
-// The concatenated weight is a constant of the plan, built once at Compile from the weights'
-// bytes (a name of the reserved `ortmlx.pattern.` namespace); the slices are views. Each output
-// element is the same float32 dot product over K as the MatMul's own; a GEMM of another width may
-// block it differently (last bits only, as ORT's own Q/K/V fusion).
+// The concatenated weight is derived from the weight constants once per plan
+// (TranslationContext::derived_constant) and reused by every trace and run; the slices are views.
+// Each output element is the same float32 dot product over K as the MatMul's own; a GEMM of another
+// width may block it differently (last bits only, as ORT's own Q/K/V fusion).
 //
 // Where MatMul runs on MLX's own matmul only (GPU backends: three GEMM launches become one). On
 // MLX's CPU backend float32 MatMul goes through OpenBLAS sgemm (ops/matmul_cpu.h), where the
 // launches cost nothing to save and MatMul + bias takes these products (matmul_add); the internal
 // switch ORTMLX_INTERNAL_CPU_MATMUL=mlx (MLX's own matmul on its CPU backend) turns it on there,
 // which is how the CPU test suite exercises it.
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include <cstdlib>
 
-#include <mlx/allocator.h>
 #include <mlx/ops.h>
 
 #include "ortmlx/engine/options.h"
@@ -58,26 +56,6 @@ const ConstTensor* weight_of(const PlanIndex& ix, size_t i) {
   return w;
 }
 
-// [K, sum N_i] row-major from the [K, N_i] weights.
-mx::array concatenated(const std::vector<const ConstTensor*>& ws) {
-  const int64_t k = ws[0]->shape[0];
-  int64_t total = 0;
-  for (const ConstTensor* w : ws) total += w->shape[1];
-  const mx::Shape shape{checked_int(k, "weight rows"), checked_int(total, "weight columns")};
-  const size_t bytes = static_cast<size_t>(k * total) * sizeof(float);
-  if (bytes == 0) return mx::zeros(shape, mx::float32);
-  mx::array out(mx::allocator::malloc(bytes), shape, mx::float32);
-  auto* dst = out.data<uint8_t>();
-  for (int64_t r = 0; r < k; ++r) {
-    for (const ConstTensor* w : ws) {
-      const size_t row = static_cast<size_t>(w->shape[1]) * sizeof(float);
-      std::memcpy(dst, w->bytes.data() + static_cast<size_t>(r) * row, row);
-      dst += row;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 std::optional<Match> match_shared_input_matmul(const PlanIndex& ix, size_t i) {
@@ -87,7 +65,7 @@ std::optional<Match> match_shared_input_matmul(const PlanIndex& ix, size_t i) {
   const std::string& a = ix.node(i).inputs[0];
   Match m;
   m.pattern = "shared_input_matmul";
-  std::vector<const ConstTensor*> weights;
+  m.inputs = {a};  // then the weights, in the order of the outputs
   std::vector<int64_t> widths;
   for (size_t r : ix.readers(a)) {
     if (r < i || !ix.is(r, "MatMul") || ix.node(r).inputs[0] != a) continue;
@@ -95,33 +73,29 @@ std::optional<Match> match_shared_input_matmul(const PlanIndex& ix, size_t i) {
     if (!w || w->shape[0] != first->shape[0]) continue;
     m.nodes.insert(r);
     m.outputs.push_back(ix.node(r).outputs[0]);
-    weights.push_back(w);
+    m.inputs.push_back(ix.node(r).inputs[1]);
     widths.push_back(w->shape[1]);
   }
   if (m.nodes.size() < 2) return std::nullopt;
   // Anchored at the earliest: a reads before it, so the one node stays in topological order.
   m.last = i;
   m.at = i;
-  std::string name = "ortmlx.pattern.shared_input_matmul." + std::to_string(i) + ".w";
-  while (ix.has_value(name)) name += "_";
-  TensorInfo info;
-  info.dtype = ElemType::kFloat;
-  info.has_shape = true;
-  info.shape = {first->shape[0], 0};
-  for (int64_t n : widths) info.shape[1] += n;
-  m.inputs = {a, name};
-  m.input_infos[name] = info;
   m.attrs["widths"] = widths;
-  m.add_constants = [name, weights](Plan& plan) {
-    plan.constant_arrays.insert_or_assign(name, concatenated(weights));
-  };
   return m;
 }
 
 bool shared_input_matmul_chain(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   const mx::array a = ctx.input(n, 0);
-  const mx::array w = ctx.input(n, 1);
+  std::vector<mx::array> ws;
+  std::string key = "shared_input_matmul";  // the weights' names: one key per group of weights
+  for (size_t k = 1; k < n.inputs.size(); ++k) {
+    if (!ctx.constant_input(n, k)) return false;
+    ws.push_back(ctx.input(n, k));
+    key += "#" + n.inputs[k];
+  }
+  if (ws.empty()) return false;
+  const mx::array w = ctx.derived_constant(key, [&] { return mx::concatenate(ws, 1, s); });
   if (a.ndim() < 2 || a.dtype() != mx::float32 || w.ndim() != 2 || a.shape(-1) != w.shape(0))
     return false;
   const mx::array y = matmul_any(a, w, s);
