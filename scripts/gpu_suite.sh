@@ -5,7 +5,9 @@
 # ./gpu-out when unset), packed into $OUT/gpu_suite_logs.tgz; the table ($OUT/gpu_suite.md) last.
 #   scripts/gpu_suite.sh [part ...]     parts: probe cpp ops contracts engine plugin external corpus
 #                                       docs demo precision fuzz (default: all; fuzz with 3000 cases);
-#                                       ops1 and ops2 are the two halves of ops (one call each)
+#                                       ops1 and ops2 are the two halves of ops (one call each);
+#                                       list: the test ids in the file GPU_SUITE_LIST, one a line
+#                                       (e.g. the tests a part cut off by its time limit did not reach)
 #   GPU_SUITE_PARALLEL=1                all parts at once (16-core machine: the suite then takes as
 #                                       long as its longest part); the log archive is refreshed every
 #                                       10 s so that a run cut off by its time limit still reports.
@@ -45,7 +47,7 @@ pytest_part() {  # name, timeout, paths...
     if [ ${#parts[@]} -le 2 ]; then  # the second wave (ops corpus): the cores are theirs
       case $name in ops|ops1|ops2) n=12 ;; *) n=4 ;; esac
     else
-      case $name in ops|ops1|ops2) n=8 ;; external) n=6 ;; contracts) n=4 ;; engine|plugin|corpus) n=2 ;; *) n=1 ;; esac
+      case $name in ops|ops1|ops2) n=8 ;; external|list) n=6 ;; contracts) n=4 ;; engine|plugin|corpus) n=2 ;; *) n=1 ;; esac
     fi
   fi
   # The fuzz part runs in one process: its counts are printed by the controller.
@@ -68,6 +70,8 @@ run_one() {
     # The op suite in two halves (about 3,200 and 3,500 tests), each one call's work on an H200.
     ops1) pytest_part ops1 560 tests/ops/test_[a-l]*.py ;;
     ops2) pytest_part ops2 560 tests/ops/test_[m-z]*.py ;;
+    list) mapfile -t ids < "${GPU_SUITE_LIST:?GPU_SUITE_LIST names the file of test ids}"
+          pytest_part list 560 "${ids[@]}" ;;
     contracts) pytest_part contracts 400 tests/contracts ;;
     engine) pytest_part engine 300 tests/engine ;;
     # The --html page test needs headless Chromium, which the GPU machine's image lacks; the page

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from opcheck import check_on_ep, refusal, single_node_model
+from ortmlx.testing import mlx_backend
 
 U8, I8 = np.uint8, np.int8
 
@@ -163,7 +164,11 @@ def test_qlinear_matmul_refusals(rng):
     assert "b_scale" in (refusal(model, "QLinearMatMul") or "")
 
 
-# ---- ConvInteger, QLinearConv
+# ---- ConvInteger, QLinearConv (claimed on MLX's CPU backend only: GPU convolution algorithms
+# may round the float32 products that carry the integer sums)
+
+CPU_BACKEND_ONLY = pytest.mark.skipif(mlx_backend() != "cpu",
+                                      reason="integer convolution is claimed on the CPU backend only")
 
 CONV_CASES = [
     ((1, 3, 5, 6), (4, 3, 3, 3), {}),
@@ -176,6 +181,7 @@ CONV_CASES = [
 ]
 
 
+@CPU_BACKEND_ONLY
 @pytest.mark.parametrize("tx,tw", TYPES, ids=str)
 @pytest.mark.parametrize("case", CONV_CASES, ids=str)
 def test_conv_integer(tx, tw, case, rng):
@@ -192,6 +198,7 @@ def test_conv_integer(tx, tw, case, rng):
 QC_TYPES = [(U8, U8), (U8, I8), (I8, I8)]
 
 
+@CPU_BACKEND_ONLY
 @pytest.mark.parametrize("tx,tw", QC_TYPES, ids=str)
 @pytest.mark.parametrize("case", CONV_CASES, ids=str)
 @pytest.mark.parametrize("per_channel", [False, True])
@@ -211,6 +218,7 @@ def test_qlinear_conv(tx, tw, case, per_channel, bias, rng):
     check_on_ep(model, {k: v for k, v in values.items() if k not in consts})
 
 
+@CPU_BACKEND_ONLY
 @pytest.mark.parametrize("tx,tw", QC_TYPES, ids=str)
 def test_qlinear_conv_per_channel_zero_points(tx, tw, rng):
     x, w = q(rng, (1, 2, 4, 4), tx), q(rng, (3, 2, 2, 2), tw)
@@ -221,7 +229,22 @@ def test_qlinear_conv_per_channel_zero_points(tx, tw, rng):
     check_on_ep(model, values)
 
 
+@CPU_BACKEND_ONLY
 def test_conv_integer_refuses_huge_kernels(rng):
     x, w = q(rng, (1, 1, 20, 20), U8), q(rng, (1, 1, 17, 17), U8)
     model = single_node_model("ConvInteger", {"x": x, "w": w}, initializers={"w": w})
     assert "taps" in (refusal(model, "ConvInteger") or "")
+
+
+@pytest.mark.skipif(mlx_backend() == "cpu", reason="GPU backends only")
+@pytest.mark.parametrize("op", ["ConvInteger", "QLinearConv"])
+def test_integer_convolution_refused_on_gpu_backends(op, rng):
+    x, w = q(rng, (1, 3, 5, 6), U8), q(rng, (4, 3, 3, 3), U8)
+    if op == "ConvInteger":
+        model = single_node_model(op, {"x": x, "w": w}, initializers={"w": w}, opset=10)
+    else:
+        values = {"x": x, "sx": np.array(0.02, np.float32), "zx": zp(rng, U8), "w": w,
+                  "sw": np.array(0.01, np.float32), "zw": zp(rng, U8),
+                  "sy": np.array(0.3, np.float32), "zy": zp(rng, U8)}
+        model = single_node_model(op, values, initializers={"w": w}, opset=10)
+    assert "CPU backend only" in (refusal(model, op) or "")
