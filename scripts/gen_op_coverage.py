@@ -104,6 +104,10 @@ def committed_gate(text: str) -> tuple[dict, str]:
     return cells, totals.group(0) if totals else ""
 
 
+# Entries whose claim refuses on GPU backends (the op family file says why).
+CPU_BACKEND_ONLY = {"ConvInteger", "QLinearConv", "Det"}
+
+
 def render(entries: list[dict], gate: dict, kept: tuple[dict, str] | None = None) -> str:
     lines = [
         "# Op coverage",
@@ -114,7 +118,8 @@ def render(entries: list[dict], gate: dict, kept: tuple[dict, str] | None = None
         "implement exactly; see the op family file under `src/ortmlx/ops/` for the rules.",
         "Backend: all entries are tested on MLX's CPU backend (Linux x86-64) with `cpu_claim=all`",
         "(by default the CPU backend claims only the entries marked *CPU default*). The CUDA",
-        "backend ran an earlier, smaller registry (docs/GPU.md); Metal: untested.",
+        "backend runs the op tests on an H200 (bench/results/gpu_suite.md); entries marked *MLX CPU",
+        "only* are refused on GPU backends (ORT runs them). Metal: untested.",
         "",
         "*ONNX gate*: ONNX's backend node tests whose nodes include the op at a version in the",
         "entry's range: claimed cases passed / claimed / all cases (a case the EP refuses runs on",
@@ -137,6 +142,8 @@ def render(entries: list[dict], gate: dict, kept: tuple[dict, str] | None = None
             notes.append("shape-keyed")
         if e.get("cpu_default"):
             notes.append("CPU default")
+        if e["op_type"] in CPU_BACKEND_ONLY:
+            notes.append("MLX CPU only")
         tests = tests_mentioning(e["op_type"], e["by_prefix"])
         op = e["op_type"] + ("*" if e["by_prefix"] else "")
         g = None

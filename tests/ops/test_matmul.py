@@ -4,7 +4,7 @@ import pytest
 from onnx import helper
 
 from opcheck import NP_TO_ONNX, check_on_ep, refusal, single_node_model
-from ortmlx.testing import EpRun, assert_ran_on_ep, make_model, random_array
+from ortmlx.testing import EpRun, assert_ran_on_ep, make_model, mlx_backend, random_array
 
 
 def run_on_ep(model, feeds):
@@ -315,6 +315,12 @@ def test_matmul_empty_left_by_a_vector(a_shape, b_len, rng):
 
 # ---------------------------------------------------------------- Det
 
+# Det is claimed on MLX's CPU backend only (ops/matmul.cpp says why).
+CPU_BACKEND_ONLY = pytest.mark.skipif(mlx_backend() != "cpu",
+                                      reason="Det is claimed on the CPU backend only")
+
+
+@CPU_BACKEND_ONLY
 @pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 3), (4, 4), (7, 7), (2, 3, 3), (2, 2, 5, 5),
                                    (0, 3, 3), (3, 0, 0), (0, 0), (16, 16)], ids=str)
 def test_det(shape, rng):
@@ -322,6 +328,7 @@ def test_det(shape, rng):
     check_on_ep(single_node_model("Det", {"x": x}), {"x": x}, rtol=2e-5, atol=2e-5)
 
 
+@CPU_BACKEND_ONLY
 def test_det_singular_and_pivoting():
     x = np.array([[[0, 1, 2], [3, 4, 5], [6, 7, 8]],      # singular, needs a swap first
                   [[0, 0, 1], [0, 1, 0], [1, 0, 0]],      # a permutation (det -1)
@@ -331,6 +338,7 @@ def test_det_singular_and_pivoting():
     check_on_ep(single_node_model("Det", {"x": x}), {"x": x}, rtol=1e-5, atol=1e-5)
 
 
+@CPU_BACKEND_ONLY
 def test_det_refusals(rng):
     x = random_array(rng, (70, 70))
     assert "larger than 64x64" in refusal(single_node_model("Det", {"x": x}), "Det")
@@ -338,3 +346,9 @@ def test_det_refusals(rng):
     m.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "n"
     del m.graph.value_info[:]
     assert "static size" in refusal(m, "Det")
+
+
+@pytest.mark.skipif(mlx_backend() == "cpu", reason="GPU backends only")
+def test_det_refused_on_gpu_backends(rng):
+    model = single_node_model("Det", {"x": random_array(rng, (3, 3))})
+    assert "CPU backend only" in (refusal(model, "Det") or "")

@@ -3,7 +3,7 @@ that read one input with constant 2-D weights of one K (an attention layer's Q, 
 projections) run as one product with the concatenated weight, the outputs slices of its last
 axis, equal to ORT's CPU EP.
 
-The pattern is opt-in (ONNXRUNTIME_EP_MLX_SHARED_INPUT_MATMUL=1) until measured on a GPU, and
+The pattern is on by default (ONNXRUNTIME_EP_MLX_SHARED_INPUT_MATMUL=0 turns it off) and
 applies where MatMul runs on MLX's own matmul: GPU backends. On MLX's CPU backend float32 MatMul
 goes through OpenBLAS and the pattern is off; the internal switch ORTMLX_INTERNAL_CPU_MATMUL=mlx
 (MLX's own matmul there) turns it on, which is how these tests exercise it on the CPU flavour."""
@@ -22,9 +22,9 @@ PATH = "MatMuls of one input -> one matmul with the concatenated weights"
 
 @pytest.fixture
 def mlx_matmul(monkeypatch):
-    """The pattern asked for (opt-in), with MLX's own matmul on its CPU backend (GPU backends
-    use it anyway)."""
-    monkeypatch.setenv("ONNXRUNTIME_EP_MLX_SHARED_INPUT_MATMUL", "1")
+    """MLX's own matmul on its CPU backend (GPU backends use it anyway), the pattern at its
+    default (on)."""
+    monkeypatch.delenv("ONNXRUNTIME_EP_MLX_SHARED_INPUT_MATMUL", raising=False)
     monkeypatch.setenv("ORTMLX_INTERNAL_CPU_MATMUL", "mlx")
 
 
@@ -164,8 +164,9 @@ def test_not_taken_with_openblas(rng):
     assert report.counters().get("pattern.matmul_add", 0) == 3
 
 
-def test_off_unless_asked(monkeypatch, rng):
-    """Opt-in until measured on a GPU (ONNXRUNTIME_EP_MLX_SHARED_INPUT_MATMUL)."""
+def test_off_when_asked(monkeypatch, rng):
+    """ONNXRUNTIME_EP_MLX_SHARED_INPUT_MATMUL=0 turns the pattern off."""
+    monkeypatch.setenv("ONNXRUNTIME_EP_MLX_SHARED_INPUT_MATMUL", "0")
     monkeypatch.setenv("ORTMLX_INTERNAL_CPU_MATMUL", "mlx")
     model = attention_block()
     report = run_pattern(model, {"x": random_array(rng, (2, 5, 16))})
@@ -173,8 +174,8 @@ def test_off_unless_asked(monkeypatch, rng):
 
 
 @pytest.mark.skipif(mlx_backend() == "cpu", reason="GPU backends only")
-def test_taken_on_gpu_backends_when_asked(monkeypatch, rng):
-    monkeypatch.setenv("ONNXRUNTIME_EP_MLX_SHARED_INPUT_MATMUL", "1")
+def test_taken_on_gpu_backends_by_default(monkeypatch, rng):
+    monkeypatch.delenv("ONNXRUNTIME_EP_MLX_SHARED_INPUT_MATMUL", raising=False)
     model = attention_block()
     report = run_pattern(model, {"x": random_array(rng, (2, 5, 16))})
     assert taken(report) == 1 and report.paths()[PATH]["fast"]

@@ -30,13 +30,16 @@ namespace ortmlx::ops::patterns::detail {
 
 namespace {
 
-// Opt-in (ONNXRUNTIME_EP_MLX_SHARED_INPUT_MATMUL=1) until measured on a GPU: it removes GEMM
-// launches, but an output slice that goes straight into a Reshape costs a copy there, and the
-// separate weights are kept beside the concatenated one. And only where MLX's own matmul runs
-// float32 products on the default device (GPU backends, or MLX CPU with the internal switch).
+// On by default (ONNXRUNTIME_EP_MLX_SHARED_INPUT_MATMUL=0 turns it off): on an H200 it took
+// 4-18% off the EP's time a run on bert, distilbert, llama and a 12-layer encoder
+// (bench/results/gpu_peer.md), although an output slice that goes straight into a Reshape costs a
+// copy there and the separate weights are kept beside the concatenated one (Q/K/V weights twice).
+// Only where MLX's own matmul runs float32 products on the default device (GPU backends, or MLX
+// CPU with the internal switch).
 bool enabled() {
   const char* flag = std::getenv("ONNXRUNTIME_EP_MLX_SHARED_INPUT_MATMUL");
-  return flag != nullptr && parse_flag(flag) && !use_blas_matmul(mx::default_device(), mx::float32);
+  return (flag == nullptr || parse_flag(flag)) &&
+         !use_blas_matmul(mx::default_device(), mx::float32);
 }
 
 // MatMul node i's constant weight when it is float32 of rank 2, and a is float32 of rank >= 2
