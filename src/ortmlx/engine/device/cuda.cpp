@@ -13,6 +13,7 @@
 #include <mlx/ops.h>
 #include <mlx/transforms.h>
 
+#include "ortmlx/engine/device/block_cache.h"
 #include "ortmlx/engine/device/device_memory.h"
 
 namespace ortmlx::device {
@@ -43,6 +44,61 @@ const void* device_address(const mx::array& a) {
   auto* buf = static_cast<const mx::cu::CudaBuffer*>(a.buffer().ptr());
   if (buf == nullptr || buf->data == nullptr) throw std::runtime_error("array has no buffer");
   return static_cast<const char*>(buf->data) + a.offset();  // offset() is in bytes
+}
+
+// Free device memory, counting what the default pool holds reserved but unused.
+size_t pool_free_bytes() {
+  size_t free_bytes = 0, total = 0;
+  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  // MLX allocates from the device's default pool and keeps freed memory reserved there;
+  // cudaMemGetInfo counts that memory as used although any allocation from the pool can reuse it.
+  cudaMemPool_t pool = nullptr;
+  std::uint64_t reserved = 0, used = 0;
+  if (cudaDeviceGetDefaultMemPool(&pool, gpu_ordinal()) == cudaSuccess &&
+      cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved) == cudaSuccess &&
+      cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used) == cudaSuccess &&
+      reserved > used)
+    free_bytes += static_cast<size_t>(reserved - used);
+  (void)cudaGetLastError();
+  return free_bytes;
+}
+
+// Freed output blocks kept for the next run (block_cache.h says why). 512 MiB holds every output
+// of the benchmarks' models (a GPT-2 decoder step's 24 present tensors at past 512: 37 MB); larger
+// sets of outputs keep what fits. Never destroyed: freeing device memory from a static destructor
+// could run after the CUDA runtime has shut down.
+BlockCache& block_cache() {
+  static auto* cache = new BlockCache(size_t{512} << 20);
+  return *cache;
+}
+
+void free_now(void* p) {
+  cudaStream_t s = copy_stream();
+  (void)cudaFreeAsync(p, s);
+  (void)cudaStreamSynchronize(s);
+}
+
+void free_kept_blocks() {
+  for (void* p : block_cache().drain()) free_now(p);
+}
+
+void* allocate_from_pool(size_t bytes) {
+  // Stream-ordered allocation from the device's default pool (shared with MLX), synchronised so
+  // that the memory is usable from any stream when ORT gets it; freed memory stays in the pool.
+  void* p = nullptr;
+  cudaStream_t s = copy_stream();
+  if (cudaMallocAsync(&p, bytes, s) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  if (cudaStreamSynchronize(s) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return p;
 }
 
 // MLX's CUDA stream for the default GPU stream: copies queued there are ordered with MLX's
@@ -78,26 +134,22 @@ const char* gpu_name() {
 }
 
 void* alloc_device(size_t bytes) {
-  // Stream-ordered allocation from the device's default pool (shared with MLX), synchronised so
-  // that the memory is usable from any stream when ORT gets it; freed memory stays in the pool.
-  void* p = nullptr;
-  cudaStream_t s = copy_stream();
-  if (cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, s) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return nullptr;
+  // Every block the EP hands out is freed only after the run that wrote it has synchronised
+  // (copy_out waits), so a kept block has no GPU work pending when it is reused.
+  const size_t size = BlockCache::rounded(bytes);
+  if (void* p = block_cache().reuse(size)) return p;
+  void* p = allocate_from_pool(size);
+  if (p == nullptr) {  // the pool may be short by what the cache keeps
+    free_kept_blocks();
+    p = allocate_from_pool(size);
   }
-  if (cudaStreamSynchronize(s) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return nullptr;
-  }
+  if (p != nullptr) block_cache().track(p, size);
   return p;
 }
 
 void free_device(void* p) {
-  if (p == nullptr) return;
-  cudaStream_t s = copy_stream();
-  (void)cudaFreeAsync(p, s);
-  (void)cudaStreamSynchronize(s);
+  if (p == nullptr || block_cache().release(p)) return;
+  free_now(p);
 }
 
 void* alloc_pinned(size_t bytes) {
@@ -114,21 +166,14 @@ void free_pinned(void* p) {
 }
 
 size_t device_free_bytes() {
-  size_t free_bytes = 0, total = 0;
-  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
+  // The memory guard asks before an evaluation: kept output blocks go back to the pool when they
+  // are more than an eighth of what is free, so MLX is never short by what the cache holds.
+  size_t free_bytes = pool_free_bytes();
+  const size_t kept = block_cache().kept_bytes();
+  if (kept != 0 && free_bytes != 0 && kept > free_bytes / 8) {
+    free_kept_blocks();
+    free_bytes = pool_free_bytes();
   }
-  // MLX allocates from the device's default pool and keeps freed memory reserved there;
-  // cudaMemGetInfo counts that memory as used although any allocation from the pool can reuse it.
-  cudaMemPool_t pool = nullptr;
-  std::uint64_t reserved = 0, used = 0;
-  if (cudaDeviceGetDefaultMemPool(&pool, gpu_ordinal()) == cudaSuccess &&
-      cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved) == cudaSuccess &&
-      cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used) == cudaSuccess &&
-      reserved > used)
-    free_bytes += static_cast<size_t>(reserved - used);
-  (void)cudaGetLastError();
   return free_bytes;
 }
 

@@ -26,8 +26,9 @@ bool gpu_io_available();
 int gpu_ordinal();
 const char* gpu_name();
 
-// Device memory for ORT's DEFAULT allocator; pinned host memory for its HOST_ACCESSIBLE one.
-// Allocation failure returns nullptr (ORT reports it); free(nullptr) is a no-op.
+// Device memory for ORT's DEFAULT allocator (freed blocks are kept for the next run's outputs:
+// block_cache.h); pinned host memory for its HOST_ACCESSIBLE one. Allocation failure returns
+// nullptr (ORT reports it); free(nullptr) is a no-op.
 void* alloc_device(size_t bytes);
 void free_device(void* p);
 void* alloc_pinned(size_t bytes);
