@@ -2,9 +2,9 @@
 //
 // By default ORT wraps a plugin EP's device allocator in no arena: with device-resident outputs it
 // allocates every output of every run through alloc_device and frees it after the run. Each fresh
-// block costs a stream-ordered allocation and a stream synchronisation (each free another), which
-// is most of a small model's fixed cost per output (a GPT-2 decoder step has 25 outputs). A run of
-// a session asks for the same sizes as the run before, so blocks freed by one run serve the next
+// block costs a stream-ordered allocation and a stream synchronisation (each free another): a
+// fixed cost per output and run (a GPT-2 decoder step has 25 outputs), not yet timed apart. A run
+// of a session asks for the same sizes as the run before, so blocks freed by one run serve the next
 // without a CUDA call, as ORT's own CUDA EP gets from its arena.
 //
 // Sizes are rounded up to kGranule so that blocks of nearly equal size are shared; at most
