@@ -32,11 +32,13 @@ def registry(build: Path) -> list[dict]:
 def tests_mentioning(op: str, prefix: bool) -> list[str]:
     pattern = re.compile(r'"%s%s' % (re.escape(op), "" if prefix else '"'))
     hits = []
+    # The op type as a string literal, in Python and C++ tests alike (a bare substring would
+    # count identifiers such as kRounds as a test of Round).
     for path in sorted((ROOT / "tests").rglob("*.py")):
         if pattern.search(path.read_text()):
             hits.append(str(path.relative_to(ROOT)))
     for path in sorted((ROOT / "tests").rglob("*.cpp")):
-        if op in path.read_text():
+        if pattern.search(path.read_text()):
             hits.append(str(path.relative_to(ROOT)))
     return hits
 
