@@ -230,11 +230,22 @@ void translate_loop(TranslationContext& ctx, const NodeDesc& n) {
   std::vector<mx::array> carried;
   for (size_t i = 2; i < n.inputs.size(); ++i) carried.push_back(ctx.input(n, i));
   std::vector<std::vector<mx::array>> scans(scan_count);
+  // Compiled, the iteration number comes from a graph value: a literal would be inlined into the
+  // kernels MLX fuses around it, giving every unrolled iteration kernels of its own to compile.
+  std::optional<mx::array> iteration_numbers;
+  if (ctx.compiling())
+    iteration_numbers =
+        mx::arange(0, static_cast<double>(std::min(trip, kMaxUnroll)), mx::int64, ctx.stream());
   for (int64_t it = 0; it < trip && cond; ++it) {
     if (ctx.compiling() && it >= kMaxUnroll)
       throw NotCompilable("the Loop runs more than " + std::to_string(kMaxUnroll) +
                           " iterations (evaluated one at a time)");
-    std::vector<mx::array> args{body_scalar(body, 0, mx::array(it)),
+    const int i = static_cast<int>(it);
+    const mx::array number =
+        iteration_numbers ? mx::reshape(mx::slice(*iteration_numbers, {i}, {i + 1}, ctx.stream()),
+                                        {}, ctx.stream())
+                          : mx::array(it);
+    std::vector<mx::array> args{body_scalar(body, 0, number),
                                 body_scalar(body, 1, mx::array(cond))};
     args.insert(args.end(), carried.begin(), carried.end());
     std::vector<mx::array> outs = translate_body(ctx, body, args);

@@ -133,7 +133,10 @@ constexpr int64_t kMaxDetDim = 64;
 ClaimResult claim_det(const ClaimContext& c) {
   ORTMLX_REQUIRE(c.num_inputs() == 1 && c.num_outputs() == 1, "expects 1 input and 1 output");
   // On MLX's CUDA backend (H200) the unrolled LU took tens of seconds a test at 2x2-7x7 and did
-  // not finish in minutes at 16x16 (not yet profiled), so GPU backends leave Det to ORT.
+  // not finish in minutes at 16x16: each column compiled fused kernels of its own (NVRTC), its
+  // index being a literal. It is a graph value now (translate_det; on MLX CPU 150 JIT kernels
+  // became 20 at 16x16), but the first run still compiles a few kernels of Det's own: GPU
+  // backends leave Det to ORT until that is measured there.
   ORTMLX_REQUIRE(!gpu_backend(),
                  "Det runs on MLX's CPU backend only (the unrolled LU is impractically slow on "
                  "GPU backends)");
@@ -177,26 +180,31 @@ void translate_det(TranslationContext& ctx, const NodeDesc& n) {
   const mx::array row_idx = mx::reshape(rows, {1, d, 1}, s);
   const mx::array col_idx = mx::reshape(rows, {1, 1, d}, s);
   const mx::array zero(0.0f), minus_one(-1.0f), none(d, mx::int32);
+  // The column index as a graph value, not a literal: MLX inlines literal scalars into the
+  // kernels it fuses, so a literal k would give every column kernels of its own to compile
+  // (150 JIT kernels, 47 s on a cold cache at 16x16 on MLX CPU); as a value, the columns share
+  // them.
+  const mx::array col_index = mx::arange(0, d, mx::int32, s);
   mx::array det = mx::ones({bi}, mx::float32, s);
   for (int k = 0; k < d; ++k) {
+    const mx::array kv = mx::reshape(mx::slice(col_index, {k}, {k + 1}, s), {}, s);
     // Pivot row p >= k: the first of largest magnitude in column k.
     const mx::array col = mx::abs(mx::take(a, mx::array(k), 2, s), s);  // [b, d]
-    const mx::array below = mx::greater_equal(rows, mx::array(k), s);
+    const mx::array below = mx::greater_equal(rows, kv, s);
     const mx::array mag = mx::where(below, col, minus_one, s);
     const mx::array big = mx::max(mag, {1}, /*keepdims=*/true, s);
     const mx::array cand =
         mx::where(mx::logical_and(below, mx::equal(mag, big, s), s), rows, none, s);
     // A column of NaNs has no largest element: Eigen keeps row k then.
     mx::array p = mx::min(cand, {1}, /*keepdims=*/true, s);  // [b, 1]
-    p = mx::where(mx::equal(p, none, s), mx::array(k), p, s);
+    p = mx::where(mx::equal(p, none, s), kv, p, s);
     const mx::array nonzero = mx::not_equal(mx::squeeze(big, {1}, s), zero, s);
-    p = mx::where(mx::expand_dims(nonzero, 1, s), p, mx::array(k), s);
+    p = mx::where(mx::expand_dims(nonzero, 1, s), p, kv, s);
     // Swap rows k and p (a per-matrix row permutation).
-    const mx::array perm =
-        mx::where(mx::equal(rows, mx::array(k), s), p,
-                  mx::where(mx::equal(rows, p, s), mx::array(k), rows, s), s);  // [b, d]
+    const mx::array perm = mx::where(mx::equal(rows, kv, s), p,
+                                     mx::where(mx::equal(rows, p, s), kv, rows, s), s);  // [b, d]
     a = mx::take_along_axis(a, mx::broadcast_to(mx::expand_dims(perm, 2, s), {bi, d, d}, s), 1, s);
-    const mx::array swapped = mx::not_equal(mx::squeeze(p, {1}, s), mx::array(k), s);
+    const mx::array swapped = mx::not_equal(mx::squeeze(p, {1}, s), kv, s);
     det = mx::where(swapped, mx::negative(det, s), det, s);
     const mx::array pivot_row = mx::take(a, mx::array(k), 1, s);      // [b, d]
     const mx::array pivot = mx::take(pivot_row, mx::array(k), 1, s);  // [b]
@@ -210,8 +218,8 @@ void translate_det(TranslationContext& ctx, const NodeDesc& n) {
         mx::where(mx::not_equal(piv2, zero, s), mx::divide(raw, piv2, s), raw, s);
     const mx::array upd = mx::subtract(
         a, mx::multiply(mx::expand_dims(lcol, 2, s), mx::expand_dims(pivot_row, 1, s), s), s);
-    const mx::array trailing = mx::logical_and(mx::greater(row_idx, mx::array(k), s),
-                                               mx::greater(col_idx, mx::array(k), s), s);
+    const mx::array trailing =
+        mx::logical_and(mx::greater(row_idx, kv, s), mx::greater(col_idx, kv, s), s);
     a = mx::where(trailing, upd, a, s);
   }
   ctx.bind_output(n, 0, mx::reshape(det, batch, s));

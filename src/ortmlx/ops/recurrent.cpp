@@ -373,13 +373,17 @@ void translate_recurrent(TranslationContext& ctx, const NodeDesc& n, Cell cell) 
 
   // Per-row masks: step t of row b is live when t < length. ORT rejects lengths outside
   // [0, T]; the masks themselves stay memory-safe whatever the values.
-  std::optional<mx::array> lens2;  // (B, 1) int32
+  std::optional<mx::array> lens2;       // (B, 1) int32
+  std::optional<mx::array> live_steps;  // (T, B, 1): step t of row b is live
   if (lens) {
     ctx.require(n,
                 mx::logical_and(mx::greater_equal(*lens, mx::array(0), s),
                                 mx::less_equal(*lens, mx::array(T), s), s),
                 "sequence_lens values must be within [0, " + std::to_string(T) + "]");
     lens2 = mx::reshape(*lens, {B, 1}, s);
+    // Every step's mask at once, sliced per step below: a literal step index would be inlined
+    // into the kernels MLX fuses around it, giving each step kernels of its own to compile.
+    live_steps = mx::less(mx::reshape(mx::arange(0, T, mx::int32, s), {T, 1, 1}, s), *lens2, s);
   }
   const mx::array zeros_bh = mx::zeros({B, H}, mx::float32, s);
 
@@ -490,7 +494,8 @@ void translate_recurrent(TranslationContext& ctx, const NodeDesc& n, Cell cell) 
       }
       if (lens2) {
         // A row past its length holds its state and outputs zeros.
-        mx::array live = mx::less(mx::array(t), *lens2, s);  // (B, 1)
+        const mx::array live =
+            mx::squeeze(mx::slice(*live_steps, {t, 0, 0}, {t + 1, B, 1}, s), 0, s);  // (B, 1)
         res.ys[static_cast<size_t>(t)] = mx::where(live, h_new, zeros_bh, s);
         h = mx::where(live, h_new, h, s);
         if (cell == Cell::kLstm) c = mx::where(live, c_new, c, s);
