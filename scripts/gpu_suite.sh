@@ -53,6 +53,9 @@ pytest_part() {  # name, timeout, paths...
   # The fuzz part runs in one process: its counts are printed by the controller.
   local xdist=(-n "$n")
   [ "$name" = fuzz ] && xdist=()
+  # The ids first (a few seconds), so that the report can list what a cut-off part did not reach.
+  [ "$name" = fuzz ] || $py -m pytest --collect-only -q -p no:cacheprovider "$@" 2>/dev/null |
+    grep '::' > "$logs/$name.collected.txt"
   # -v: every finished test logs its name and outcome, so a part cut off by its time limit still
   # says which tests failed (gpu_suite_report.py reads them when there is no XML).
   run_part "$name" "$limit" $py -m pytest -v -rfEs -p no:cacheprovider "${xdist[@]}" \

@@ -34,20 +34,37 @@ def junit_counts(path: Path):
 
 def log_counts(path: Path):
     """Counts from a part's log when pytest wrote no XML (cut off by its time limit): the parts
-    run with -v, so every finished test left a line '[gwN] [ n%] PASSED|FAILED|... id'."""
-    counts, failures = collections.Counter(), []
+    run with -v, so every finished test left a line '[gwN] [ n%] PASSED|FAILED|... id', and every
+    started one a line with its id alone (xdist). Also returns the finished ids and the ids
+    started but not finished when the part was cut (a hang shows up there, call after call)."""
+    counts, failures, finished, started = collections.Counter(), [], set(), set()
     if not path.exists():
-        return counts, failures
+        return counts, failures, finished, set()
     for line in path.read_text(errors="replace").splitlines():
         m = re.search(r"\b(PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS) (tests/\S.*?)\s*$", line)
         if not m:
+            if line.startswith("tests/") and "::" in line:
+                started.add(line.strip())
             continue
         kind = {"PASSED": "passed", "XPASS": "passed", "FAILED": "failed", "ERROR": "failed"}.get(
             m.group(1), "skipped")
         counts[kind] += 1
+        finished.add(m.group(2))
         if kind == "failed":
             failures.append((m.group(2), "(name from the log; the run was cut off)"))
-    return counts, failures
+    return counts, failures, finished, started - finished
+
+
+def unreached(out: Path, name: str, finished: set, in_flight: set) -> list[str]:
+    """The collected ids (gpu_suite.sh writes NAME.collected.txt) that neither finished nor
+    started: written to NAME.unreached.txt, one id a line, for the suite's `list` part."""
+    collected = out / f"{name}.collected.txt"
+    if not collected.exists():
+        return []
+    ids = [ln.strip() for ln in collected.read_text().splitlines() if "::" in ln]
+    left = [i for i in ids if i not in finished and i not in in_flight]
+    (out / f"{name}.unreached.txt").write_text("".join(f"{i}\n" for i in left))
+    return left
 
 
 def main(out: Path) -> None:
@@ -60,7 +77,7 @@ def main(out: Path) -> None:
     print()
     print("| part | passed | failed | skipped | exit | seconds |")
     print("|---|---|---|---|---|---|")
-    all_fail, all_skip = [], collections.Counter()
+    all_fail, all_skip, cut_notes = [], collections.Counter(), []
     for name, (rc, secs) in rcs.items():
         xml = out / f"{name}.xml"
         if xml.exists():
@@ -69,10 +86,15 @@ def main(out: Path) -> None:
             all_fail += [(name, n, m) for n, m in fails]
             cells = (c["passed"], c["failed"], c["skipped"])
         else:
-            c, fails = log_counts(out / f"{name}.log")
+            c, fails, finished, in_flight = log_counts(out / f"{name}.log")
             if c:
                 all_fail += [(name, n, m) for n, m in fails]
                 cells = (f"{c['passed']} (so far)", c["failed"], c["skipped"])
+                left = unreached(out, name, finished, in_flight)
+                cut_notes.append(f"- {name}: {len(in_flight)} tests running when it was cut"
+                                 + "".join(f"\n  - `{t}`" for t in sorted(in_flight)[:20])
+                                 + f"\n  and {len(left)} not reached ({name}.unreached.txt in "
+                                   "the logs: the `list` part's input)")
             else:
                 cells = ("ok" if rc == 0 else "-", "-" if rc == 0 else "see log", "-")
         note = {124: "timeout", 137: "killed"}.get(rc, "crash" if rc > 128 else str(rc))
@@ -85,6 +107,9 @@ def main(out: Path) -> None:
         last = lines[-1][:100] if lines else "(empty log)"
         print(f"| {log.stem} | - | - | - | cut off by the call's time limit; last line: "
               f"`{last}` | - |")
+    if cut_notes:
+        print("\nCut off by the time limit:")
+        print("\n".join(cut_notes))
     if all_fail:
         print("\nFailures:")
         for part, n, m in all_fail[:150]:
