@@ -490,9 +490,18 @@ class NNGen:
                 ["half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"]))
         if mode == "nearest" and r.random() < 0.5:
             attrs["nearest_mode"] = str(r.choice(["round_prefer_floor", "floor", "ceil"]))
+        antialias = self.opset >= 18 and mode != "nearest" and r.random() < 0.35
+        if antialias:
+            # Filter widened by 1 / scale when shrinking; exclude_outside applies to linear too.
+            attrs["antialias"] = 1
+            if r.random() < 0.5:
+                attrs["exclude_outside"] = int(r.integers(0, 2))
+            if mode == "cubic" and r.random() < 0.5:
+                attrs["cubic_coeff_a"] = float(r.choice([-0.5, -0.75, -1.0]))
         roi = None if self.opset >= 13 else np.zeros((0,), np.float32)
         if r.random() < 0.5:
-            scales = np.asarray([1, 1] + [float(r.choice([0.5, 1.0, 1.5, 2.0, 3.0]))
+            choices = [0.3, 0.5, 0.75, 1.0, 1.5, 2.0] if antialias else [0.5, 1.0, 1.5, 2.0, 3.0]
+            scales = np.asarray([1, 1] + [float(r.choice(choices))
                                           for _ in shape[2:]], np.float32)
             arrays = [x, roi, scales]
         else:

@@ -1,6 +1,6 @@
 // Resampling and block rearrangement: Resize (nearest / linear / cubic, constant scales or
-// sizes), the older Upsample 7-9 and Resize 10 (nearest / linear, asymmetric coordinates),
-// DepthToSpace (DCR, CRD), SpaceToDepth.
+// sizes; linear / cubic with antialias), the older Upsample 7-9 and Resize 10 (nearest / linear,
+// asymmetric coordinates), DepthToSpace (DCR, CRD), SpaceToDepth.
 //
 // Resize is separable for every mode implemented here: each resized axis is interpolated on its
 // own (nearest: one gather; linear: two gathers and weights; cubic: four). The source indices
@@ -78,7 +78,14 @@ ClaimResult claim_resize(const ClaimContext& c) {
   if (!r.ok) return r;
   ORTMLX_REQUIRE(c.output_type(0) == ElemType::kUndefined || c.output_type(0) == c.input_type(0),
                  "output type differs from X");
-  ORTMLX_REQUIRE(n.attr_int("antialias", 0) == 0, "antialias=1 is not implemented");
+  // antialias exists from opset 18 (ORT reads it only there); ORT's CPU EP rejects it for
+  // nearest at session creation.
+  const bool antialias = n.attr_int("antialias", 0) != 0;
+  if (antialias) {
+    ORTMLX_REQUIRE(n.since_version >= 18, "antialias before opset 18");
+    ORTMLX_REQUIRE(mode != "nearest", "antialias applies to linear and cubic only");
+    ORTMLX_REQUIRE(c.input_type(0) == ElemType::kFloat, "antialias: float32 only");
+  }
   std::vector<int> axes;
   if (n.has_attr("axes")) {
     ORTMLX_REQUIRE(n.since_version >= 18, "the axes attribute before opset 18");
@@ -101,8 +108,8 @@ ClaimResult claim_resize(const ClaimContext& c) {
   ORTMLX_REQUIRE(mode != "nearest" || nm == "round_prefer_floor" || nm == "round_prefer_ceil" ||
                      nm == "floor" || nm == "ceil",
                  "nearest_mode '" + nm + "' is unknown");
-  ORTMLX_REQUIRE(mode == "cubic" || n.attr_int("exclude_outside", 0) == 0,
-                 "exclude_outside only applies to cubic");
+  ORTMLX_REQUIRE(mode == "cubic" || antialias || n.attr_int("exclude_outside", 0) == 0,
+                 "exclude_outside only applies to cubic (or to linear with antialias)");
   const int64_t rank = c.input_rank(0);
   ORTMLX_REQUIRE(rank >= 1, "X rank must be known");
   // Exactly one of scales (input 2) and sizes (input 3), as a constant.
@@ -220,7 +227,7 @@ Interp interp_of(const NodeDesc& n) {
   return {n.attr_string("mode", "nearest"),
           n.attr_string("coordinate_transformation_mode", "half_pixel"),
           n.attr_string("nearest_mode", "round_prefer_floor"),
-          n.attr_float("cubic_coeff_a", -0.75f), n.attr_int("exclude_outside", 0) == 1};
+          n.attr_float("cubic_coeff_a", -0.75f), n.attr_int("exclude_outside", 0) != 0};
 }
 
 // Interpolates one axis from size `in` to `out`.
@@ -291,6 +298,102 @@ mx::array resize_axis(const mx::array& x, int axis, int64_t in, int64_t out, flo
   return y;
 }
 
+// Antialiased interpolation of one axis (Resize 18+, antialias=1), as ORT's CPU EP computes it
+// (upsample_antialias.h): each output pixel o has a centre c = coordinate(o) + 0.5 in input
+// pixels; the filter (linear: triangle of radius 1, cubic: Keys with cubic_coeff_a, radius 2) is
+// stretched by r = 1 / scale when shrinking (r >= 1; not when growing), so taps j with
+// |j + 0.5 - c| < radius * max(r, 1) get the weight filter((j + 0.5 - c) / max(r, 1)), the
+// window being capped at 2 * ceil(radius * max(r, 1)) + 1 taps. Taps outside the input are
+// dropped (exclude_outside: not weighed at all) or weighed and their weights added to the edge
+// pixel; the weights of a pixel are then divided by the sum of those weighed.
+//
+// Precision: the weights are computed in float32 with ORT's expressions in ORT's order, so they
+// are ORT's bit for bit (barring a compiler contracting differently); the sums are float32 in
+// both (ORT left to right over the window, here a reduction of the same terms), one pass per
+// axis rounded to float32 in between, innermost axis first as ORT does. The results differ by a
+// few float32 roundings of sums of at most the window's terms: every case of the tests (data in
+// [-2, 2]) agrees with ORT within rtol = atol = 1e-6, the tests ask for 1e-5. Asymmetric
+// coordinates are x / scale here even with sizes given (scale = out / in in float32): against
+// ORT 1.30, x * in / out (what the plain modes match) is up to 3e-6 off.
+//
+// Applied as one gather of the taps (out x window indices, the unused ones pointing at an
+// appended zero) and a weighted sum, so a non-finite input reaches only the pixels whose window
+// holds it, as in ORT.
+mx::array resize_axis_antialias(const mx::array& x, int axis, int64_t in, int64_t out, float scale,
+                                const Interp& p, mx::StreamOrDevice s) {
+  const bool cubic = p.mode == "cubic";
+  const float A = p.cubic_a;
+  const auto filter = [cubic, A](float t) {
+    t = std::fabs(t);
+    if (!cubic) return t < 1.0f ? 1.0f - t : 0.0f;
+    if (t < 1.0f) return ((A + 2.0f) * t - (A + 3.0f)) * t * t + 1.0f;
+    if (t < 2.0f) return (((t - 5.0f) * t + 8.0f) * t - 4.0f) * A;
+    return 0.0f;
+  };
+  const float ratio = 1.0f / scale;  // input pixels per output pixel
+  const float radius = cubic ? 2.0f : 1.0f;
+  const float support = ratio >= 1.0f ? radius * ratio : radius;
+  const float inv_ratio = ratio >= 1.0f ? 1.0f / ratio : 1.0f;
+  const double window_d = std::ceil(static_cast<double>(support)) * 2 + 1;
+  // One gathered copy of the axis per tap: refuse what could not be held anyway.
+  if (!(window_d * static_cast<double>(out) < 0x1p31))
+    throw std::runtime_error("antialias window of " + std::to_string(window_d) +
+                             " taps is too large");
+  const int64_t window = static_cast<int64_t>(window_d);
+  const float fin = static_cast<float>(in), fout = static_cast<float>(out);
+  std::vector<int32_t> idx(static_cast<size_t>(out * window), static_cast<int32_t>(in));
+  std::vector<float> wts(static_cast<size_t>(out * window), 0.0f);
+  std::vector<float> buf(static_cast<size_t>(window));
+  for (int64_t o = 0; o < out; ++o) {
+    const float center = 0.5f + (ratio == 1.0f ? static_cast<float>(o)
+                                               : original_coordinate(p.ctm, static_cast<float>(o),
+                                                                     scale, fout, fin, false));
+    const int64_t lo_real = static_cast<int64_t>(std::floor(center - support + 0.5f));
+    int64_t hi_real = static_cast<int64_t>(std::floor(center + support + 0.5f));
+    hi_real = lo_real + std::clamp<int64_t>(hi_real - lo_real, 0, window);
+    const int64_t lo_cut = std::clamp<int64_t>(lo_real, 0, in);
+    const int64_t hi_cut = std::clamp<int64_t>(hi_real, 0, in);
+    const int64_t lo = p.exclude ? lo_cut : lo_real;
+    const int64_t count = (p.exclude ? hi_cut : hi_real) - lo;
+    std::fill(buf.begin(), buf.end(), 0.0f);
+    float total = 0.0f;
+    for (int64_t j = 0; j < count; ++j) {
+      const float w = filter((static_cast<float>(j + lo) - center + 0.5f) * inv_ratio);
+      buf[j] = w;
+      total += w;
+    }
+    if (!p.exclude && lo_cut < hi_cut) {
+      // Fold the taps before the input onto pixel 0 and those past it onto pixel in - 1 (in
+      // ORT's order of additions), then shift so that buf[0] is pixel lo_cut.
+      const int64_t before = std::clamp<int64_t>(-lo, 0, count - 1);
+      for (int64_t j = 0; j < before; ++j) buf[before] += buf[j];
+      const int64_t after = std::clamp<int64_t>(count + lo - in, 0, count - 1);
+      for (int64_t j = count - after; j < count; ++j) buf[count - after - 1] += buf[j];
+      if (before > 0 || after > 0)
+        for (int64_t j = 0; j < hi_cut - lo_cut; ++j) buf[j] = buf[j + before];
+    }
+    const float inv_total = total == 0.0f ? 1.0f : 1.0f / total;
+    for (int64_t j = 0; j < hi_cut - lo_cut; ++j) {
+      idx[o * window + j] = static_cast<int32_t>(lo_cut + j);
+      wts[o * window + j] = buf[j] * inv_total;
+    }
+  }
+  const int rank = static_cast<int>(x.ndim());
+  const int w = static_cast<int>(window), n_out = static_cast<int>(out);
+  mx::array padded = mx::pad(x, std::vector<int>{axis}, mx::Shape{0}, mx::Shape{1},
+                             mx::array(0.0f, x.dtype()), "constant", s);
+  mx::array taps = gather(padded, idx, axis, s);
+  mx::Shape split = taps.shape();
+  split[axis] = n_out;
+  split.insert(split.begin() + axis + 1, w);
+  taps = mx::reshape(taps, split, s);
+  mx::Shape wsh(rank + 1, 1);
+  wsh[axis] = n_out;
+  wsh[axis + 1] = w;
+  mx::array weights(wts.begin(), wsh, mx::float32);
+  return mx::sum(mx::multiply(taps, weights, s), axis + 1, false, s);
+}
+
 void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   mx::array x = ctx.input(n, 0);
@@ -347,6 +450,16 @@ void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
   const bool widen = mode != "nearest" && x.dtype() != mx::float32;
   const Interp interp = interp_of(n);
   mx::array y = widen ? mx::astype(x, mx::float32, s) : x;
+  if (n.attr_int("antialias", 0) != 0) {
+    // ORT filters the innermost axis first, then the next ones outwards, rounding each pass
+    // to float32; an axis that keeps its size is copied.
+    for (int i = rank - 1; i >= rank - inner; --i) {
+      if (out[i] == x.shape(i)) continue;
+      y = resize_axis_antialias(y, i, x.shape(i), out[i], scale[i], interp, s);
+    }
+    ctx.bind_output(n, 0, widen ? mx::astype(y, x.dtype(), s) : y);
+    return;
+  }
   for (int i = 0; i < rank; ++i) {
     // An axis that keeps its size is left as is, as ORT does (measured: with scale 7/6 on a
     // size-5 axis the output is the input, not a shifted nearest/linear sampling).
