@@ -221,6 +221,19 @@ def test_resize_exclude_outside_nonzero_means_on(antialias, exclude, rng):
     check_on_ep(model, {"x": x}, rtol=1e-5, atol=1e-5)
 
 
+def test_resize_antialias_dynamic_dims(rng):
+    # Spatial dims known only at run time: the weights are built per input shape.
+    from isolated import loose_model
+
+    scales = np.array([1, 1, 0.45, 0.6], np.float32)
+    model = loose_model("Resize", [("x", np.float32, [1, 2, "h", "w"])],
+                        {"mode": "cubic", "antialias": 1},
+                        {"roi": np.zeros(0, np.float32), "scales": scales})
+    for shape in [(1, 2, 9, 11), (1, 2, 20, 7)]:
+        x = random_array(rng, shape)
+        check_on_ep(model, {"x": x}, rtol=1e-5, atol=1e-5)
+
+
 def _onnx_antialias_cases():
     import warnings
 
