@@ -140,10 +140,12 @@ def partitions(env, model_bytes: bytes, feeds: dict) -> dict:
             "on_ep": f"{executed}/{total}", "refused": refused, "fast": fast}
 
 
-def eval_per_run(env, model_bytes: bytes, feeds: dict, out_specs, runs: int) -> float:
-    """Seconds of MLX evaluation per device-I/O run: the eval time the EP's JSON report
-    accumulates, diffed over `runs` runs. That session rewrites its report after every run, so
-    its wall time is not the one compared: the timed loop runs without a report."""
+def phases_per_run(env, model_bytes: bytes, feeds: dict, out_specs, runs: int) -> dict:
+    """Seconds per device-I/O run of each phase the EP's JSON report accumulates (eval: MLX's
+    evaluation; translate: the graph build or compiled replay; copy: input/output copies; queue:
+    the wait for the EP's MLX thread), diffed over `runs` runs. That session rewrites its report
+    after every run, so its wall time is not the one compared: the timed loop runs without a
+    report."""
     with tempfile.TemporaryDirectory(prefix="gpu_peer-") as tmp:
         path = os.path.join(tmp, "report.json")
         s = gm.ep_session(env, model_bytes, {"report": path})
@@ -155,7 +157,7 @@ def eval_per_run(env, model_bytes: bytes, feeds: dict, out_specs, runs: int) -> 
             dio.run()
         t1 = json.loads(Path(path).read_text())["times"]
         del dio, s
-    return (t1.get("eval", 0.0) - t0.get("eval", 0.0)) / runs
+    return {k: (t1.get(k, 0.0) - t0.get(k, 0.0)) / runs for k in ("eval", "translate", "copy", "queue")}
 
 
 def timed_interleaved(fns: dict, warmup: int, repeats: int, rounds: int, max_s: float) -> dict:
@@ -243,10 +245,11 @@ def bench_one(env, name: str, kind: str, build, args, tf32: bool, has_cuda: bool
     gm.free_memory(env)
     if "median_s" in row.get("mlx", {}):
         try:
-            ev = eval_per_run(env, data, feeds, out_specs, args.overhead_runs)
+            ph = phases_per_run(env, data, feeds, out_specs, args.overhead_runs)
             wall = row["mlx"]["median_s"]
-            row["outside_eval"] = {"wall_ms": wall * 1e3, "eval_ms": ev * 1e3,
-                                   "outside_ms": (wall - ev) * 1e3}
+            row["outside_eval"] = {"wall_ms": wall * 1e3, "eval_ms": ph["eval"] * 1e3,
+                                   "outside_ms": (wall - ph["eval"]) * 1e3,
+                                   **{f"{k}_ms": v * 1e3 for k, v in ph.items() if k != "eval"}}
         except Exception as e:  # noqa: BLE001
             row["outside_eval"] = gm.failure(e)
         gm.free_memory(env)
@@ -302,7 +305,7 @@ def table(mode: dict) -> list[str]:
              f"CUDA EP use_tf32={'1' if mode['mode'] == 'tf32' else '0'})", "",
              "| model | CUDA EP ms | MLX EP ms | MLX / CUDA | target | max err CUDA EP | "
              "max err MLX EP | MLX partitions (fused / eager / nodes on EP) | "
-             "MLX outside eval ms |",
+             "MLX outside eval ms (translate / copy / queue) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in mode["rows"]:
         x = ratio(r)
@@ -315,6 +318,8 @@ def table(mode: dict) -> list[str]:
             parts += f"; fast {p['fast']}"
         o = r.get("outside_eval")
         outside = f"{o['outside_ms']:.3f}" if o and "outside_ms" in o else "-"
+        if o and "translate_ms" in o:  # the EP's own phases outside the evaluation
+            outside += f" ({o['translate_ms']:.3f} / {o['copy_ms']:.3f} / {o['queue_ms']:.3f})"
         lines.append(f"| {r['model']} | {fmt_ms(r.get('cuda'))} | {fmt_ms(r.get('mlx'))} | "
                      f"{f'{x:.2f}x' if x else '-'}{mark} | <= {target} | "
                      f"{fmt_err(r.get('cuda'))} | {fmt_err(r.get('mlx'))} | {parts} | "
