@@ -47,6 +47,19 @@ def _mvn_ref(x, axes):
         return d / (np.sqrt(np.square(d).mean(axis=ax, keepdims=True)) + 1e-9)
 
 
+def _instance_norm_ref(x, scale, bias, eps):
+    """InstanceNormalization in float64: per (n, c), (x - mean) / sqrt(var + eps) * scale + bias.
+    ORT CPU folds it into x * a + b with a = scale / std, which loses the low bits where |x| is
+    far above std (a slice of one 65504: the answer is bias, ORT's is bias + 0.87)."""
+    ax = tuple(range(2, x.ndim))
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    with np.errstate(invalid="ignore", over="ignore"):
+        xf = x.astype(np.float64)
+        d = xf - xf.mean(axis=ax, keepdims=True)
+        y = d / np.sqrt(np.square(d).mean(axis=ax, keepdims=True) + eps)
+        return y * scale.astype(np.float64).reshape(shape) + bias.astype(np.float64).reshape(shape)
+
+
 def _gqa_ref(q, k, v, pk, pv, hq, scale):
     """GroupQueryAttention in float64 with every sequence at its full length (seqlens_k =
     total - 1): the new keys and values appended to the past, causal over the last positions
@@ -260,9 +273,11 @@ class NNGen:
         x = self._nchw(t)
         c = x.shape[1]
         attrs = {"epsilon": float(r.choice([1e-5, 1e-2]))} if r.random() < 0.4 else {}
-        return self.emit(cid, "InstanceNormalization",
-                         [x, floats(r, (c,), t, -2, 2), floats(r, (c,), t, -2, 2)], attrs,
-                         const_p=0.5, tol_scale=LOOSE, mag=[8.0])
+        scale, bias = floats(r, (c,), t, -2, 2), floats(r, (c,), t, -2, 2)
+        eps = attrs.get("epsilon", 1e-5)
+        return self.emit(cid, "InstanceNormalization", [x, scale, bias], attrs,
+                         const_p=0.5, tol_scale=LOOSE, mag=[8.0],
+                         reference=lambda: [_instance_norm_ref(x, scale, bias, eps)])
 
     def gen_GroupNormalization(self, cid):
         t = self._fl("GroupNormalization", 3)

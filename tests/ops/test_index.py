@@ -102,6 +102,19 @@ def test_gather_nd_types(dtype, rng):
     check_on_ep(single_node_model("GatherND", {"x": x, "i": idx}, opset=12), {"x": x, "i": idx})
 
 
+@pytest.mark.parametrize("case", [((1, 2, 4, 0), [[[2**63 - 1, 0]], [[-1, -2]]]),
+                                  ((2, 0), [[5]]), ((2, 3, 0), [[1, 7]]), ((2, 3, 0), [[-9]])],
+                         ids=str)
+def test_gather_nd_empty_slices_ignore_indices_like_cpu(case):
+    # Slices of no elements: ORT CPU returns the empty result without checking the indices; the
+    # EP raised "invalid index" (fuzz seed 3). Indices into a dim with non-empty slices are
+    # still checked (test_out_of_range_indices_raise_like_ort).
+    shape, idx = case
+    x = np.zeros(shape, np.int32)
+    idx = np.array(idx, I64)
+    check_on_ep(single_node_model("GatherND", {"x": x, "i": idx}), {"x": x, "i": idx})
+
+
 # ---------------------------------------------------------------- ScatterND
 
 @pytest.mark.parametrize("case", [((6, 3), 4, 1), ((4, 5, 2), 3, 2), ((4, 5), 2, 2), ((8,), 5, 1),

@@ -206,11 +206,17 @@ void translate_gather_nd(TranslationContext& ctx, const NodeDesc& n) {
   std::vector<int64_t> dims(x.shape().begin() + b, x.shape().begin() + b + k);
   const int64_t p = shape_product(x.shape(), b, b + k), rest = shape_product(x.shape(), b + k, r);
   const int64_t m = shape_product(idx.shape(), b, q - 1);
+  mx::Shape out(idx.shape().begin(), idx.shape().end() - 1);
+  out.insert(out.end(), x.shape().begin() + b + k, x.shape().end());
+  if (rest == 0) {
+    // Empty slices: ORT (1.30, measured) returns the empty result without looking at the
+    // indices, whatever they hold.
+    ctx.bind_output(n, 0, mx::zeros(out, x.dtype(), s));
+    return;
+  }
   mx::array lin = mx::reshape(linear_offsets(ctx, n, idx, dims), checked_shape({batch, m, 1}), s);
   lin = mx::broadcast_to(lin, checked_shape({batch, m, rest}), s);
   const mx::array x3 = mx::reshape(x, checked_shape({batch, p, rest}), s);
-  mx::Shape out(idx.shape().begin(), idx.shape().end() - 1);
-  out.insert(out.end(), x.shape().begin() + b + k, x.shape().end());
   ctx.bind_output(n, 0, mx::reshape(mx::take_along_axis(x3, lin, 1, s), out, s));
 }
 
