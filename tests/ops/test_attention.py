@@ -134,6 +134,28 @@ def test_attention_softmax_precision_double_is_refused(rng):
     assert reason and "softmax_precision" in reason
 
 
+@pytest.mark.parametrize("attrs,bad", [({"kv_num_heads": 3}, True), ({"q_num_heads": 2}, True),
+                                       ({"kv_num_heads": 2**31 - 1}, True),
+                                       ({"q_num_heads": 4, "kv_num_heads": 2}, False),
+                                       ({"kv_num_heads": 0}, False),
+                                       ({"kv_num_heads": 2**32 + 2}, False)], ids=str)
+def test_attention_4d_head_attributes_like_cpu(attrs, bad, rng):
+    # With 4-D inputs ORT checks q_num_heads / kv_num_heads against Q.shape[1] / K.shape[1]
+    # (each read as a 32-bit int, 0 meaning not given: 2^32 + 2 reads as 2); the EP ignored
+    # them and returned values where ORT raises (fuzz seed 2: kv_num_heads 2^31 - 1).
+    q, k, v = attn_inputs(rng, 2, 4, 2, 3, 5, 8, 8, False)
+    model = single_node_model("Attention", {"q": q, "k": k, "v": v}, attrs=attrs, opset=23)
+    feeds = {"q": q, "k": k, "v": v}
+    if bad:
+        with pytest.raises(Exception, match="different from"):
+            run_cpu(model, feeds)
+        from opcheck import check_error_on_ep
+
+        check_error_on_ep(model, feeds, "num_heads different from")
+    else:
+        check_on_ep(model, feeds, **TOL)
+
+
 # ---------------------------------------------------------------- MultiHeadAttention
 
 def mha_run(ins, attrs, outputs=("out0",)):

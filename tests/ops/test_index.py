@@ -188,6 +188,21 @@ def test_scatter_nd_reduction_bool_is_refused(rng):
     assert "reduction add" in refusal(model, "ScatterND")
 
 
+@pytest.mark.parametrize("op", ["ScatterND", "ScatterElements"])
+@pytest.mark.parametrize("reduction", ["add", "mul"])
+def test_scatter_float16_add_mul_is_refused(op, reduction, rng):
+    # ORT CPU raises "MLFloat16 data type is not supported" for any float16 reduction; max/min
+    # are exact and stay claimed (docs/RELIABILITY.md), but a float16 sum or product of repeated
+    # targets has no defined rounding order: refused, the fallback raises as ORT (fuzz: the EP
+    # returned values).
+    x = random_array(rng, (4,), np.float16)
+    idx = np.array([[1], [1]], I64) if op == "ScatterND" else np.array([1, 1], I64)
+    upd = random_array(rng, (2,), np.float16)
+    model = single_node_model(op, {"x": x, "i": idx, "u": upd},
+                              attrs={"reduction": reduction}, opset=16)
+    assert "float16 is not implemented" in refusal(model, op)
+
+
 # ---------------------------------------------------------------- ScatterElements
 
 @pytest.mark.parametrize("case", [((4, 5), 0, (2, 5)), ((4, 5), 1, (4, 2)), ((4, 5), -1, (3, 3)),

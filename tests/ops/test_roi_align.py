@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 
 from opcheck import check_on_ep, refusal
 from ort_raises import check_raises_like_cpu
-from ortmlx.testing import make_model, random_array
+from ortmlx.testing import EpRun, make_model, random_array
 
 
 def roi_model(x_shape, n_rois, opset, attrs, const_rois=None, dtype=TensorProto.FLOAT):
@@ -157,6 +157,21 @@ def test_roi_align_non_finite_sample_points(scale, mode, ctm, rng):
     check(x, rois, np.array([0, 1, 1], np.int64), 16,
           {"sampling_ratio": 2, "spatial_scale": float(scale), "mode": mode,
            "coordinate_transformation_mode": ctm, "output_height": 2, "output_width": 2})
+
+
+def test_roi_align_no_channels_and_2_31_bins_raises_like_cpu(rng):
+    # With no channels the output is empty, but ORT still builds its sample table per bin and
+    # fails to allocate it for 2^31 - 1 bins (fuzz: a hostile output_height); the EP returned
+    # the empty tensor. Now the EP's bound on sample points (2^26) applies here too.
+    x = random_array(rng, (2, 0, 8, 5))
+    rois = random_rois(rng, 1, 8, 5)
+    model = roi_model(x.shape, 1, 16, {"output_height": 2**31 - 1, "output_width": 3})
+    run = EpRun(model, strict=True)
+    try:
+        with pytest.raises(Exception, match=r"node 'node'.*2\^26 sample points"):
+            run.run({"x": x, "rois": rois, "batch_indices": np.array([1], np.int64)})
+    finally:
+        run.close()
 
 
 def test_roi_align_refusals(rng):

@@ -229,6 +229,12 @@ ClaimResult claim_reduction(const ClaimContext& c) {
     ORTMLX_REQUIRE(type_in(c.input_type(0), {ElemType::kFloat, ElemType::kFloat16, ElemType::kInt32,
                                              ElemType::kInt64}),
                    "reduction " + red + " implemented for float32, float16, int32, int64");
+    // ORT's CPU EP has no float16 kernel for any reduction; max and min are exact, but a
+    // float16 sum or product of repeated targets rounds in an order nothing defines.
+    ORTMLX_REQUIRE(c.input_type(0) != ElemType::kFloat16 || red == "max" || red == "min",
+                   "reduction " + red +
+                       " on float16 is not implemented (its rounding depends on "
+                       "the order of repeated targets; ORT's CPU EP has no such kernel)");
     // A reducing scatter cannot move 64-bit values as word pairs (scatter_rows).
     ORTMLX_REQUIRE(c.input_type(0) != ElemType::kInt64 || !gpu_backend(),
                    "reduction " + red + " on int64 data: MLX's GPU scatter has no 64-bit types");

@@ -165,6 +165,10 @@ void translate_roi_align(TranslationContext& ctx, const NodeDesc& n) {
   const int64_t bins = checked_mul(PH, PW, "bins");
   const int64_t M = checked_mul(R, bins, "regions x bins");
   if (M == 0 || C == 0) {
+    // No channels still means a sample table per bin for ORT (it fails to allocate one for
+    // 2^31 bins): the same bound as below.
+    if (M > kMaxSamplePoints)
+      throw std::runtime_error("RoiAlign needs more than 2^26 sample points");
     ctx.bind_output(n, 0, mx::zeros(out_shape, mx::float32, s));
     return;
   }
