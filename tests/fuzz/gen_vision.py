@@ -216,8 +216,11 @@ class VisionGen:
         theta = floats(r, (n, sd, sd + 1), t, -2, 2,
                        special_p=0.05 if r.random() < 0.1 else 0.0)
         attrs = {"align_corners": int(r.integers(2))} if r.random() < 0.7 else {}
+        # Absolute error scale: each value sums sd + 1 products of theta with coordinates in
+        # [-1, 1], so a value near 0 has cancelled terms of theta's size (fuzz seed 5).
         return self.emit(cid, "AffineGrid", [theta, np.asarray(size, np.int64)], attrs,
-                         const_p=0.5, tol_scale=4.0, label=f"size={size}")
+                         const_p=0.5, tol_scale=4.0, label=f"size={size}",
+                         mag=[self._mag(np.where(np.isfinite(theta), theta, 0))])
 
     def gen_GridSample(self, cid):
         """GridSample (16-19, 20+): every mode and padding mode, align_corners, 4-D and (20+)
