@@ -178,10 +178,10 @@ void translate_attention(TranslationContext& ctx, const NodeDesc& n) {
   const bool three_d = q.ndim() == 3;
   if (!three_d) {
     // ORT checks the head-count attributes against the 4-D shapes, each read as a 32-bit int
-    // (its low bits: 2^32 reads as 0) where 0 means not given.
+    // (its low bits: 2^32 + 2 reads as 2, 2^31 as negative), only where that int is positive.
     auto check_heads = [&](const char* name, const mx::array& t, const char* what) {
       const auto given = static_cast<int32_t>(static_cast<uint32_t>(n.attr_int(name, 0)));
-      if (given != 0 && given != t.shape(1))
+      if (given > 0 && given != t.shape(1))
         throw std::runtime_error(std::string(name) + " different from " + what + ".shape[1]");
     };
     check_heads("q_num_heads", q, "Q");
