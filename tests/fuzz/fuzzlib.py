@@ -621,6 +621,7 @@ def _run(cases, opset, options, verdicts, stats):
             return
     if len(cases) == 1 and cases[0].expect_raise:
         return _run_expect_raise(cases[0], opset, options, verdicts, stats)
+    _phase("build", cases)  # ONNX's shape inference can crash too (not the EP: not counted)
     try:
         model = build_model(cases, opset)
     except Exception as e:  # ONNX shape inference rejects a case
@@ -663,6 +664,7 @@ def _run(cases, opset, options, verdicts, stats):
 def _run_expect_raise(case, opset, options, verdicts, stats):
     """A case ORT CPU must not run: first an EP session that is never run tells whether the
     node is claimed (refused: fine, ORT CPU's kernel would run it); claimed, it must raise."""
+    _phase("build", [case])
     try:
         data = build_model([case], opset).SerializeToString()
     except Exception as e:

@@ -47,6 +47,19 @@ def _mvn_ref(x, axes):
         return d / (np.sqrt(np.square(d).mean(axis=ax, keepdims=True)) + 1e-9)
 
 
+def _instance_norm_ref(x, scale, bias, eps):
+    """InstanceNormalization in float64: per (n, c), (x - mean) / sqrt(var + eps) * scale + bias.
+    ORT CPU folds it into x * a + b with a = scale / std, which loses the low bits where |x| is
+    far above std (a slice of one 65504: the answer is bias, ORT's is bias + 0.87)."""
+    ax = tuple(range(2, x.ndim))
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    with np.errstate(invalid="ignore", over="ignore"):
+        xf = x.astype(np.float64)
+        d = xf - xf.mean(axis=ax, keepdims=True)
+        y = d / np.sqrt(np.square(d).mean(axis=ax, keepdims=True) + eps)
+        return y * scale.astype(np.float64).reshape(shape) + bias.astype(np.float64).reshape(shape)
+
+
 def _gqa_ref(q, k, v, pk, pv, hq, scale):
     """GroupQueryAttention in float64 with every sequence at its full length (seqlens_k =
     total - 1): the new keys and values appended to the past, causal over the last positions
@@ -260,9 +273,11 @@ class NNGen:
         x = self._nchw(t)
         c = x.shape[1]
         attrs = {"epsilon": float(r.choice([1e-5, 1e-2]))} if r.random() < 0.4 else {}
-        return self.emit(cid, "InstanceNormalization",
-                         [x, floats(r, (c,), t, -2, 2), floats(r, (c,), t, -2, 2)], attrs,
-                         const_p=0.5, tol_scale=LOOSE, mag=[8.0])
+        scale, bias = floats(r, (c,), t, -2, 2), floats(r, (c,), t, -2, 2)
+        eps = attrs.get("epsilon", 1e-5)
+        return self.emit(cid, "InstanceNormalization", [x, scale, bias], attrs,
+                         const_p=0.5, tol_scale=LOOSE, mag=[8.0],
+                         reference=lambda: [_instance_norm_ref(x, scale, bias, eps)])
 
     def gen_GroupNormalization(self, cid):
         t = self._fl("GroupNormalization", 3)
@@ -359,28 +374,37 @@ class NNGen:
     # ---- Resize --------------------------------------------------------------------------------
     def gen_DFT(self, cid):
         """DFT (opsets 17, 20): real or complex signal, forward/inverse/onesided, dft_length
-        padding or truncating (sometimes 0, negative or huge), axis attribute or input."""
+        padding or truncating (sometimes 0, negative or huge), axis attribute or input
+        (sometimes the batch axis, the last one or out of range), empty batches and other empty
+        non-signal dims. Finite data only: where a NaN or Inf reaches a bin differs between
+        FFT algorithms (ORT sums non-power-of-2 lengths directly)."""
         if self.opset < 17:
             return None
         r = self.rng
         cplx = r.random() < 0.5
-        shape = (int(r.integers(1, 3)), int(r.integers(1, 9)), int(r.integers(1, 5)),
-                 2 if cplx else 1)
+        shape = [rand_dim(r, 0.05) if r.random() < 0.5 else int(r.integers(1, 3)),
+                 int(r.integers(1, 9)), int(r.integers(1, 5)), 2 if cplx else 1]
+        axis = int(r.choice([1, 2]))
+        if r.random() < 0.05:
+            shape[3 - axis] = 0  # an empty dim beside the signal axis: an empty result
+        shape = tuple(shape)
         x = floats(r, shape, F32, -2, 2)
         attrs = {}
         if r.random() < 0.4:
             attrs["inverse"] = 1
         if not cplx and r.random() < 0.3:
             attrs["onesided"] = 1
-        axis = int(r.choice([1, 2]))
         length = None
         if r.random() < 0.4:
             length = int(r.integers(1, 12))
             if r.random() < 0.1:
-                length = hpick(r, [0, -1])
+                length = hpick(r, [0, -1, 1 << 31, 1 << 40])
         arrays = [x, None if length is None else np.asarray(length, np.int64)]
         if self.opset >= 20:
-            arrays.append(np.asarray(axis - 4 if r.random() < 0.5 else axis, np.int64))
+            ax = axis - 4 if r.random() < 0.5 else axis
+            if r.random() < 0.05:
+                ax = hpick(r, [0, -4, 3, -1, 4, -5, 1 << 40])  # 0, -4: the batch axis
+            arrays.append(np.asarray(ax, np.int64))
         else:
             attrs["axis"] = axis
         while arrays and arrays[-1] is None:
@@ -389,9 +413,10 @@ class NNGen:
                          mag=[self._mag(x) * shape[axis] * 4])
 
     def gen_STFT(self, cid):
-        """STFT (opset 17): real ([batch, length] or [.., 1]) or complex signal, a window and/or
-        frame_length (sometimes disagreeing, zero, negative or past the signal), frame_step
-        (sometimes 0 or negative), onesided 0/1."""
+        """STFT (opset 17): real ([batch, length] or [.., 1]) or complex signal, a window (1-D,
+        or 2-D: ORT takes its first dim as the size) and/or frame_length (sometimes disagreeing,
+        zero, negative or past the signal), frame_step (sometimes 0, negative, or beyond int32
+        with one frame), onesided 0/1, empty batches. Finite signals only (as DFT)."""
         if self.opset < 17:
             return None
         r = self.rng
@@ -401,16 +426,18 @@ class NNGen:
                                                 (2 if cplx else 1,))
         x = floats(r, shape, F32, -2, 2)
         flen = int(r.integers(1, length + 1))
+        it = I64 if r.random() < 0.7 else I32
         step = int(r.integers(1, 6))
         if r.random() < 0.08:
-            step = hpick(r, [0, -1])
+            step = hpick(r, [0, -1] + ([1 << 31, 1 << 40, (1 << 63) - 1] if it == I64 else
+                                       [(1 << 31) - 1]))
         window = None
         if not cplx and r.random() < 0.6:
-            window = floats(r, (flen,), F32, -1, 1)
+            window = floats(r, (flen,) if r.random() < 0.95 else (flen, int(r.integers(1, 3))),
+                            F32, -1, 1)
         flen_in = None
         if window is None or r.random() < 0.3:
             flen_in = flen if r.random() > 0.1 else hpick(r, [-1, length + 1, flen + 1])
-        it = I64 if r.random() < 0.7 else I32
         arrays = [x, np.asarray(step, NP_OF[it]), window,
                   None if flen_in is None else np.asarray(flen_in, NP_OF[it])]
         while arrays[-1] is None:
@@ -421,8 +448,9 @@ class NNGen:
 
     def gen_MelWeightMatrix(self, cid):
         """MelWeightMatrix (opset 17): random sizes and edges within the spectrum, sometimes
-        reversed, equal, past it, negative or NaN; num_mel_bins sometimes 0 or -1, dft_length
-        0 or -1, sample_rate 0; output_datatype float32 or a refused type."""
+        reversed, equal, past it, negative, NaN or infinite; num_mel_bins sometimes 0 or -1,
+        dft_length 0 or -1, sample_rate 0, 1, negative or 2^31 - 1; output_datatype float32 or a
+        refused type."""
         if self.opset < 17:
             return None
         r = self.rng
@@ -437,7 +465,11 @@ class NNGen:
             num, dft, rate = hpick(r, [(-1, dft, rate), (num, 0, rate), (num, -1, rate),
                                        (num, dft, 0), (num, dft, rate)])
         if r.random() < 0.08:
-            lo, hi = hpick(r, [(-1.0, hi), (lo, float(rate)), (float("nan"), hi), (lo, lo)])
+            lo, hi = hpick(r, [(-1.0, hi), (lo, float(rate)), (float("nan"), hi), (lo, lo),
+                               (lo, float("inf")), (float("-inf"), hi), (0.0, 0.0),
+                               (-0.0, hi)])
+        if r.random() < 0.03:
+            rate = hpick(r, [-rate, 1, (1 << 31) - 1])
         arrays = [np.asarray(num, NP_OF[it]), np.asarray(dft, NP_OF[it]),
                   np.asarray(rate, NP_OF[it]), np.asarray(lo, np.float32),
                   np.asarray(hi, np.float32)]

@@ -216,14 +216,18 @@ class VisionGen:
         theta = floats(r, (n, sd, sd + 1), t, -2, 2,
                        special_p=0.05 if r.random() < 0.1 else 0.0)
         attrs = {"align_corners": int(r.integers(2))} if r.random() < 0.7 else {}
+        # Absolute error scale: each value sums sd + 1 products of theta with coordinates in
+        # [-1, 1], so a value near 0 has cancelled terms of theta's size (fuzz seed 5).
         return self.emit(cid, "AffineGrid", [theta, np.asarray(size, np.int64)], attrs,
-                         const_p=0.5, tol_scale=4.0, label=f"size={size}")
+                         const_p=0.5, tol_scale=4.0, label=f"size={size}",
+                         mag=[self._mag(np.where(np.isfinite(theta), theta, 0))])
 
     def gen_GridSample(self, cid):
         """GridSample (16-19, 20+): every mode and padding mode, align_corners, 4-D and (20+)
-        5-D, grids reaching outside the image (far outside for zeros/border), empty batches,
-        grids and images. Finite grids only: ORT 1.30 answers a NaN or infinite coordinate as
-        if it were -1 (docs/RELIABILITY.md), the EP with NaN."""
+        5-D, grids reaching outside the image (far outside, up to 1e3 image sizes), empty
+        batches, grids and images, NaN and infinite pixels, a grid batch unlike the image's.
+        Finite grids only: ORT 1.30 answers a NaN or infinite coordinate as if it were -1
+        (docs/RELIABILITY.md), the EP with NaN."""
         if self.opset < 16:
             return None
         r = self.rng
@@ -239,22 +243,27 @@ class VisionGen:
             int(r.integers(1, 6)) if r.random() > 0.03 else hpick(r, [0]) for _ in range(nd))
         g_shape = (n,) + tuple(int(r.integers(0 if r.random() < 0.05 else 1, 5))
                                for _ in range(nd)) + (nd,)
-        spread = float(r.choice([1.0, 1.2, 3.0])) if pad == "reflection" else \
-            float(r.choice([1.0, 1.2, 3.0, 1e3]))
+        spread = float(r.choice([1.0, 1.2, 3.0, 1e3]))
+        if r.random() < 0.03 and n > 0:
+            g_shape = (hpick(r, [n + 1, n - 1]),) + g_shape[1:]  # ORT raises
         grid = floats(r, g_shape, t, -spread, spread)
-        x = floats(r, x_shape, t, -2, 2)
+        x = floats(r, x_shape, t, -2, 2, special_p=0.05 if r.random() < 0.15 else 0.0,
+                   specials=(np.nan, np.inf, -np.inf))
         attrs = {"mode": mode, "padding_mode": pad}
         if r.random() < 0.6:
             attrs["align_corners"] = int(r.integers(2))
         if r.random() < 0.15:
             attrs.pop("mode" if r.random() < 0.5 else "padding_mode")
         return self.emit(cid, "GridSample", [x, grid], attrs, const_p=0.2, tol_scale=4.0,
-                         mag=[self._mag(x) * 4])
+                         mag=[self._mag(np.where(np.isfinite(x), x, 0)) * 4])
 
     def gen_RoiAlign(self, cid):
         """RoiAlign (10-15, 16+): avg/max, fixed or adaptive grids, both coordinate modes,
         regions inside, past, reversed or empty, batch indices sometimes out of range, empty
-        region lists and channels."""
+        region lists and channels; hostile: regions holding NaN or Inf (ORT raises), a
+        spatial_scale that is infinite, NaN, 1e38, 0 or negative (fixed grids: NaN sample
+        points), NaN and infinite pixels (avg only: ORT's max keeps a NaN only as the first of
+        a bin's samples, the EP propagates it; docs/RELIABILITY.md)."""
         if self.opset < 10:
             return None
         r = self.rng
@@ -286,9 +295,16 @@ class VisionGen:
             # ORT 1.30 aborts (a pre-calculation index past its vector) when the adaptive grid
             # is negative along one axis only: regions reversed along one axis are not drawn.
             rois[:, 2:] = np.maximum(rois[:, 2:], rois[:, :2])
-        x = floats(r, shape, t, -2, 2)
+        if nr and r.random() < 0.03:
+            rois[int(r.integers(nr)), int(r.integers(4))] = hpick(r, [np.nan, np.inf, -np.inf])
+        if not adaptive and r.random() < 0.04:
+            attrs["spatial_scale"] = float(hpick(r, [np.inf, np.nan, 1e38, 0.0, -1.0]))
+        avg = attrs.get("mode", "avg") == "avg"
+        x = floats(r, shape, t, -2, 2, special_p=0.05 if avg and r.random() < 0.15 else 0.0,
+                   specials=(np.nan, np.inf, -np.inf))
         return self.emit(cid, "RoiAlign", [x, rois.astype(x.dtype), batch], attrs,
-                         const_p=0.3, tol_scale=4.0, mag=[self._mag(x)])
+                         const_p=0.3, tol_scale=4.0,
+                         mag=[self._mag(np.where(np.isfinite(x), x, 0))])
 
     def gen_MaxRoiPool(self, cid):
         t = self.types_for("MaxRoiPool", lambda t: ([t, t], [t]), (F32, F32, F16))

@@ -134,6 +134,33 @@ def test_attention_softmax_precision_double_is_refused(rng):
     assert reason and "softmax_precision" in reason
 
 
+@pytest.mark.parametrize("attrs,bad", [({"kv_num_heads": 3}, True), ({"q_num_heads": 2}, True),
+                                       ({"kv_num_heads": 2**31 - 1}, True),
+                                       ({"q_num_heads": 4, "kv_num_heads": 2}, False),
+                                       ({"kv_num_heads": 0}, False),
+                                       ({"kv_num_heads": 2**32 + 2}, False),
+                                       ({"kv_num_heads": 2**32 + 3}, True),
+                                       ({"q_num_heads": 2**31}, False),
+                                       ({"q_num_heads": -1}, False),
+                                       ({"q_num_heads": 2**33 - 1}, False)], ids=str)
+def test_attention_4d_head_attributes_like_cpu(attrs, bad, rng):
+    # With 4-D inputs ORT checks q_num_heads / kv_num_heads against Q.shape[1] / K.shape[1]
+    # where the attribute, read as a 32-bit int, is positive (2^32 + 2 reads as 2; 2^31, -1 and
+    # 2^33 - 1 read negative: not checked); the EP ignored them and returned values where ORT
+    # raises (fuzz seed 2: kv_num_heads 2^31 - 1), then raised for 2^31 (ASan fuzz seed 8).
+    q, k, v = attn_inputs(rng, 2, 4, 2, 3, 5, 8, 8, False)
+    model = single_node_model("Attention", {"q": q, "k": k, "v": v}, attrs=attrs, opset=23)
+    feeds = {"q": q, "k": k, "v": v}
+    if bad:
+        with pytest.raises(Exception, match="different from"):
+            run_cpu(model, feeds)
+        from opcheck import check_error_on_ep
+
+        check_error_on_ep(model, feeds, "num_heads different from")
+    else:
+        check_on_ep(model, feeds, **TOL)
+
+
 # ---------------------------------------------------------------- MultiHeadAttention
 
 def mha_run(ins, attrs, outputs=("out0",)):

@@ -102,6 +102,19 @@ def test_gather_nd_types(dtype, rng):
     check_on_ep(single_node_model("GatherND", {"x": x, "i": idx}, opset=12), {"x": x, "i": idx})
 
 
+@pytest.mark.parametrize("case", [((1, 2, 4, 0), [[[2**63 - 1, 0]], [[-1, -2]]]),
+                                  ((2, 0), [[5]]), ((2, 3, 0), [[1, 7]]), ((2, 3, 0), [[-9]])],
+                         ids=str)
+def test_gather_nd_empty_slices_ignore_indices_like_cpu(case):
+    # Slices of no elements: ORT CPU returns the empty result without checking the indices; the
+    # EP raised "invalid index" (fuzz seed 3). Indices into a dim with non-empty slices are
+    # still checked (test_out_of_range_indices_raise_like_ort).
+    shape, idx = case
+    x = np.zeros(shape, np.int32)
+    idx = np.array(idx, I64)
+    check_on_ep(single_node_model("GatherND", {"x": x, "i": idx}), {"x": x, "i": idx})
+
+
 # ---------------------------------------------------------------- ScatterND
 
 @pytest.mark.parametrize("case", [((6, 3), 4, 1), ((4, 5, 2), 3, 2), ((4, 5), 2, 2), ((8,), 5, 1),
@@ -173,6 +186,21 @@ def test_scatter_nd_reduction_bool_is_refused(rng):
     model = single_node_model("ScatterND", {"x": x, "i": idx, "u": upd},
                               attrs={"reduction": "add"}, opset=16, )
     assert "reduction add" in refusal(model, "ScatterND")
+
+
+@pytest.mark.parametrize("op", ["ScatterND", "ScatterElements"])
+@pytest.mark.parametrize("reduction", ["add", "mul"])
+def test_scatter_float16_add_mul_is_refused(op, reduction, rng):
+    # ORT CPU raises "MLFloat16 data type is not supported" for any float16 reduction; max/min
+    # are exact and stay claimed (docs/RELIABILITY.md), but a float16 sum or product of repeated
+    # targets has no defined rounding order: refused, the fallback raises as ORT (fuzz: the EP
+    # returned values).
+    x = random_array(rng, (4,), np.float16)
+    idx = np.array([[1], [1]], I64) if op == "ScatterND" else np.array([1, 1], I64)
+    upd = random_array(rng, (2,), np.float16)
+    model = single_node_model(op, {"x": x, "i": idx, "u": upd},
+                              attrs={"reduction": reduction}, opset=16)
+    assert "float16 is not implemented" in refusal(model, op)
 
 
 # ---------------------------------------------------------------- ScatterElements

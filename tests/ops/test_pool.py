@@ -355,3 +355,34 @@ def test_pool_same_padding_with_a_stride_beyond_the_kernel(op, opset, raises, au
         check_error_on_ep(model, {"x": x}, "padding values must be non-negative")
     else:
         check_on_ep(model, {"x": x})
+
+
+# ORT's MLAS pools raise for that negative padding (float MaxPool with one output), its other
+# kernels pool with it (MaxPool with the Indices output, column-major storage_order, dilations or
+# integer types;
+# LpPool; AveragePool 19), a negative low pad starting the first window inside the data (SAME_
+# UPPER truncates -3 / 2 to -1). The EP raised "padding values must be non-negative" for the
+# MaxPool forms (fuzz seed 2: MaxPool with Indices) and could not pad by a negative amount.
+@pytest.mark.parametrize("form", ["indices", "storage_order", "dilations", "int8", "float16",
+                                  "lp", "avg19"])
+@pytest.mark.parametrize("shape,kernel,stride", [((1, 3, 2), [1], [2]), ((2, 1, 4), [1], [4]),
+                                                 ((1, 2, 6), [2], [3]), ((1, 1, 4, 7), [1, 2],
+                                                                         [4, 5])], ids=str)
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+def test_pool_negative_same_padding_like_cpu(form, shape, kernel, stride, auto_pad, rng):
+    dtype = {"int8": np.int8, "float16": np.float16}.get(form, np.float32)
+    x = random_array(rng, shape, dtype)
+    attrs = {"kernel_shape": kernel, "strides": stride, "auto_pad": auto_pad}
+    op, opset, n_out = {"lp": ("LpPool", 18, 1), "avg19": ("AveragePool", 19, 1),
+                        "indices": ("MaxPool", 12, 2)}.get(form, ("MaxPool", 12, 1))
+    if form == "storage_order":
+        attrs["storage_order"] = 1
+    if form == "dilations":
+        attrs["dilations"] = [2] * len(kernel)
+    model = single_node_model(op, {"x": x}, opset=opset, attrs=attrs, n_outputs=n_out)
+    if form == "float16":  # ORT's float16 MaxPool raises, as its float32 MLAS one
+        with pytest.raises(Exception, match="padding values must be non-negative"):
+            run_cpu(model, {"x": x})
+        check_error_on_ep(model, {"x": x}, "padding values must be non-negative")
+        return
+    check_on_ep(model, {"x": x})

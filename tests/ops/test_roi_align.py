@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 
 from opcheck import check_on_ep, refusal
 from ort_raises import check_raises_like_cpu
-from ortmlx.testing import make_model, random_array
+from ortmlx.testing import EpRun, make_model, random_array
 
 
 def roi_model(x_shape, n_rois, opset, attrs, const_rois=None, dtype=TensorProto.FLOAT):
@@ -128,6 +128,50 @@ def test_roi_align_bad_batch_index_raises_like_cpu(bad, rng):
     good = {"x": x, "rois": rois, "batch_indices": np.array([0, 1], np.int64)}
     check_raises_like_cpu(model, dict(good, batch_indices=np.array([0, bad], np.int64)), good,
                           match="out of range", atol=1e-5)
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf], ids=str)
+@pytest.mark.parametrize("ratio", [0, 2])
+@pytest.mark.parametrize("shape", [(2, 2, 6, 6), (2, 0, 6, 6)], ids=str)
+def test_roi_align_non_finite_region_raises_like_cpu(value, ratio, shape, rng):
+    # ORT checks every region value (its "All 'rois' values must be finite"), also with no
+    # channels; the EP returned values (a NaN region sampled nothing).
+    x = random_array(rng, shape)
+    rois = random_rois(rng, 2, 6, 6)
+    model = roi_model(x.shape, 2, 16, {"sampling_ratio": ratio})
+    good = {"x": x, "rois": rois, "batch_indices": np.array([0, 1], np.int64)}
+    bad_rois = rois.copy()
+    bad_rois[1, 2] = value
+    check_raises_like_cpu(model, dict(good, rois=bad_rois), good, match="finite", atol=1e-5)
+
+
+@pytest.mark.parametrize("scale", [np.inf, np.nan, 1e38], ids=str)
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("ctm", ["half_pixel", "output_half_pixel"])
+def test_roi_align_non_finite_sample_points(scale, mode, ctm, rng):
+    # A spatial_scale that is not finite, or overflows float32 times a region, puts NaN sample
+    # points inside the image check: ORT's weights are NaN there (its index from the NaN is
+    # undefined behaviour), so are its outputs; the EP gave 0 (it sampled nothing).
+    x = random_array(rng, (2, 2, 6, 7))
+    rois = np.array([[0, 0, 3, 3], [1, 1, 4, 5], [0.5, 2, 6, 4]], np.float32)
+    check(x, rois, np.array([0, 1, 1], np.int64), 16,
+          {"sampling_ratio": 2, "spatial_scale": float(scale), "mode": mode,
+           "coordinate_transformation_mode": ctm, "output_height": 2, "output_width": 2})
+
+
+def test_roi_align_no_channels_and_2_31_bins_raises_like_cpu(rng):
+    # With no channels the output is empty, but ORT still builds its sample table per bin and
+    # fails to allocate it for 2^31 - 1 bins (fuzz: a hostile output_height); the EP returned
+    # the empty tensor. Now the EP's bound on sample points (2^26) applies here too.
+    x = random_array(rng, (2, 0, 8, 5))
+    rois = random_rois(rng, 1, 8, 5)
+    model = roi_model(x.shape, 1, 16, {"output_height": 2**31 - 1, "output_width": 3})
+    run = EpRun(model, strict=True)
+    try:
+        with pytest.raises(Exception, match=r"node 'node'.*2\^26 sample points"):
+            run.run({"x": x, "rois": rois, "batch_indices": np.array([1], np.int64)})
+    finally:
+        run.close()
 
 
 def test_roi_align_refusals(rng):

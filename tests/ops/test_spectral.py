@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 
 from opcheck import NP_TO_ONNX, check_on_ep, refusal
 from ort_raises import check_raises_like_cpu
-from ortmlx.testing import make_model, random_array
+from ortmlx.testing import EpRun, assert_ran_on_ep, make_model, random_array, run_cpu
 
 WINDOWS = ["HannWindow", "HammingWindow", "BlackmanWindow"]
 
@@ -123,6 +123,23 @@ def test_dft_onesided_and_length(opset, n, length, rng):
         dft_check(model, feeds, x)
 
 
+@pytest.mark.parametrize("opset", [17, 20])
+@pytest.mark.parametrize("shape", [(0, 4, 3, 2), (2, 4, 0, 1), (0, 6, 1)], ids=str)
+@pytest.mark.parametrize("onesided", [0, 1])
+def test_dft_empty_batch(opset, shape, onesided):
+    # An empty dim beside the signal axis: an empty result, as ORT CPU (the EP raised MLX's
+    # "Cannot do a non-empty take from an array with zero elements").
+    x = np.zeros(shape, np.float32)
+    attrs = {"onesided": onesided} if shape[-1] == 1 else {}
+    axis = np.array(1, np.int64) if opset == 20 else None  # opset 20's default is -2
+    if opset == 17:
+        attrs["axis"] = 1
+    model, feeds = dft_model(x, attrs, opset, axis=axis)
+    check_on_ep(model, feeds)
+    model, feeds = dft_model(x, attrs, opset, dft_length=np.array(5, np.int64), axis=axis)
+    check_on_ep(model, feeds)
+
+
 def test_dft_refusals(rng):
     from opcheck import refusal as why
 
@@ -163,6 +180,15 @@ def stft_model(x, step, window=None, frame_length=None, attrs=None, const_window
     graph = helper.make_graph([node], "g", g_in,
                               [helper.make_tensor_value_info("out0", TensorProto.FLOAT, None)], inits)
     return make_model(graph, opset=17, check=False), feeds
+
+
+def symbolic_dims(model, dims):
+    """The model with the given dims of its graph inputs symbolic ({input name: [dim index]}),
+    so one session runs inputs of other sizes (the signal's last dim stays static)."""
+    for vi in model.graph.input:
+        for j in dims.get(vi.name, []):
+            vi.type.tensor_type.shape.dim[j].dim_param = f"{vi.name}_{j}"
+    return model
 
 
 def stft_check(model, feeds, x):
@@ -256,6 +282,55 @@ def test_stft_window_length_mismatch_raises_like_cpu(rng):
                              np.array(6, np.int64))
     bad = dict(good, frame_length=np.array(5, np.int64))
     check_raises_like_cpu(model, bad, good, match="differs", rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("step", [2**31, 2**40, 2**62], ids=str)
+def test_stft_one_frame_with_a_step_beyond_int32(step, rng):
+    # A single frame never uses the step: valid at any size (the EP raised "exceeds MLX's int32
+    # range" where ORT CPU answers).
+    x = random_array(rng, (2, 20, 1))
+    model, feeds = stft_model(x, np.array(step, np.int64), frame_length=np.array(6, np.int64))
+    stft_check(model, feeds, x)
+
+
+def test_stft_float32_frame_count_past_the_signal_raises(rng):
+    # ORT's frame count, floor(float(length - frame_length) / float(step)) + 1 in float32, rounds
+    # up past the signal for a length beyond 2^24: 2^24 + 3 rounds to 2^24 + 4, so step 2 gives
+    # 2^23 + 3 frames of 1 sample, the last starting at the signal's length. The EP gathered
+    # past the end (a value read out of bounds in the last frame); it now raises, naming the
+    # node, and the session keeps working.
+    big = np.ones((1, 2**24 + 4, 1), np.float32)
+    model, _ = stft_model(big, np.array(2, np.int64), frame_length=np.array(1, np.int64),
+                          attrs={"onesided": 0})
+    model = symbolic_dims(model, {"x": [0, 1]})
+    run = EpRun(model, strict=True)
+    try:
+        with pytest.raises(Exception, match=r"node 'node'.*reaches past the signal"):
+            run.run({"x": big, "step": np.array(2, np.int64),
+                     "frame_length": np.array(1, np.int64)})
+        x = random_array(rng, (2, 21, 1))
+        good = {"x": x, "step": np.array(2, np.int64), "frame_length": np.array(5, np.int64)}
+        got = run.run(good)
+        assert_ran_on_ep(run, ["node"])
+    finally:
+        run.close()
+    np.testing.assert_allclose(got[0], run_cpu(model, good)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_stft_window_with_fewer_values_than_its_first_dim_raises(rng):
+    # A [3, 0] window: ORT's kernel takes 3 as the frame length and reads 3 values of an empty
+    # buffer (not run here); the EP raises a clear error naming the node.
+    x = random_array(rng, (1, 20, 1))
+    model, feeds = stft_model(x, np.array(3, np.int64), np.zeros((3, 0), np.float32))
+    run = EpRun(symbolic_dims(model, {"window": [0, 1]}), strict=True)
+    try:
+        with pytest.raises(Exception, match=r"node 'node'.*fewer than its first dim"):
+            run.run(feeds)
+        good = dict(feeds, window=random_array(rng, (3, 2)))
+        run.run(good)
+        assert_ran_on_ep(run, ["node"])
+    finally:
+        run.close()
 
 
 def test_stft_refusals(rng):

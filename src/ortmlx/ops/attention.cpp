@@ -176,6 +176,17 @@ void translate_attention(TranslationContext& ctx, const NodeDesc& n) {
   if (q.ndim() > 0 && q.shape(0) == 0) throw std::runtime_error("batch_size must be > 0");
   const mx::Dtype dt = q.dtype();
   const bool three_d = q.ndim() == 3;
+  if (!three_d) {
+    // ORT checks the head-count attributes against the 4-D shapes, each read as a 32-bit int
+    // (its low bits: 2^32 + 2 reads as 2, 2^31 as negative), only where that int is positive.
+    auto check_heads = [&](const char* name, const mx::array& t, const char* what) {
+      const auto given = static_cast<int32_t>(static_cast<uint32_t>(n.attr_int(name, 0)));
+      if (given > 0 && given != t.shape(1))
+        throw std::runtime_error(std::string(name) + " different from " + what + ".shape[1]");
+    };
+    check_heads("q_num_heads", q, "Q");
+    check_heads("kv_num_heads", k, "K");
+  }
   if (three_d) {
     q = split_heads(q, static_cast<int>(n.attr_int("q_num_heads", 0)), s, "Q");
     k = split_heads(k, static_cast<int>(n.attr_int("kv_num_heads", 0)), s, "K");

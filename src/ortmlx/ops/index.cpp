@@ -206,11 +206,17 @@ void translate_gather_nd(TranslationContext& ctx, const NodeDesc& n) {
   std::vector<int64_t> dims(x.shape().begin() + b, x.shape().begin() + b + k);
   const int64_t p = shape_product(x.shape(), b, b + k), rest = shape_product(x.shape(), b + k, r);
   const int64_t m = shape_product(idx.shape(), b, q - 1);
+  mx::Shape out(idx.shape().begin(), idx.shape().end() - 1);
+  out.insert(out.end(), x.shape().begin() + b + k, x.shape().end());
+  if (rest == 0) {
+    // Empty slices: ORT (1.30, measured) returns the empty result without looking at the
+    // indices, whatever they hold.
+    ctx.bind_output(n, 0, mx::zeros(out, x.dtype(), s));
+    return;
+  }
   mx::array lin = mx::reshape(linear_offsets(ctx, n, idx, dims), checked_shape({batch, m, 1}), s);
   lin = mx::broadcast_to(lin, checked_shape({batch, m, rest}), s);
   const mx::array x3 = mx::reshape(x, checked_shape({batch, p, rest}), s);
-  mx::Shape out(idx.shape().begin(), idx.shape().end() - 1);
-  out.insert(out.end(), x.shape().begin() + b + k, x.shape().end());
   ctx.bind_output(n, 0, mx::reshape(mx::take_along_axis(x3, lin, 1, s), out, s));
 }
 
@@ -223,6 +229,12 @@ ClaimResult claim_reduction(const ClaimContext& c) {
     ORTMLX_REQUIRE(type_in(c.input_type(0), {ElemType::kFloat, ElemType::kFloat16, ElemType::kInt32,
                                              ElemType::kInt64}),
                    "reduction " + red + " implemented for float32, float16, int32, int64");
+    // ORT's CPU EP has no float16 kernel for any reduction; max and min are exact, but a
+    // float16 sum or product of repeated targets rounds in an order nothing defines.
+    ORTMLX_REQUIRE(c.input_type(0) != ElemType::kFloat16 || red == "max" || red == "min",
+                   "reduction " + red +
+                       " on float16 is not implemented (its rounding depends on "
+                       "the order of repeated targets; ORT's CPU EP has no such kernel)");
     // A reducing scatter cannot move 64-bit values as word pairs (scatter_rows).
     ORTMLX_REQUIRE(c.input_type(0) != ElemType::kInt64 || !gpu_backend(),
                    "reduction " + red + " on int64 data: MLX's GPU scatter has no 64-bit types");

@@ -147,11 +147,17 @@ PoolGeometry pool_geometry(const NodeDesc& n, const mx::array& x) {
       // ORT's legacy SAME padding: the undilated kernel, target size ceil(in / stride).
       const int64_t target = (in + s - 1) / s;
       const int64_t needed = (target - 1) * s + k - in;
-      // A stride beyond the kernel can make it negative: ORT (1.30) raises there for MaxPool and
-      // AveragePool before opset 19 ("padding values must be non-negative"); its LpPool and
-      // AveragePool-19 kernels pool without the padding.
-      if (needed < 0 &&
-          (n.op_type == "MaxPool" || (n.op_type == "AveragePool" && n.since_version < 19)))
+      // A stride beyond the kernel can make it negative: ORT (1.30) raises there in its MLAS
+      // pools ("padding values must be non-negative": AveragePool before opset 19, float
+      // MaxPool with one output, storage_order 0 and no dilation); its other kernels (LpPool,
+      // AveragePool 19, MaxPool with Indices, column-major, dilated or on integers) pool with
+      // the negative pads.
+      bool mlas_max = n.op_type == "MaxPool" && n.outputs.size() == 1 &&
+                      n.attr_int("storage_order", 0) == 0 &&
+                      mx::issubdtype(x.dtype(), mx::floating);
+      for (size_t j = 0; j < nd; ++j) mlas_max = mlas_max && g.dil[j] == 1;
+      if (n.op_type == "MaxPool" && n.since_version < 8) mlas_max = true;
+      if (needed < 0 && (mlas_max || (n.op_type == "AveragePool" && n.since_version < 19)))
         throw std::runtime_error("padding values must be non-negative (auto_pad " + ap +
                                  " with a stride larger than the kernel)");
       lo = ap == "SAME_LOWER" ? (needed + 1) / 2 : needed / 2;
@@ -180,24 +186,32 @@ mx::array pad_for_windows(const mx::array& x, const PoolGeometry& g, const mx::a
                           mx::StreamOrDevice s) {
   const size_t nd = x.ndim() - 2;
   mx::array xp = x;
-  mx::Shape stop = x.shape();
+  mx::Shape start(x.ndim(), 0), stop = x.shape();
   bool crop = false;
   std::vector<int> axes;
   mx::Shape lo, hi;
   for (size_t i = 0; i < nd; ++i) {
     const int ax = 2 + static_cast<int>(i);
     const int64_t extent = (g.out[i] - 1) * g.stride[i] + (g.kernel[i] - 1) * g.dil[i] + 1;
-    int64_t high = extent - g.pad_lo[i] - x.shape(ax);
+    // A negative low pad (ORT's SAME padding with a stride beyond the kernel) starts the first
+    // window inside the data.
+    const int64_t skip = std::max<int64_t>(-g.pad_lo[i], 0),
+                  low = std::max<int64_t>(g.pad_lo[i], 0);
+    int64_t high = extent - low - (x.shape(ax) - skip);
+    if (skip > 0) {
+      start[ax] = checked_int(skip, "window start");
+      crop = true;
+    }
     if (high < 0) {
       stop[ax] = checked_int(x.shape(ax) + high, "window extent");
       crop = true;
       high = 0;
     }
     axes.push_back(ax);
-    lo.push_back(checked_int(g.pad_lo[i], "padding"));
+    lo.push_back(checked_int(low, "padding"));
     hi.push_back(checked_int(high, "padding"));
   }
-  if (crop) xp = mx::slice(xp, mx::Shape(x.ndim(), 0), stop, s);
+  if (crop) xp = mx::slice(xp, start, stop, s);
   return mx::pad(xp, axes, lo, hi, fill, "constant", s);
 }
 

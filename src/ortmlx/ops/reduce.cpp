@@ -224,7 +224,9 @@ TranslateFn translate_reduce(Kind kind, int input_axes_opset) {
     std::vector<int> axes;
     if (noop) {
       // Reductions over no axes: only the per-element part remains.
-    } else if (raw.empty()) {
+    } else if (raw.empty() || x.ndim() == 0) {
+      // A scalar reduces as itself whatever runtime axes come with it (ORT 1.30, measured: no
+      // range check there; constant ones fail ONNX's shape inference first).
       for (int i = 0; i < static_cast<int>(x.ndim()); ++i) axes.push_back(i);
     } else {
       axes = normalize_axes_or_throw(raw, static_cast<int64_t>(x.ndim()));

@@ -14,8 +14,9 @@
 // when sampling_ratio is 0), so the regions and batch indices are read on the host each run and
 // every position and weight computed in float32 with ORT's operations and order; the device
 // gathers the pixels (one gather of 4 rows per sample point) and combines them in ORT's order.
-// A batch index outside [0, N) raises as in ORT; a NaN sample point samples nothing (ORT reads
-// out of bounds). Reading the regions on the host makes a plan with runtime regions run eagerly.
+// A batch index outside [0, N) or a region value that is not finite raises as in ORT; a NaN
+// sample point (an infinite or overflowing spatial_scale) has NaN weights, as ORT's. Reading the
+// regions on the host makes a plan with runtime regions run eagerly.
 // NaN pixels: ORT's std::max keeps its first argument when the comparison fails; MLX's maximum
 // propagates the NaN.
 #include <cmath>
@@ -90,11 +91,15 @@ struct Sample {
 // ORT's sample at (y, x) of an image of height x width, in float32.
 Sample bilinear_sample(float y, float x, int64_t height, int64_t width) {
   Sample smp;
-  // A NaN coordinate (a NaN region) is treated as outside: ORT converts it to an index
-  // (undefined behaviour, an out-of-bounds read on x86).
-  if (std::isnan(y) || std::isnan(x)) return smp;
   if (y < -1.0 || y > static_cast<float>(height) || x < -1.0 || x > static_cast<float>(width))
     return smp;  // outside: weights 0 at position 0
+  // A NaN coordinate the check above lets through (an infinite or overflowing scale times a
+  // finite region) gives ORT NaN weights (its index from the NaN is undefined behaviour): NaN
+  // weights at position 0 here.
+  if (std::isnan(y) || std::isnan(x)) {
+    for (float& w : smp.w) w = std::numeric_limits<float>::quiet_NaN();
+    return smp;
+  }
   if (y <= 0) y = 0;
   if (x <= 0) x = 0;
   auto y_low = static_cast<int64_t>(y);
@@ -146,6 +151,11 @@ void translate_roi_align(TranslationContext& ctx, const NodeDesc& n) {
       throw std::runtime_error(
           "batch_indices value " + std::to_string(batch[static_cast<size_t>(i)]) + " at index " +
           std::to_string(i) + " is out of range [0, " + std::to_string(N) + ")");
+  rois_a = mx::astype(mx::contiguous(rois_a), mx::float32);
+  mx::eval(rois_a);
+  const float* rois = rois_a.data<float>();
+  for (size_t i = 0; i < rois_a.size(); ++i)
+    if (!std::isfinite(rois[i])) throw std::runtime_error("All 'rois' values must be finite");
   const int64_t PH = n.attr_int("output_height", 1), PW = n.attr_int("output_width", 1);
   const int64_t ratio = n.attr_int("sampling_ratio", 0);
   const float scale = n.attr_float("spatial_scale", 1.f);
@@ -155,14 +165,15 @@ void translate_roi_align(TranslationContext& ctx, const NodeDesc& n) {
   const int64_t bins = checked_mul(PH, PW, "bins");
   const int64_t M = checked_mul(R, bins, "regions x bins");
   if (M == 0 || C == 0) {
+    // No channels still means a sample table per bin for ORT (it fails to allocate one for
+    // 2^31 bins): the same bound as below.
+    if (M > kMaxSamplePoints)
+      throw std::runtime_error("RoiAlign needs more than 2^26 sample points");
     ctx.bind_output(n, 0, mx::zeros(out_shape, mx::float32, s));
     return;
   }
   if (H == 0 || W == 0) throw std::runtime_error("X must have a non-empty image");
   checked_int(checked_mul(checked_mul(N, H, "N*H"), W, "N*H*W"), "N*H*W");
-  rois_a = mx::astype(mx::contiguous(rois_a), mx::float32);
-  mx::eval(rois_a);
-  const float* rois = rois_a.data<float>();
 
   // Per region: grid size, bin sizes and start, as ORT computes them.
   struct Region {

@@ -74,12 +74,8 @@ ClaimResult claim_slice(const ClaimContext& c) {
   }
   if (c.has_input(4) && c.input_is_constant(4)) {
     if (const ConstTensor* t = c.constant_input(4)) {
-      for (int64_t v : t->as_int64().value_or(std::vector<int64_t>{})) {
+      for (int64_t v : t->as_int64().value_or(std::vector<int64_t>{}))
         ORTMLX_REQUIRE(v != 0, "steps must not be 0");
-        ORTMLX_REQUIRE(
-            v > std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max(),
-            "steps must fit int32");
-      }
     }
   }
   return ClaimResult::yes();
@@ -129,10 +125,13 @@ void translate_slice(TranslationContext& ctx, const NodeDesc& n) {
   const auto axes = normalize_axes_or_throw(axes_raw, rank);
   for (size_t i = 0; i < k; ++i) {
     const int64_t dim = x.shape(axes[i]);
-    const int64_t step = steps[i];
+    int64_t step = steps[i];
     if (step == 0) throw std::runtime_error("Slice step must not be 0");
-    if (step <= std::numeric_limits<int32_t>::min() || step > std::numeric_limits<int32_t>::max())
-      throw std::runtime_error("Slice step does not fit int32");
+    // A step past the dim takes at most one element, as a step of the dim's size does: clamped
+    // so, the step fits MLX's int32 and the length arithmetic below cannot overflow (a step of
+    // INT64_MIN or INT64_MAX is valid ONNX, and ORT takes that one element).
+    const int64_t reach = std::max<int64_t>(dim, 1);
+    step = std::clamp<int64_t>(step, -reach, reach);
     // ONNX clamping: negative values count from the end (start/end may be INT64_MIN/MAX).
     auto wrap = [dim](int64_t v) { return v < 0 ? (v < -dim ? -1 : v + dim) : v; };
     int64_t start = wrap(starts[i]), end = wrap(ends[i]);

@@ -165,6 +165,18 @@ void translate_dft(TranslationContext& ctx, const NodeDesc& n) {
     if (length <= 0) throw std::runtime_error("dft_length must be positive");
   }
   const int len = checked_int(length, "dft_length");
+  if (x.size() == 0) {
+    // An empty batch or other non-signal dim: an empty result (MLX's take refuses to gather from
+    // an empty array). An empty signal axis without a dft_length raises (ORT's kernel divides by
+    // zero there); with one, the padded signal is all zeros.
+    if (x.shape(ax) == 0 && (n.inputs.size() < 2 || n.inputs[1].empty()))
+      throw std::runtime_error("the signal axis is empty");
+    mx::Shape out = x.shape();
+    out[static_cast<size_t>(ax)] = n.attr_int("onesided", 0) == 1 ? len / 2 + 1 : len;
+    out.back() = 2;
+    ctx.bind_output(n, 0, mx::zeros(out, mx::float32, s));
+    return;
+  }
   const mx::array re = mx::take(x, 0, rank - 1, s);
   mx::array z = mx::astype(re, mx::complex64, s);
   if (x.shape(-1) == 2) {
@@ -243,6 +255,9 @@ void translate_stft(TranslationContext& ctx, const NodeDesc& n) {
     // ORT's kernel takes the window's first dim as its size and reads that many values of its
     // flattened data (a 1-D window in every valid model).
     frame_length = wv.shape(0);
+    if (wv.size() < static_cast<size_t>(frame_length))
+      throw std::runtime_error("the window holds " + std::to_string(wv.size()) +
+                               " values, fewer than its first dim " + std::to_string(frame_length));
     window = mx::slice(mx::flatten(wv, s), {0}, {wv.shape(0)}, s);
   }
   if (has_length) {
@@ -259,8 +274,16 @@ void translate_stft(TranslationContext& ctx, const NodeDesc& n) {
   // ORT's frame count, computed in float32 as its kernel does.
   const int64_t frames = static_cast<int64_t>(
       std::floor(static_cast<float>(length - frame_length) / static_cast<float>(step)) + 1);
+  // Rounded in float32, the count can reach past the signal (a length beyond 2^24): its last
+  // frame would read past the end (ORT's kernel does).
+  if (frames > 1 && checked_add(checked_mul(frames - 1, step, "frame starts"), frame_length,
+                                "frame end") > length)
+    throw std::runtime_error("the frame count ORT computes in float32 (" + std::to_string(frames) +
+                             ") reaches past the signal of length " + std::to_string(length));
   const int w = checked_int(frame_length, "frame_length");
   const int f = checked_int(frames, "frame count");
+  // One frame needs no step (a step beyond int32 is valid then).
+  const int step_i = f > 1 ? checked_int(step, "frame_step") : 0;
   checked_int(checked_mul(frames, frame_length, "frames * frame_length"), "frame elements");
   const bool onesided = n.attr_int("onesided", 1) == 1;
   if (x.size() == 0) {  // an empty batch: MLX's take refuses to gather from an empty array
@@ -268,8 +291,7 @@ void translate_stft(TranslationContext& ctx, const NodeDesc& n) {
     return;
   }
   // Start of frame i plus offset j, each below `length` (the last frame ends inside the signal).
-  const mx::array starts =
-      mx::multiply(mx::arange(f, mx::int32, s), mx::array(checked_int(step, "frame_step")), s);
+  const mx::array starts = mx::multiply(mx::arange(f, mx::int32, s), mx::array(step_i), s);
   const mx::array idx = mx::add(mx::reshape(starts, {f, 1}, s),
                                 mx::reshape(mx::arange(w, mx::int32, s), {1, w}, s), s);
   mx::array frames_x = mx::take(x, idx, 1, s);  // [batch, frames, w, components]
