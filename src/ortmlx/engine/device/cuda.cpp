@@ -1,6 +1,7 @@
 // Device-resident I/O on MLX's CUDA backend (the CUDA flavour only; see device_memory.h).
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <stdexcept>
@@ -107,6 +108,45 @@ cudaStream_t mlx_stream() {
   return mx::cu::get_command_encoder(mx::default_stream(mx::Device::gpu)).stream();
 }
 
+// An input buffer the EP allocated for MLX (new_device_array) goes back to the pool when MLX drops
+// it: from device memory, or from the unified memory MLX moved it to if host code read it
+// (Buffer::raw_ptr copies the data there and frees the device block itself, stream-ordered).
+void free_input_buffer(mx::allocator::Buffer b, cudaStream_t s) {
+  auto* buf = static_cast<mx::cu::CudaBuffer*>(b.ptr());
+  if (buf == nullptr) return;
+  if (buf->device >= 0) {
+    (void)cudaFreeAsync(buf->data, s);
+  } else if (buf->data != nullptr) {
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, buf->data) == cudaSuccess &&
+        attr.type == cudaMemoryTypeHost)
+      (void)cudaFreeHost(buf->data);
+    else
+      (void)cudaFree(buf->data);
+  }
+  (void)cudaGetLastError();
+  delete buf;
+}
+
+// Queues plain copies on `s`: one cudaMemcpyBatchAsync call (a host call costs ~5-10 us, and a
+// decoder step moves 49 tensors), or one cudaMemcpyAsync each where the driver refuses the batch.
+void queue_copies(std::vector<void*>& dsts, std::vector<const void*>& srcs,
+                  std::vector<size_t>& sizes, cudaStream_t s) {
+  static std::atomic<bool> batch_works{true};
+  if (dsts.size() > 1 && batch_works.load(std::memory_order_relaxed)) {
+    cudaMemcpyAttributes attr{};
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    size_t first = 0;
+    if (cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(), &attr, &first,
+                             1, s) == cudaSuccess)
+      return;
+    (void)cudaGetLastError();
+    batch_works.store(false, std::memory_order_relaxed);  // copies queued again below: same bytes
+  }
+  for (size_t i = 0; i < dsts.size(); ++i)
+    check(cudaMemcpyAsync(dsts[i], srcs[i], sizes[i], cudaMemcpyDefault, s), "cudaMemcpyAsync");
+}
+
 }  // namespace
 
 bool gpu_io_available() {
@@ -185,26 +225,34 @@ void copy_bytes(void* dst, const void* src, size_t bytes) {
 }
 
 mx::array new_device_array(const mx::Shape& shape, mx::Dtype dtype) {
-  // MLX allocates kernel outputs in device memory: a fill materialised on the GPU gives an
-  // MLX-owned device buffer of the right size (upload() overwrites it).
-  return mx::full(shape, mx::array(0, dtype), mx::Device::gpu);
+  // An MLX array over a block of the device's default pool (MLX's own kernels allocate from it),
+  // taken in MLX's stream order: no kernel fills it first, and upload() overwrites all of it.
+  size_t bytes = dtype.size();
+  for (int d : shape) bytes *= static_cast<size_t>(d);
+  if (bytes == 0) return mx::zeros(shape, dtype);
+  cudaStream_t s = mlx_stream();
+  void* p = nullptr;
+  check(cudaMallocAsync(&p, bytes, s), "cudaMallocAsync");
+  auto* buf = new mx::cu::CudaBuffer{p, bytes, gpu_ordinal()};
+  return mx::array(mx::allocator::Data(mx::allocator::Buffer(buf),
+                                       [s](mx::allocator::Buffer b) { free_input_buffer(b, s); }),
+                   shape, dtype);
 }
 
 void upload(const std::vector<Upload>& uploads) {
   if (uploads.empty()) return;
-  std::vector<mx::array> dsts;
-  for (const auto& u : uploads) dsts.push_back(u.dst);
-  // MLX encodes GPU work on the calling thread: once async_eval returns, each array has its
-  // (stream-ordered) device buffer and the fills that made it are queued on MLX's stream; the
-  // copies follow them there, and one wait covers both. The wait stays: MLX counts these arrays
-  // as evaluated once their fills are done, so a translator that reads an input's values on the
-  // host (a shape, a trip count) would not wait for a copy still in flight.
-  mx::async_eval(dsts);
+  // On MLX's stream, after the allocations. The wait stays: a translator that reads an input's
+  // values on the host (a shape, a trip count) must not see a copy still in flight.
+  std::vector<void*> dsts;
+  std::vector<const void*> srcs;
+  std::vector<size_t> sizes;
+  for (const auto& u : uploads) {
+    dsts.push_back(const_cast<void*>(device_address(u.dst)));
+    srcs.push_back(u.src);
+    sizes.push_back(u.dst.nbytes());
+  }
   cudaStream_t s = mlx_stream();
-  for (const auto& u : uploads)
-    check(cudaMemcpyAsync(const_cast<void*>(device_address(u.dst)), u.src, u.dst.nbytes(),
-                          cudaMemcpyDefault, s),
-          "cudaMemcpyAsync");
+  queue_copies(dsts, srcs, sizes, s);
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
@@ -215,11 +263,17 @@ void to_device(const mx::array& a, void* dst) {
 void copy_out(const std::vector<CopyOut>& copies) {
   if (copies.empty()) return;
   // On MLX's stream: an output may be an input array whose upload copy is still queued there.
+  std::vector<void*> dsts;
+  std::vector<const void*> srcs;
+  std::vector<size_t> sizes;
+  for (const auto& c : copies) {
+    if (c.src.nbytes() == 0) continue;
+    dsts.push_back(c.dst);
+    srcs.push_back(device_address(c.src));
+    sizes.push_back(c.src.nbytes());
+  }
   cudaStream_t s = mlx_stream();
-  for (const auto& c : copies)
-    if (c.src.nbytes() != 0)
-      check(cudaMemcpyAsync(c.dst, device_address(c.src), c.src.nbytes(), cudaMemcpyDefault, s),
-            "cudaMemcpyAsync");
+  queue_copies(dsts, srcs, sizes, s);
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 

@@ -42,9 +42,10 @@ size_t device_free_bytes();
 // Synchronous copy between any two of host, pinned and device memory (the data transfer).
 void copy_bytes(void* dst, const void* src, size_t bytes);
 
-// Device inputs in two steps, so that a Compute with several inputs allocates them in one MLX
-// evaluation: new_device_array() returns a lazy MLX-owned GPU array; upload() materialises every
-// listed array and copies its source into it on MLX's own stream, with one wait for all.
+// Device inputs in two steps, so that a Compute with several inputs copies them with one call and
+// one wait: new_device_array() returns an MLX array over an uninitialised device block (taken
+// from the default pool in MLX's stream order; no kernel runs); upload() copies each source into
+// its array on MLX's own stream, batched, and waits once.
 struct Upload {
   mlx::core::array dst;
   const void* src;  // device pointer, dst.nbytes() bytes
@@ -53,7 +54,7 @@ mlx::core::array new_device_array(const mlx::core::Shape& shape, mlx::core::Dtyp
 void upload(const std::vector<Upload>& uploads);
 // Copies an evaluated, row-contiguous array into device memory at `dst` (a.nbytes() bytes).
 void to_device(const mlx::core::array& a, void* dst);
-// Several such copies (a Compute's device outputs), queued together, with one synchronisation.
+// Several such copies (a Compute's device outputs), queued as one batch, with one synchronisation.
 struct CopyOut {
   mlx::core::array src;
   void* dst;  // device memory, src.nbytes() bytes
