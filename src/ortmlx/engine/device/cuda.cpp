@@ -137,8 +137,8 @@ void queue_copies(std::vector<void*>& dsts, std::vector<const void*>& srcs,
     cudaMemcpyAttributes attr{};
     attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
     size_t first = 0;
-    if (cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(), &attr, &first,
-                             1, s) == cudaSuccess)
+    if (cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(), &attr, &first, 1,
+                             s) == cudaSuccess)
       return;
     (void)cudaGetLastError();
     batch_works.store(false, std::memory_order_relaxed);  // copies queued again below: same bytes
