@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -132,7 +133,11 @@ void free_input_buffer(mx::allocator::Buffer b, cudaStream_t s) {
 // decoder step moves 49 tensors), or one cudaMemcpyAsync each where the driver refuses the batch.
 void queue_copies(std::vector<void*>& dsts, std::vector<const void*>& srcs,
                   std::vector<size_t>& sizes, cudaStream_t s) {
-  static std::atomic<bool> batch_works{true};
+  // ONNXRUNTIME_EP_MLX_COPY_BATCH=0 queues one call per tensor (read once; for comparisons).
+  static std::atomic<bool> batch_works{[] {
+    const char* e = std::getenv("ONNXRUNTIME_EP_MLX_COPY_BATCH");
+    return e == nullptr || std::string(e) != "0";
+  }()};
   if (dsts.size() > 1 && batch_works.load(std::memory_order_relaxed)) {
     cudaMemcpyAttributes attr{};
     attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
