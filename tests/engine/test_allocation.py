@@ -8,8 +8,10 @@ child interpreter: should the guard ever regress, the tests fail instead of kill
 
 import math
 import os
-
 import re
+import resource
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -17,7 +19,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 from ortmlx.testing import EpRun, assert_ran_on_ep, make_model
-from tests.engine.util import run_python
+from tests.engine.util import ROOT, run_python
 
 GIB = 1 << 30
 
@@ -214,3 +216,94 @@ def test_size_overflowing_64_bits_is_a_clean_error(overflow_child, case, path):
     assert mine == [f"OK {case}/{path}"], (
         f"child exited with {overflow_child.returncode}\nstdout:\n{overflow_child.stdout}\n"
         f"stderr:\n{overflow_child.stderr[-4000:]}")
+
+
+# ---- an address-space limit (RLIMIT_AS) below the free memory
+
+PAD_NEED = 8 * ((1 << 31) - 1)  # int64[2^31 - 1]: 16.0 GiB
+
+
+def pad_model():
+    """Pad of int64 data by runtime pads (fuzz seed 4, o60_47). Node: big_pad."""
+    x = h.make_tensor_value_info("x", T.INT64, ["n"])
+    p = h.make_tensor_value_info("p", T.INT64, [2])
+    y = h.make_tensor_value_info("y", T.INT64, ["m"])
+    nodes = [h.make_node("Pad", ["x", "p"], ["y"], name="big_pad")]
+    return make_model(h.make_graph(nodes, "big_pad", [x, p], [y]))
+
+
+def address_space_bytes() -> int:
+    """The process's address space (VmSize), from /proc/self/statm."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def print_loaded_address_space():
+    """Child: the address space of a process that loaded the EP and ran a Pad on it."""
+    import ortmlx
+
+    ortmlx.register_execution_provider_library()
+    run = EpRun(pad_model(), provider_options={"cpu_claim": "all"}, strict=True)
+    try:
+        run.run({"x": np.array([1, 2], np.int64), "p": np.array([1, 1], np.int64)})
+    finally:
+        run.close()
+    print(address_space_bytes(), flush=True)
+
+
+def run_pad_under_limit():
+    """Child, started under RLIMIT_AS: the 16 GiB Pad, then a small one, compiled and eager."""
+    import ortmlx
+
+    from ortmlx.testing import run_cpu
+
+    ortmlx.register_execution_provider_library()
+    model = pad_model()
+    rng = np.random.default_rng(11)
+    for path, opts in (("compiled", {}), ("eager", {"no_compile": "1"})):
+        run = EpRun(model, provider_options={"cpu_claim": "all", **opts}, strict=True)
+        try:
+            with pytest.raises(Exception) as err:
+                run.run({"x": np.array([5], np.int64), "p": np.array([1 << 31, -2], np.int64)})
+            msg = str(err.value)
+            assert "node 'big_pad'" in msg and f"needs {_format_gib(PAD_NEED)}" in msg, msg
+            assert "address-space limit (RLIMIT_AS)" in msg, msg
+            small = {"x": rng.integers(-1000, 1000, 7).astype(np.int64),
+                     "p": np.array([2, 3], np.int64)}
+            got = run.run(small)[0]
+            assert_ran_on_ep(run, ["big_pad"])
+            np.testing.assert_array_equal(got, run_cpu(model, small)[0])
+            print(f"OK {path}", flush=True)
+        except (Exception, pytest.fail.Exception) as e:
+            print(f"FAIL {path}: {e!r}".replace("\n", " "), flush=True)
+        finally:
+            run.close()
+
+
+def test_address_space_limit_is_a_clean_error():
+    """Under an address-space limit below the free memory, MLX's CPU allocator fails the 16 GiB
+    allocation and its kernel wrote through it (SIGSEGV). The guard reads the limit: a clean error
+    naming the node, and the session runs a small Pad afterwards. The limit is the address space
+    of a process that loaded the EP plus 4 GiB, set before the child starts."""
+    from ortmlx.testing import mlx_backend
+
+    if mlx_backend() != "cpu":
+        pytest.skip("MLX's GPU allocators throw on a failed allocation (and reserve far more "
+                    "address space)")
+    loaded = run_python("from tests.engine.test_allocation import print_loaded_address_space\n"
+                        "print_loaded_address_space()\n")
+    cap = int(loaded.stdout.split()[-1]) + 4 * GIB
+    assert cap < PAD_NEED, f"the loaded EP takes {_format_gib(cap - 4 * GIB)} of address space"
+
+    def limit():
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY
+                                                else min(cap, hard), hard))
+
+    code = "from tests.engine.test_allocation import run_pad_under_limit\nrun_pad_under_limit()\n"
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                           preexec_fn=limit)
+    report = (f"child exited with {child.returncode} under a {_format_gib(cap)} limit\n"
+              f"stdout:\n{child.stdout}\nstderr:\n{child.stderr[-4000:]}")
+    assert child.returncode == 0, report
+    assert child.stdout.splitlines() == ["OK compiled", "OK eager"], report

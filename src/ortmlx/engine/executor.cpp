@@ -1,9 +1,5 @@
 #include "ortmlx/engine/executor.h"
 
-#include <fcntl.h>
-#include <sys/sysinfo.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -20,6 +16,7 @@
 #include "ortmlx/diagnostics/trace.h"
 #include "ortmlx/engine/device/device_memory.h"
 #include "ortmlx/engine/dtype.h"
+#include "ortmlx/engine/host_memory.h"
 #include "ortmlx/engine/layout.h"
 
 namespace ortmlx {
@@ -132,21 +129,6 @@ size_t allocated_bytes(const mx::array& a) {
   return bytes;
 }
 
-// MemAvailable of /proc/meminfo in bytes (0 when unknown). MemFree alone would miss the page
-// cache that the kernel gives back on demand.
-size_t meminfo_available() {
-  const int fd = ::open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char buf[1024];
-  const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
-  ::close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  const char* p = std::strstr(buf, "MemAvailable:");
-  if (p == nullptr) return 0;
-  return static_cast<size_t>(std::strtoull(p + std::strlen("MemAvailable:"), nullptr, 10)) * 1024;
-}
-
 bool is_allocation_failure(const std::exception& e) {
   if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) return true;
   // MLX's GPU allocators throw runtime_error("[malloc] Unable to allocate N bytes."); CUDA's own
@@ -193,9 +175,9 @@ void FootprintWalk::add(const mx::array& root, const NodeDesc* node) {
   }
 }
 
-size_t available_memory(size_t need) {
+AvailableMemory available_memory(size_t need) {
   const size_t limit = mx::get_memory_limit();
-  if (need > limit) return limit;
+  if (need > limit) return {limit, ""};
   const size_t cache = mx::get_cache_memory();
   if (mx::default_device() == mx::Device::gpu) {
     // cudaMemGetInfo costs tens of microseconds: a need under half of what a query made in the
@@ -208,18 +190,14 @@ size_t available_memory(size_t need) {
       known_free = device::device_free_bytes();
       known_at = now;
     }
-    return known_free == 0 ? limit : std::min(limit, known_free + cache);
+    return {known_free == 0 ? limit : std::min(limit, known_free + cache), ""};
   }
-  // MemAvailable is never far below MemFree (by the kernel's watermark reserve), and sysinfo is a
-  // cheap call: a need under half of MemFree fits without reading /proc/meminfo.
-  struct sysinfo si {};
-  if (::sysinfo(&si) == 0) {
-    const size_t free_bytes = static_cast<size_t>(si.freeram) * si.mem_unit;
-    if (need <= free_bytes / 2) return std::min(limit, free_bytes + cache);
-  }
-  const size_t avail = meminfo_available();
-  if (avail == 0) return limit;  // unknown: trust MLX's limit
-  return std::min(limit, avail + cache);
+  // Host memory: MemAvailable, the address-space limit and the cgroup's (engine/host_memory.h).
+  const HostBudget host = host_memory_budget(need);
+  size_t bytes = SIZE_MAX;
+  if (host.bytes != SIZE_MAX && __builtin_add_overflow(host.bytes, cache, &bytes)) bytes = SIZE_MAX;
+  if (bytes >= limit) return {limit, ""};  // unknown or above: MLX's limit
+  return {bytes, host_bound_note(host.bound)};
 }
 
 std::string format_bytes(size_t bytes) {
@@ -276,12 +254,13 @@ Executor::Executor(std::shared_ptr<const Plan> plan, ExecConfig config)
 
 void Executor::check_memory(const GraphFootprint& fp) const {
   if (fp.largest == 0) return;
-  const size_t avail = available_memory(fp.largest);
-  if (fp.largest <= avail && fp.largest != kUncountable) return;
+  const AvailableMemory avail = available_memory(fp.largest);
+  if (fp.largest <= avail.bytes && fp.largest != kUncountable) return;
   std::string msg = "fused node " + plan_->name + ": ";
   if (fp.node) msg += fp.node->label() + " ";
   msg += "needs " + format_bytes(fp.largest) + " for one " + describe(fp.dtype, fp.shape) +
-         " tensor; " + format_bytes(avail) + " available to MLX's " + backend_name() + " backend";
+         " tensor; " + format_bytes(avail.bytes) + " available to MLX's " + backend_name() +
+         " backend" + avail.note;
   if (fp.total > fp.largest)
     msg += " (the run's " + std::to_string(fp.arrays) + " new tensors take up to " +
            format_bytes(fp.total) + ")";
@@ -313,12 +292,12 @@ void Executor::evaluate(std::vector<mx::array>& outputs, const GraphFootprint& f
     std::string msg =
         "fused node " + plan_->name + ": out of memory while evaluating (" + e.what() + ")";
     if (fp.largest) {
+      const AvailableMemory avail = available_memory(fp.largest);
       msg += "; its largest tensor, " + describe(fp.dtype, fp.shape);
       if (fp.node) msg += " from " + fp.node->label();
       msg += ", needs " + format_bytes(fp.largest) + ", the run's " + std::to_string(fp.arrays) +
-             " new tensors up to " + format_bytes(fp.total) + "; " +
-             format_bytes(available_memory(fp.largest)) + " available to MLX's " + backend_name() +
-             " backend";
+             " new tensors up to " + format_bytes(fp.total) + "; " + format_bytes(avail.bytes) +
+             " available to MLX's " + backend_name() + " backend" + avail.note;
     }
     throw OutOfMemoryError(msg);
   }

@@ -83,12 +83,17 @@ class FootprintWalk {
   std::vector<const mlx::core::array*> stack_;
 };
 
-// Bytes that MLX's default device can still allocate. On MLX's CPU backend: the system's
-// MemAvailable plus MLX's cache, at most MLX's memory limit; on a GPU: MLX's memory limit, and
-// the device's free memory plus MLX's cache where the build can ask (CUDA flavour). Exact when
-// `need` comes near it; otherwise (need well below the system's free memory) a cheap lower bound,
+// Bytes that MLX's default device can still allocate, and what bounds them. On MLX's CPU backend:
+// the host budget of engine/host_memory.h (the least of MemAvailable, the address-space limit's
+// headroom and the cgroup's) plus MLX's cache, at most MLX's memory limit; on a GPU: MLX's memory
+// limit, and the device's free memory plus MLX's cache where the build can ask (CUDA flavour).
+// Exact when `need` comes near it; otherwise (need well below every bound) a cheap lower bound,
 // since reading /proc/meminfo costs as much as a small run.
-size_t available_memory(size_t need);
+struct AvailableMemory {
+  size_t bytes = 0;
+  const char* note = "";  // what bounds `bytes` when not the machine's memory, for messages
+};
+AvailableMemory available_memory(size_t need);
 
 // "64.0 GiB", "3.5 MiB", "12 bytes"; kUncountable says it overflows.
 std::string format_bytes(size_t bytes);
