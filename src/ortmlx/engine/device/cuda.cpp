@@ -129,15 +129,22 @@ void free_input_buffer(mx::allocator::Buffer b, cudaStream_t s) {
   delete buf;
 }
 
+// ONNXRUNTIME_EP_MLX_DEVICE_COPY=legacy (read once): each device input is a GPU fill evaluated to
+// get an MLX-owned buffer, and every copy is its own call: the path measured on the H200 before
+// the default (pool blocks, batched copies) replaced it; kept for comparisons and as a fallback.
+bool legacy_device_copy() {
+  static const bool legacy = [] {
+    const char* e = std::getenv("ONNXRUNTIME_EP_MLX_DEVICE_COPY");
+    return e != nullptr && std::string(e) == "legacy";
+  }();
+  return legacy;
+}
+
 // Queues plain copies on `s`: one cudaMemcpyBatchAsync call (a host call costs ~5-10 us, and a
 // decoder step moves 49 tensors), or one cudaMemcpyAsync each where the driver refuses the batch.
 void queue_copies(std::vector<void*>& dsts, std::vector<const void*>& srcs,
                   std::vector<size_t>& sizes, cudaStream_t s) {
-  // ONNXRUNTIME_EP_MLX_COPY_BATCH=0 queues one call per tensor (read once; for comparisons).
-  static std::atomic<bool> batch_works{[] {
-    const char* e = std::getenv("ONNXRUNTIME_EP_MLX_COPY_BATCH");
-    return e == nullptr || std::string(e) != "0";
-  }()};
+  static std::atomic<bool> batch_works{!legacy_device_copy()};
   if (dsts.size() > 1 && batch_works.load(std::memory_order_relaxed)) {
     cudaMemcpyAttributes attr{};
     attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
@@ -235,6 +242,7 @@ mx::array new_device_array(const mx::Shape& shape, mx::Dtype dtype) {
   size_t bytes = dtype.size();
   for (int d : shape) bytes *= static_cast<size_t>(d);
   if (bytes == 0) return mx::zeros(shape, dtype);
+  if (legacy_device_copy()) return mx::full(shape, mx::array(0, dtype), mx::Device::gpu);
   cudaStream_t s = mlx_stream();
   void* p = nullptr;
   check(cudaMallocAsync(&p, bytes, s), "cudaMallocAsync");
@@ -248,6 +256,11 @@ void upload(const std::vector<Upload>& uploads) {
   if (uploads.empty()) return;
   // On MLX's stream, after the allocations. The wait stays: a translator that reads an input's
   // values on the host (a shape, a trip count) must not see a copy still in flight.
+  if (legacy_device_copy()) {  // the fills must have their buffers before the copies
+    std::vector<mx::array> fills;
+    for (const auto& u : uploads) fills.push_back(u.dst);
+    mx::async_eval(fills);
+  }
   std::vector<void*> dsts;
   std::vector<const void*> srcs;
   std::vector<size_t> sizes;
