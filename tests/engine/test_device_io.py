@@ -139,3 +139,16 @@ def test_device_io_many_inputs_in_one_batch():
         assert s.report().executed_count() == n
     finally:
         s.close()
+
+
+def test_device_io_legacy_copy_path():
+    # ONNXRUNTIME_EP_MLX_DEVICE_COPY is read once per process: the tests above again, in a child
+    # process on the previous path (a fill kernel per input, one copy call per tensor).
+    import subprocess
+    import sys
+
+    env = dict(os.environ, ONNXRUNTIME_EP_MLX_DEVICE_COPY="legacy")
+    child = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k",
+         "not legacy"], env=env, capture_output=True, text=True, timeout=600)
+    assert child.returncode == 0, child.stdout[-3000:] + child.stderr[-2000:]
