@@ -134,6 +134,23 @@ def test_attention_softmax_precision_double_is_refused(rng):
     assert reason and "softmax_precision" in reason
 
 
+@pytest.mark.parametrize("causal", [2, -1, 2**32, 2**32 + 1])
+def test_attention_is_causal_beyond_0_1_is_refused(causal, rng):
+    # ORT reads is_causal's low 32 bits and is causal only where they are 1 (2 and 2^32 ran
+    # causal on the EP, non-causal on ORT: fuzz seed 13, o21_103); ONNX defines 0 and 1 only.
+    q, k, v = attn_inputs(rng, 1, 2, 2, 3, 3, 4, 4, False)
+    model = single_node_model("Attention", {"q": q, "k": k, "v": v},
+                              attrs={"is_causal": causal}, opset=23)
+    reason = refusal(model, "Attention")
+    assert reason and "is_causal" in reason
+    run = EpRun(model)  # the node runs on ORT's CPU EP, as ORT alone runs it
+    try:
+        got = run.run({"q": q, "k": k, "v": v})
+    finally:
+        run.close()
+    np.testing.assert_array_equal(got[0], run_cpu(model, {"q": q, "k": k, "v": v})[0])
+
+
 @pytest.mark.parametrize("attrs,bad", [({"kv_num_heads": 3}, True), ({"q_num_heads": 2}, True),
                                        ({"kv_num_heads": 2**31 - 1}, True),
                                        ({"q_num_heads": 4, "kv_num_heads": 2}, False),

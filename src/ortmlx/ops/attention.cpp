@@ -148,6 +148,11 @@ ClaimResult claim_attention(const ClaimContext& c) {
   const int64_t prec = c.node().attr_int("softmax_precision", 1);
   ORTMLX_REQUIRE(prec == 1, "softmax_precision " + std::to_string(prec) +
                                 " is not implemented (softmax runs in float32)");
+  // ONNX defines is_causal 0 and 1 only; ORT reads the low 32 bits and is causal only where they
+  // are 1 (2 and 2^32 run non-causal, 2^32 + 1 causal): other values are left to ORT.
+  const int64_t causal = c.node().attr_int("is_causal", 0);
+  ORTMLX_REQUIRE(causal == 0 || causal == 1,
+                 "is_causal " + std::to_string(causal) + " is neither 0 nor 1");
   const int64_t mode = c.node().attr_int("qk_matmul_output_mode", 0);
   ORTMLX_REQUIRE(mode >= 0 && mode <= 3, "unknown qk_matmul_output_mode");
   ORTMLX_REQUIRE(c.node().attr_float("softcap", 0.f) >= 0.f, "negative softcap");
