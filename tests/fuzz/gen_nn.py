@@ -629,7 +629,8 @@ class NNGen:
         x = floats(r, shape, F32, lo, hi, special_p=0.03 if r.random() < 0.1 else 0.0)
         if x.size and r.random() < 0.05:
             x = x * np.float32(hpick(r, [0.0, 1e30, 1e-30]))
-        return self.emit(cid, "DynamicQuantizeLinear", [x], n_out=3)
+        nan = " NaN in X" if np.isnan(x).any() else ""  # see known.py
+        return self.emit(cid, "DynamicQuantizeLinear", [x], n_out=3, label=nan.strip())
 
     def _q8(self, shape, qt):
         """8-bit data, full range (the exactness bound of the integer sums)."""
