@@ -680,6 +680,25 @@ def test_unbroadcastable_mask_is_an_error(path, rng, monkeypatch, claim_landed):
         assert_close(g, w, magnitude=mag)
 
 
+@pytest.mark.parametrize("path,recompute", [("dense", False), ("tiled", False),
+                                            ("blocked", False), ("native", True)])
+def test_mask_kind_0_ignores_the_mask_shape(path, recompute, rng, monkeypatch, claim_landed):
+    """Mask kind 0 reads no mask (the body ignores it): a mask that would not broadcast against
+    (B, HQ, Sq, Sk) runs on the EP like the body (it raised "incompatible mask broadcast"; fuzz
+    seed 12, c3_92)."""
+    set_path(monkeypatch, path)
+    model = attention_vjp_model(2, 5, 5, 2, 1, 32, rank=3, causal=1, mask_kind=0,
+                                mask_shape=("Mb", "Mh", "Mq", "Mk"), recompute=recompute)
+    feeds = attention_vjp_feeds(model, rng, {"Mb": 1, "Mh": 4, "Mq": 5, "Mk": 7})
+    assert feeds["Mask"].shape == (1, 4, 5, 7)  # 4 is neither 1 nor HQ
+    got, _ = run_on_ep(model, feeds)
+    mag = gradient_magnitude(model, feeds)
+    body = run_cpu(model, feeds)
+    for g, w, c in zip(got, attention_vjp_reference_for(model, feeds), body):
+        assert_close(g, w, "vs float64", magnitude=mag)
+        assert_close(g, c.astype(np.float64), "vs ORT CPU body", magnitude=mag)
+
+
 # ------------------------------------------------------------------------------------------
 # a real producer
 # ------------------------------------------------------------------------------------------

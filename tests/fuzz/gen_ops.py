@@ -18,7 +18,7 @@ from onnx import AttributeProto, helper
 from .fuzzlib import FLOATS, INTS, NP_OF, Case, TensorProto, cpu_kernels
 from .gen_control import ControlGen
 from .gen_data import broadcast_pair, data, floats, ints, rand_dim, rand_shape, rand_shape_axis
-from .gen_elem import ElemGen
+from .gen_elem import ElemGen, empty_marker
 from .gen_ml import MlGen
 from .gen_nn import NNGen
 from .gen_recurrent import RecurrentGen
@@ -639,7 +639,7 @@ class OpCases(ElemGen, ShapeGen, NNGen, ControlGen, RecurrentGen, VisionGen, MlG
         mag = float(np.sum(np.abs(_f64(np.nan_to_num(x))), initial=0.0)) if t in FLOATS else 0.0
         return self.case(cid, op, [node], feeds, [f"{cid}_y"], consts,
                          reference=ref, mag=[min(mag, 1e30)],
-                         label=f"{op} {x.dtype} {shape} axes={axes} {attrs}")
+                         label=f"{op} {x.dtype} {shape} axes={axes} {attrs}{empty_marker(x)}")
 
     def gen_ReduceSum(self, cid):
         return self._reduce(cid, "ReduceSum")

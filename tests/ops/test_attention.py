@@ -134,6 +134,23 @@ def test_attention_softmax_precision_double_is_refused(rng):
     assert reason and "softmax_precision" in reason
 
 
+@pytest.mark.parametrize("causal", [2, -1, 2**32, 2**32 + 1])
+def test_attention_is_causal_beyond_0_1_is_refused(causal, rng):
+    # ORT reads is_causal's low 32 bits and is causal only where they are 1 (2 and 2^32 ran
+    # causal on the EP, non-causal on ORT: fuzz seed 13, o21_103); ONNX defines 0 and 1 only.
+    q, k, v = attn_inputs(rng, 1, 2, 2, 3, 3, 4, 4, False)
+    model = single_node_model("Attention", {"q": q, "k": k, "v": v},
+                              attrs={"is_causal": causal}, opset=23)
+    reason = refusal(model, "Attention")
+    assert reason and "is_causal" in reason
+    run = EpRun(model)  # the node runs on ORT's CPU EP, as ORT alone runs it
+    try:
+        got = run.run({"q": q, "k": k, "v": v})
+    finally:
+        run.close()
+    np.testing.assert_array_equal(got[0], run_cpu(model, {"q": q, "k": k, "v": v})[0])
+
+
 @pytest.mark.parametrize("attrs,bad", [({"kv_num_heads": 3}, True), ({"q_num_heads": 2}, True),
                                        ({"kv_num_heads": 2**31 - 1}, True),
                                        ({"q_num_heads": 4, "kv_num_heads": 2}, False),
@@ -226,6 +243,26 @@ def test_mha_cross_length_causal_is_refused(rng):
            "v": random_array(rng, (1, 7, 8))}
     model = contrib_model("MultiHeadAttention", ins, {"num_heads": 2, "unidirectional": 1})
     assert "S == L" in (refusal(model, "com.microsoft.MultiHeadAttention") or "")
+
+
+@pytest.mark.parametrize("batch", [0, 2])
+def test_mha_hidden_size_not_divisible_by_num_heads_is_refused(batch, rng):
+    # ORT does not check it: its reshape raises for a non-empty batch and a batch of 0 returns
+    # the empty output, where the EP raised (fuzz seed 32, o39_171: (0, 3, 32), 3 heads). Left
+    # to ORT, the session behaves as ORT alone.
+    ins = {n: random_array(rng, (batch, 3, 32)) for n in ("q", "k", "v")}
+    model = contrib_model("MultiHeadAttention", ins, {"num_heads": 3})
+    assert "not a multiple of num_heads 3" in (
+        refusal(model, "com.microsoft.MultiHeadAttention") or "")
+    run = EpRun(model)
+    try:
+        if batch:
+            with pytest.raises(Exception):
+                run.run(ins)
+        else:
+            assert run.run(ins)[0].shape == (0, 3, 32)
+    finally:
+        run.close()
 
 
 def test_mha_bnsh_key_value(rng):

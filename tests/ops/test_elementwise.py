@@ -231,6 +231,21 @@ def test_min_max_integers(op, dtype, rng):
     check_on_ep(single_node_model(op, feeds), feeds)
 
 
+@pytest.mark.parametrize("op", ["Max", "Min"])
+def test_min_max_int64_beyond_int32_is_exact(op):
+    # ORT CPU 1.30 compares the low 32 bits as signed where the high ones are equal (max(1, 2^31)
+    # is 1 there; fuzz seed 28, through CenterCropPad's function body): checked against numpy.
+    a = np.array([1, 2**31 + 7, -1, 0, 5, 2**40 + 5], np.int64)
+    b = np.array([2**31, 1, 2**31, 2**62, 3 * 2**31, 2], np.int64)
+    run = EpRun(single_node_model(op, {"a": a, "b": b}), strict=True)
+    try:
+        got = run.run({"a": a, "b": b})
+        assert_ran_on_ep(run, ["node"])
+    finally:
+        run.close()
+    np.testing.assert_array_equal(got[0], (np.maximum if op == "Max" else np.minimum)(a, b))
+
+
 @pytest.mark.parametrize("op", ["Max", "Min", "Sum", "Mean"])
 def test_variadic_nan_inf(op):
     a = np.array([np.nan, 1.0, np.inf, -np.inf, 2.0, np.nan], dtype=np.float32)

@@ -357,6 +357,20 @@ def test_pool_same_padding_with_a_stride_beyond_the_kernel(op, opset, raises, au
         check_on_ep(model, {"x": x})
 
 
+@pytest.mark.parametrize("op, opset", [("AveragePool", 11), ("AveragePool", 17),
+                                       ("MaxPool", 12), ("MaxPool", 19)])
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+def test_pool_negative_same_padding_on_an_empty_batch_like_cpu(op, opset, auto_pad):
+    # ORT returns the empty output of a batch of 0 before its "padding values must be
+    # non-negative" check; the EP raised (fuzz seed 22, o16_149: AveragePool 17, (0, 2, 2, 4),
+    # strides [2, 1], kernel [1, 4]).
+    x = np.zeros((0, 2, 2, 4), np.float32)
+    model = single_node_model(op, {"x": x}, opset=opset, attrs={
+        "kernel_shape": [1, 4], "strides": [2, 1], "auto_pad": auto_pad})
+    got = check_on_ep(model, {"x": x})
+    assert got[0].shape == (0, 2, 1, 4)
+
+
 # ORT's MLAS pools raise for that negative padding (float MaxPool with one output), its other
 # kernels pool with it (MaxPool with the Indices output, column-major storage_order, dilations or
 # integer types;

@@ -357,6 +357,20 @@ def test_resize_empty_input_or_output_like_cpu(rng):
     assert r["outputs"][0].shape == (5, 2, 0, 1)
 
 
+@pytest.mark.parametrize("mode,antialias", [("cubic", 1), ("linear", 0), ("nearest", 0)])
+def test_resize_zero_dim_to_non_zero_raises_even_if_output_is_empty(mode, antialias, rng):
+    from isolated import check_hostile, loose_model
+
+    # ORT checks each dim: a zero dim sized to 1 raises though the batch of 0 makes the output
+    # empty anyway; the EP returned the empty (0, 1, 1, 4) (fuzz seed 20, o42_54).
+    model = loose_model("Resize", [("x", np.float32, ["n", 1, "h", 1])],
+                        {"mode": mode, "antialias": antialias, "axes": [2, -1]},
+                        {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
+                         "sizes": np.array([1, 4], np.int64)}, opset=18)
+    check_hostile(model, {"x": np.zeros((0, 1, 0, 1), np.float32)},
+                  {"x": random_array(rng, (2, 1, 3, 1))}, op_type="Resize", error="zero")
+
+
 # ---------------------------------------------------------------- axes (opset 18+)
 
 @pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])

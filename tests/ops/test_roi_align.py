@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 
 from opcheck import check_on_ep, refusal
 from ort_raises import check_raises_like_cpu
-from ortmlx.testing import EpRun, make_model, random_array
+from ortmlx.testing import EpRun, make_model, random_array, run_cpu
 
 
 def roi_model(x_shape, n_rois, opset, attrs, const_rois=None, dtype=TensorProto.FLOAT):
@@ -170,6 +170,25 @@ def test_roi_align_no_channels_and_2_31_bins_raises_like_cpu(rng):
     try:
         with pytest.raises(Exception, match=r"node 'node'.*2\^26 sample points"):
             run.run({"x": x, "rois": rois, "batch_indices": np.array([1], np.int64)})
+    finally:
+        run.close()
+
+
+@pytest.mark.parametrize("shape", [(2, 0, 7, 3), (2, 3, 7, 3)], ids=str)
+def test_roi_align_huge_sampling_ratio_raises_like_cpu(shape, rng):
+    # A sampling_ratio of 2^31 - 1 makes ORT's sample table size overflow (SafeInt), with or
+    # without channels; with none the EP returned the empty tensor (fuzz seed 20, o60_105). Its
+    # grid bound now applies before the empty result.
+    x = random_array(rng, shape)
+    rois = random_rois(rng, 3, 7, 3)
+    model = roi_model(x.shape, 3, 16, {"sampling_ratio": 2**31 - 1, "output_width": 3})
+    feeds = {"x": x, "rois": rois, "batch_indices": np.array([0, 1, 1], np.int64)}
+    with pytest.raises(Exception, match="SafeInt"):
+        run_cpu(model, feeds)
+    run = EpRun(model, strict=True)
+    try:
+        with pytest.raises(Exception, match=r"node 'node'.*sampling grid of region 0 is too"):
+            run.run(feeds)
     finally:
         run.close()
 

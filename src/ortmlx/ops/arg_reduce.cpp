@@ -175,11 +175,13 @@ ClaimResult claim_cumsum(const ClaimContext& c) {
 void translate_cumsum(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   const mx::array x = ctx.input(n, 0);
-  const int axis = normalize_axis(host_int(ctx, n, 1, "axis"), static_cast<int>(x.ndim()));
+  // An empty input is its own result, whatever the axis: ORT returns it before reading the axis
+  // (a runtime axis out of range raised here where ORT returns the empty tensor).
   if (x.size() == 0) {
     ctx.bind_output(n, 0, x);
     return;
   }
+  const int axis = normalize_axis(host_int(ctx, n, 1, "axis"), static_cast<int>(x.ndim()));
   const bool reverse = n.attr_int("reverse", 0) == 1;
   const bool inclusive = n.attr_int("exclusive", 0) == 0;
   // Same-type accumulation: integers wrap like ORT's CPU kernel.

@@ -148,6 +148,11 @@ ClaimResult claim_attention(const ClaimContext& c) {
   const int64_t prec = c.node().attr_int("softmax_precision", 1);
   ORTMLX_REQUIRE(prec == 1, "softmax_precision " + std::to_string(prec) +
                                 " is not implemented (softmax runs in float32)");
+  // ONNX defines is_causal 0 and 1 only; ORT reads the low 32 bits and is causal only where they
+  // are 1 (2 and 2^32 run non-causal, 2^32 + 1 causal): other values are left to ORT.
+  const int64_t causal = c.node().attr_int("is_causal", 0);
+  ORTMLX_REQUIRE(causal == 0 || causal == 1,
+                 "is_causal " + std::to_string(causal) + " is neither 0 nor 1");
   const int64_t mode = c.node().attr_int("qk_matmul_output_mode", 0);
   ORTMLX_REQUIRE(mode >= 0 && mode <= 3, "unknown qk_matmul_output_mode");
   ORTMLX_REQUIRE(c.node().attr_float("softcap", 0.f) >= 0.f, "negative softcap");
@@ -300,6 +305,18 @@ ClaimResult claim_mha(const ClaimContext& c) {
                    "both 4-D (BNSH)");
     ORTMLX_REQUIRE(rk == 3 || (!c.has_input(3) && !c.has_input(6)),
                    "4-D key/value with bias or past is not implemented");
+    // ORT's kernel does not check that num_heads divides a 3-D hidden size (its reshape fails
+    // for a non-empty batch; a batch of 0 returns the empty output): a static hidden size it
+    // does not divide is left to ORT.
+    const int64_t heads = c.node().attr_int("num_heads", 0);
+    for (size_t i = 0; i < 3; ++i) {
+      const TensorInfo* t = c.input(i);
+      if (t && t->has_shape && t->rank() == 3 && t->shape[2] >= 0)
+        ORTMLX_REQUIRE(t->shape[2] % heads == 0, "hidden size " + std::to_string(t->shape[2]) +
+                                                     " of input " + std::to_string(i) +
+                                                     " is not a multiple of num_heads " +
+                                                     std::to_string(heads));
+    }
   }
   if (c.has_input(4)) {
     ORTMLX_REQUIRE(c.input_type(4) == ElemType::kInt32, "key_padding_mask must be int32");

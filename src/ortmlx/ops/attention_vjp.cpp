@@ -92,7 +92,8 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
   }
 
   // Live shapes: Y and dY like Q, V like K, same batch, mask broadcastable (its last axis may
-  // have any width: keys beyond a narrow mask are masked, a wide one is sliced).
+  // have any width: keys beyond a narrow mask are masked, a wide one is sliced). Mask kind 0
+  // never reads the mask (the body and every path ignore it), so its shape is not checked.
   for (size_t i = 3; i < tensors; ++i)
     if (in[i].shape() != q.shape())
       throw std::runtime_error(std::string("AttentionVJP incompatible live tensor shapes: ") +
@@ -104,7 +105,7 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
                              shape_str(in[2].shape()));
   const int target[4] = {b, c.hq, sq, sk};
   const int mrank = static_cast<int>(mask.ndim());
-  for (int axis = 0; axis < mrank; ++axis) {
+  for (int axis = 0; c.mask != 0 && axis < mrank; ++axis) {
     const int size = mask.shape(axis);
     if (size != 1 && size != target[4 - mrank + axis] && axis + 1 != mrank)
       throw std::runtime_error("AttentionVJP incompatible mask broadcast: mask " +

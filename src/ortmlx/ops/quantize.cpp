@@ -142,7 +142,10 @@ void translate_quantize(TranslationContext& ctx, const NodeDesc& n) {
   }
   const float lo = qt == mx::int8 ? -128.f : 0.f;
   const float hi = qt == mx::int8 ? 127.f : 255.f;
-  y = mx::clip(y, mx::array(lo), mx::array(hi), s);
+  // A NaN quotient is the type's minimum in ORT (its MLAS kernel clamps with vector max/min,
+  // which return the bound for NaN): -128 for int8, 0 for uint8. Cast as it is, NaN is
+  // undefined (MLX's conversion gave 0 or -128 by shape).
+  y = mx::where(mx::isnan(y, s), mx::array(lo), mx::clip(y, mx::array(lo), mx::array(hi), s), s);
   ctx.bind_output(n, 0, mx::astype(y, qt, s));
 }
 

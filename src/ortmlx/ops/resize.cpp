@@ -427,6 +427,12 @@ void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
     out = full_rank(out, axes, rank, int64_t{-1});
     for (int i = 0; i < rank; ++i)
       if (out[i] == -1) out[i] = x.shape(i);
+    // As ORT, per dim: nothing scales a zero dim to a non-zero one, even where another dim
+    // makes the output empty anyway (e.g. (0, 1, 0, 1) to (0, 1, 1, 4)).
+    for (int i = 0; i < rank; ++i)
+      if (x.shape(i) == 0 && out[i] != 0)
+        throw std::runtime_error("input dim " + std::to_string(i) +
+                                 " is zero but the output dim is " + std::to_string(out[i]));
     for (int i = 0; i < rank; ++i)
       scale[i] = static_cast<float>(out[i]) / static_cast<float>(x.shape(i));
   } else {

@@ -164,16 +164,19 @@ void translate_roi_align(TranslationContext& ctx, const NodeDesc& n) {
   const mx::Shape out_shape = checked_shape({R, C, PH, PW}, mx::float32);
   const int64_t bins = checked_mul(PH, PW, "bins");
   const int64_t M = checked_mul(R, bins, "regions x bins");
-  if (M == 0 || C == 0) {
-    // No channels still means a sample table per bin for ORT (it fails to allocate one for
-    // 2^31 bins): the same bound as below.
-    if (M > kMaxSamplePoints)
-      throw std::runtime_error("RoiAlign needs more than 2^26 sample points");
+  if (M == 0) {
     ctx.bind_output(n, 0, mx::zeros(out_shape, mx::float32, s));
     return;
   }
-  if (H == 0 || W == 0) throw std::runtime_error("X must have a non-empty image");
-  checked_int(checked_mul(checked_mul(N, H, "N*H"), W, "N*H*W"), "N*H*W");
+  // No channels still means a sample table per region for ORT (it fails to allocate one for
+  // 2^31 bins, and its size overflows for a sampling_ratio of 2^31 - 1): the bounds below apply
+  // before the empty result is returned.
+  if (C == 0 && M > kMaxSamplePoints)
+    throw std::runtime_error("RoiAlign needs more than 2^26 sample points");
+  if (C > 0) {
+    if (H == 0 || W == 0) throw std::runtime_error("X must have a non-empty image");
+    checked_int(checked_mul(checked_mul(N, H, "N*H"), W, "N*H*W"), "N*H*W");
+  }
 
   // Per region: grid size, bin sizes and start, as ORT computes them.
   struct Region {
@@ -208,6 +211,10 @@ void translate_roi_align(TranslationContext& ctx, const NodeDesc& n) {
   }
   if (checked_mul(max_points, M, "sample points") > kMaxSamplePoints)
     throw std::runtime_error("RoiAlign needs more than 2^26 sample points");
+  if (C == 0) {
+    ctx.bind_output(n, 0, mx::zeros(out_shape, mx::float32, s));
+    return;
+  }
 
   const int Mi = checked_int(M, "regions x bins"), Ci = checked_int(C, "channels");
   const int64_t hw = H * W;
