@@ -89,7 +89,8 @@ def _model():
         "device_io",
         [h.make_tensor_value_info("x", f, ["a", "b"]), h.make_tensor_value_info("y", f, ["a", "b"]),
          h.make_tensor_value_info("k", T.INT64, [2])],
-        [h.make_tensor_value_info("z", f, ["r0", "r1"]), h.make_tensor_value_info("xo", f, ["a", "b"]),
+        [h.make_tensor_value_info("z", f, ["r0", "r1"]),
+         h.make_tensor_value_info("xo", f, ["a", "b"]),
          h.make_tensor_value_info("m", f, ["a", "b"])])
     return make_model(graph, opset=17)
 
