@@ -680,6 +680,25 @@ def test_unbroadcastable_mask_is_an_error(path, rng, monkeypatch, claim_landed):
         assert_close(g, w, magnitude=mag)
 
 
+@pytest.mark.parametrize("empty", ["B", "Sq", "Sk"])
+def test_unbroadcastable_mask_is_an_error_when_a_dim_is_empty(empty, rng, monkeypatch,
+                                                              claim_landed):
+    """An empty batch or sequence does not excuse a mask whose head axis fits neither 1 nor HQ:
+    the body's mask Add raises on ORT CPU, so the EP raises too (it returned zeros; fuzz seed 50
+    with ORTMLX_FUZZ_FUSE=1, c30_50)."""
+    set_path(monkeypatch, "dense")
+    model = attention_vjp_model(2, 2, 4, 3, 1, 32, rank=3, mask_kind=1,
+                                mask_shape=(1, "Mh", 1, 1), dynamic_batch=True,
+                                dynamic_seq=True)
+    dims = {"B": 2, "Sq": 2, "Sk": 4, "Mh": 3}
+    feeds = attention_vjp_feeds(model, rng, dict(dims))
+    bad = attention_vjp_feeds(model, rng, dict(dims, **{empty: 0, "Mh": 6}), consistent_y=False)
+    assert bad["Mask"].shape == (1, 6, 1, 1)
+    with pytest.raises(Exception):  # the reference: the contract body on ORT CPU
+        run_cpu(model, bad)
+    _errors_then_correct(model, feeds, [bad])
+
+
 @pytest.mark.parametrize("path,recompute", [("dense", False), ("tiled", False),
                                             ("blocked", False), ("native", True)])
 def test_mask_kind_0_ignores_the_mask_shape(path, recompute, rng, monkeypatch, claim_landed):

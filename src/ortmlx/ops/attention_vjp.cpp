@@ -83,26 +83,10 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
   const int b = q.shape(0);
   const int sq = c.rank == 4 ? q.shape(2) : q.shape(1);
   const int sk = c.rank == 4 ? k.shape(2) : k.shape(1);
-  if (b == 0 || sq == 0 || sk == 0) {
-    // Every requested gradient is zeros of its input's shape (nothing to attend, or no one).
-    for (size_t i = 0; i < c.outputs.size(); ++i)
-      ctx.bind(node.outputs[i],
-               ctx.zeros(in[static_cast<size_t>(c.outputs[i])].shape(), mx::float32));
-    return;
-  }
-
-  // Live shapes: Y and dY like Q, V like K, same batch, mask broadcastable (its last axis may
-  // have any width: keys beyond a narrow mask are masked, a wide one is sliced). Mask kind 0
-  // never reads the mask (the body and every path ignore it), so its shape is not checked.
-  for (size_t i = 3; i < tensors; ++i)
-    if (in[i].shape() != q.shape())
-      throw std::runtime_error(std::string("AttentionVJP incompatible live tensor shapes: ") +
-                               input_name(c, i) + " " + shape_str(in[i].shape()) +
-                               " must equal Q " + shape_str(q.shape()));
-  if (in[2].shape() != k.shape() || k.shape(0) != b)
-    throw std::runtime_error("AttentionVJP incompatible live tensor shapes: Q " +
-                             shape_str(q.shape()) + ", K " + shape_str(k.shape()) + ", V " +
-                             shape_str(in[2].shape()));
+  // Mask broadcast (its last axis may have any width: keys beyond a narrow mask are masked, a
+  // wide one is sliced), checked before the empty-shape shortcut: the body's mask Add raises on
+  // an unbroadcastable mask even when B, Sq or Sk is 0. Mask kind 0 never reads the mask (the
+  // body and every path ignore it), so its shape is not checked.
   const int target[4] = {b, c.hq, sq, sk};
   const int mrank = static_cast<int>(mask.ndim());
   for (int axis = 0; c.mask != 0 && axis < mrank; ++axis) {
@@ -112,6 +96,24 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
                                shape_str(mask.shape()) +
                                " against (B, HQ, Sq, Sk) = " + shape_str({b, c.hq, sq, sk}));
   }
+  if (b == 0 || sq == 0 || sk == 0) {
+    // Every requested gradient is zeros of its input's shape (nothing to attend, or no one).
+    for (size_t i = 0; i < c.outputs.size(); ++i)
+      ctx.bind(node.outputs[i],
+               ctx.zeros(in[static_cast<size_t>(c.outputs[i])].shape(), mx::float32));
+    return;
+  }
+
+  // Live shapes: Y and dY like Q, V like K, same batch.
+  for (size_t i = 3; i < tensors; ++i)
+    if (in[i].shape() != q.shape())
+      throw std::runtime_error(std::string("AttentionVJP incompatible live tensor shapes: ") +
+                               input_name(c, i) + " " + shape_str(in[i].shape()) +
+                               " must equal Q " + shape_str(q.shape()));
+  if (in[2].shape() != k.shape() || k.shape(0) != b)
+    throw std::runtime_error("AttentionVJP incompatible live tensor shapes: Q " +
+                             shape_str(q.shape()) + ", K " + shape_str(k.shape()) + ", V " +
+                             shape_str(in[2].shape()));
 
   const auto explicit_limit = ctx.options().attention_vjp_dense_limit_bytes;
   const bool dense = use_dense(c, {b, c.hq, sq, c.d}, {b, c.hk, sk, c.d}, explicit_limit);
