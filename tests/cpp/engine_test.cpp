@@ -514,6 +514,44 @@ TEST(Engine, FootprintCountsAllocationsNotViews) {
   });
 }
 
+TEST(Engine, FootprintHeldTogetherIsALowerBoundOfThePeak) {
+  on_mlx([] {
+    constexpr size_t kMiB = size_t{1} << 20;
+    auto a = mx::ones({1024});
+    mx::eval(a);
+    // Two 1 MiB results of a broadcast view (which allocates nothing): both outputs are alive at
+    // the end. A reshape of one of them is a view: its buffer is not counted again.
+    auto b = mx::broadcast_to(a, {256, 1024});
+    auto y1 = mx::exp(b);
+    auto y2 = mx::sin(b);
+    FootprintWalk outputs;
+    outputs.add_output(y1);
+    outputs.add_output(y2);
+    outputs.add_output(mx::reshape(y1, {1024, 256}));
+    EXPECT_EQ(outputs.result().largest, kMiB);
+    EXPECT_EQ(outputs.result().held_together, 2 * kMiB);
+    EXPECT_EQ(outputs.result().held_what, "its 2 outputs together");
+    // One kernel's inputs and output: the Add's output may take an input's buffer (donation).
+    FootprintWalk kernel;
+    kernel.add_output(mx::add(y1, y2));
+    EXPECT_EQ(kernel.result().held_together, 2 * kMiB);
+    EXPECT_NE(kernel.result().held_what.find("kernel's inputs and outputs"), std::string::npos);
+    // A chain of same-size results may reuse one buffer: counted once, however many outputs.
+    auto e1 = mx::exp(b);
+    auto e2 = mx::exp(e1);
+    FootprintWalk chain;
+    chain.add_output(e1);
+    chain.add_output(e2);
+    EXPECT_EQ(chain.result().held_together, kMiB);
+    // Outputs with data allocate nothing new.
+    mx::eval(y1, y2);
+    FootprintWalk done;
+    done.add_output(y1);
+    done.add_output(y2);
+    EXPECT_EQ(done.result().held_together, 0u);
+  });
+}
+
 TEST(Engine, FootprintSaturatesSizesThatOverflow) {
   on_mlx([] {
     // 2^64 bytes (MLX's nbytes wraps to 0) and 2^90 elements (its size wraps to 0): both count

@@ -307,3 +307,78 @@ def test_address_space_limit_is_a_clean_error():
               f"stdout:\n{child.stdout}\nstderr:\n{child.stderr[-4000:]}")
     assert child.returncode == 0, report
     assert child.stdout.splitlines() == ["OK compiled", "OK eager"], report
+
+
+PADS = 3
+PADS_EACH = 8 * (1 << 28)  # int64[2^28 + 5] per output: 2.0 GiB, each below the 4 GiB headroom
+
+
+def pads_model():
+    """Three Pads of one small input, each its own output: each fits the memory left, together
+    they do not. Nodes pad0..pad2 (distinct pad values, so that no optimizer merges them)."""
+    x = h.make_tensor_value_info("x", T.INT64, ["n"])
+    p = h.make_tensor_value_info("p", T.INT64, [2])
+    nodes, outputs, inits = [], [], []
+    for i in range(PADS):
+        inits.append(h.make_tensor(f"c{i}", T.INT64, [], [i + 1]))
+        nodes.append(h.make_node("Pad", ["x", "p", f"c{i}"], [f"y{i}"], name=f"pad{i}"))
+        outputs.append(h.make_tensor_value_info(f"y{i}", T.INT64, ["m"]))
+    return make_model(h.make_graph(nodes, "pads", [x, p], outputs, inits))
+
+
+def run_pads_under_limit():
+    """Child, started under RLIMIT_AS: three 2 GiB outputs (a clean error, where MLX's CPU
+    allocator failed the third and its kernel wrote through it: SIGSEGV), then small ones."""
+    import ortmlx
+
+    from ortmlx.testing import run_cpu
+
+    ortmlx.register_execution_provider_library()
+    model = pads_model()
+    names = [f"pad{i}" for i in range(PADS)]
+    for path, opts in (("compiled", {}), ("eager", {"no_compile": "1"})):
+        run = EpRun(model, provider_options={"cpu_claim": "all", **opts}, strict=True)
+        try:
+            with pytest.raises(Exception) as err:
+                run.run({"x": np.array([5], np.int64), "p": np.array([1 << 28, 4], np.int64)})
+            msg = str(err.value)
+            want = f"needs {_format_gib(PADS * PADS_EACH)} at once for its {PADS} outputs"
+            assert want in msg, msg
+            assert "address-space limit (RLIMIT_AS)" in msg, msg
+            small = {"x": np.array([7, -3], np.int64), "p": np.array([2, 1], np.int64)}
+            got = run.run(small)
+            assert_ran_on_ep(run, names)
+            for g, w in zip(got, run_cpu(model, small)):
+                np.testing.assert_array_equal(g, w)
+            print(f"OK {path}", flush=True)
+        except (Exception, pytest.fail.Exception) as e:
+            print(f"FAIL {path}: {e!r}".replace("\n", " "), flush=True)
+        finally:
+            run.close()
+
+
+def test_outputs_that_fit_one_by_one_but_not_together_are_a_clean_error():
+    """The guard adds up what an evaluation holds at once (here its outputs), not only its
+    largest tensor. Same address-space limit as above: the loaded EP plus 4 GiB."""
+    from ortmlx.testing import mlx_backend
+
+    if mlx_backend() != "cpu":
+        pytest.skip("MLX's GPU allocators throw on a failed allocation (and reserve far more "
+                    "address space)")
+    loaded = run_python("from tests.engine.test_allocation import print_loaded_address_space\n"
+                        "print_loaded_address_space()\n")
+    cap = int(loaded.stdout.split()[-1]) + 4 * GIB
+
+    def limit():
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY
+                                                else min(cap, hard), hard))
+
+    code = ("from tests.engine.test_allocation import run_pads_under_limit\n"
+            "run_pads_under_limit()\n")
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                           preexec_fn=limit)
+    report = (f"child exited with {child.returncode} under a {_format_gib(cap)} limit\n"
+              f"stdout:\n{child.stdout}\nstderr:\n{child.stderr[-4000:]}")
+    assert child.returncode == 0, report
+    assert child.stdout.splitlines() == ["OK compiled", "OK eager"], report

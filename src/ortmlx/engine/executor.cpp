@@ -90,45 +90,6 @@ void eval_outputs(std::vector<mx::array>& outputs) {
   }
 }
 
-// Elements times item size of a shape, saturating at kUncountable. MLX's own count
-// (array::size, array::nbytes) is a product that wraps: float32[2^30, 2^30, 4] would be 0 bytes
-// and [2^30, 2^30, 2^30] 0 elements, so the guard would let a run through that MLX cannot address.
-size_t shape_bytes(const mx::Shape& shape, size_t itemsize) {
-  for (const int d : shape)
-    if (d == 0) return 0;
-  size_t bytes = itemsize;
-  for (const int d : shape)
-    if (d < 0 || __builtin_mul_overflow(bytes, static_cast<size_t>(d), &bytes)) return kUncountable;
-  return bytes;
-}
-
-// Bytes an unevaluated array will take when evaluated. MLX evaluates these primitives as views of
-// their input's buffer on every backend: a broadcast of a small input to a huge shape allocates
-// nothing. Reshape-like ones are views when their input is row-contiguous; that is known only for
-// an input with data (otherwise the input is walked and counted itself, and the copy, if any, is
-// no larger). Any array whose size overflows 64 bits, a view included, counts kUncountable: MLX's
-// kernels would index it with a wrapped count (a crash, or a wrong answer such as a sum of 0).
-size_t allocated_bytes(const mx::array& a) {
-  const size_t bytes = shape_bytes(a.shape(), a.itemsize());
-  if (bytes == kUncountable || !a.has_primitive()) return bytes;
-  const char* name = a.primitive().name();
-  static constexpr const char* kViews[] = {"Broadcast", "BroadcastAxes", "Transpose",
-                                           "Slice",     "ExpandDims",    "Squeeze",
-                                           "AsStrided", "StopGradient"};
-  for (const char* v : kViews)
-    if (std::strcmp(name, v) == 0) return 0;
-  static constexpr const char* kReshapes[] = {"Reshape", "Flatten", "Unflatten", "Contiguous"};
-  for (const char* v : kReshapes) {
-    if (std::strcmp(name, v) != 0) continue;
-    const auto& in = a.inputs();
-    if (in.size() == 1 && in[0].status() != mx::array::Status::unscheduled &&
-        in[0].flags().row_contiguous)
-      return 0;
-    break;
-  }
-  return bytes;
-}
-
 bool is_allocation_failure(const std::exception& e) {
   if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) return true;
   // MLX's GPU allocators throw runtime_error("[malloc] Unable to allocate N bytes."); CUDA's own
@@ -144,76 +105,6 @@ const char* backend_name() {
 }
 
 }  // namespace
-
-void FootprintWalk::add(const mx::array& root, const NodeDesc* node) {
-  stack_.push_back(&root);
-  while (!stack_.empty()) {
-    const mx::array& a = *stack_.back();
-    stack_.pop_back();
-    // Arrays with data (inputs, constants, anything evaluated) end the walk: they are allocated
-    // already, and their graph is gone.
-    if (a.status() != mx::array::Status::unscheduled) continue;
-    if (!seen_.insert(a.id()).second) continue;
-    // Siblings (the other outputs of a multi-output primitive) are allocated with `a` and share
-    // its inputs.
-    auto count = [&](const mx::array& x) {
-      const size_t bytes = allocated_bytes(x);
-      fp_.arrays += 1;
-      if (__builtin_add_overflow(fp_.total, bytes, &fp_.total)) fp_.total = kUncountable;
-      if (bytes > fp_.largest) {
-        fp_.largest = bytes;
-        fp_.shape = x.shape();
-        fp_.dtype = x.dtype();
-        fp_.node = node;
-      }
-    };
-    count(a);
-    for (const auto& s : a.siblings())
-      if (seen_.insert(s.id()).second) count(s);
-    for (const auto& in : a.inputs())
-      if (in.status() == mx::array::Status::unscheduled) stack_.push_back(&in);
-  }
-}
-
-AvailableMemory available_memory(size_t need) {
-  const size_t limit = mx::get_memory_limit();
-  if (need > limit) return {limit, ""};
-  const size_t cache = mx::get_cache_memory();
-  if (mx::default_device() == mx::Device::gpu) {
-    // cudaMemGetInfo costs tens of microseconds: a need under half of what a query made in the
-    // last 100 ms found free fits without asking again (only the MLX thread gets here).
-    static size_t known_free = 0;
-    static auto known_at = std::chrono::steady_clock::time_point{};
-    const auto now = std::chrono::steady_clock::now();
-    if (known_free == 0 || need > known_free / 2 ||
-        now - known_at > std::chrono::milliseconds(100)) {
-      known_free = device::device_free_bytes();
-      known_at = now;
-    }
-    return {known_free == 0 ? limit : std::min(limit, known_free + cache), ""};
-  }
-  // Host memory: MemAvailable, the address-space limit and the cgroup's (engine/host_memory.h).
-  const HostBudget host = host_memory_budget(need);
-  size_t bytes = SIZE_MAX;
-  if (host.bytes != SIZE_MAX && __builtin_add_overflow(host.bytes, cache, &bytes)) bytes = SIZE_MAX;
-  if (bytes >= limit) return {limit, ""};  // unknown or above: MLX's limit
-  return {bytes, host_bound_note(host.bound)};
-}
-
-std::string format_bytes(size_t bytes) {
-  if (bytes == kUncountable) return "more than 16 EiB (its size overflows 64 bits)";
-  char buf[64];
-  const double b = static_cast<double>(bytes);
-  if (bytes >= (size_t{1} << 30))
-    std::snprintf(buf, sizeof(buf), "%.1f GiB", b / double(size_t{1} << 30));
-  else if (bytes >= (size_t{1} << 20))
-    std::snprintf(buf, sizeof(buf), "%.1f MiB", b / double(size_t{1} << 20));
-  else if (bytes >= (size_t{1} << 10))
-    std::snprintf(buf, sizeof(buf), "%.1f KiB", b / double(size_t{1} << 10));
-  else
-    std::snprintf(buf, sizeof(buf), "%zu bytes", bytes);
-  return buf;
-}
 
 const char* cache_outcome_name(CacheOutcome c) {
   switch (c) {
@@ -254,8 +145,16 @@ Executor::Executor(std::shared_ptr<const Plan> plan, ExecConfig config)
 
 void Executor::check_memory(const GraphFootprint& fp) const {
   if (fp.largest == 0) return;
-  const AvailableMemory avail = available_memory(fp.largest);
-  if (fp.largest <= avail.bytes && fp.largest != kUncountable) return;
+  const size_t need = std::max(fp.largest, fp.held_together);
+  const AvailableMemory avail = available_memory(need);
+  if (need <= avail.bytes && fp.largest != kUncountable) return;
+  if (fp.largest <= avail.bytes && fp.largest != kUncountable)
+    throw OutOfMemoryError("fused node " + plan_->name + ": needs " +
+                           format_bytes(fp.held_together) + " at once for " + fp.held_what +
+                           " (each tensor fits; the largest, " + describe(fp.dtype, fp.shape) +
+                           ", takes " + format_bytes(fp.largest) + "); " +
+                           format_bytes(avail.bytes) + " available to MLX's " + backend_name() +
+                           " backend" + avail.note);
   std::string msg = "fused node " + plan_->name + ": ";
   if (fp.node) msg += fp.node->label() + " ";
   msg += "needs " + format_bytes(fp.largest) + " for one " + describe(fp.dtype, fp.shape) +
@@ -377,7 +276,7 @@ RunResult Executor::run_eager(const std::vector<mx::array>& inputs, TraceSink* s
     for (const auto& [node, a] : produced) walk.add(a, node);
     // r.outputs may end with the stacked runtime checks, which no plan output names.
     for (size_t i = 0; i < r.outputs.size(); ++i)
-      walk.add(r.outputs[i], i < output_producers_.size() ? output_producers_[i] : nullptr);
+      walk.add_output(r.outputs[i], i < output_producers_.size() ? output_producers_[i] : nullptr);
     produced.clear();
     const GraphFootprint& fp = walk.result();
     if (sink) span.args().add("largest_bytes", fp.largest);
@@ -458,7 +357,7 @@ bool Executor::run_compiled(const std::vector<mx::array>& inputs, TraceSink* sin
     auto memo = compiled_footprints_.find(key);
     if (traced || memo == compiled_footprints_.end()) {
       FootprintWalk walk;
-      for (const auto& o : r.outputs) walk.add(o);
+      for (const auto& o : r.outputs) walk.add_output(o);
       // Bounded like the LRU it shadows; entries of evicted keys are simply walked again.
       if (compiled_footprints_.size() >= 2 * cache_.capacity()) compiled_footprints_.clear();
       memo = compiled_footprints_.insert_or_assign(key, walk.result()).first;

@@ -34,6 +34,7 @@
 #include <mlx/array.h>
 
 #include "ortmlx/engine/compile_cache.h"
+#include "ortmlx/engine/footprint.h"
 #include "ortmlx/engine/plan.h"
 #include "ortmlx/engine/translation_context.h"
 
@@ -53,50 +54,6 @@ class OutOfMemoryError : public NodeError {
  public:
   using NodeError::NodeError;
 };
-
-// A byte count that overflows 64 bits (saturated): never allocatable.
-inline constexpr size_t kUncountable = SIZE_MAX;
-
-// What evaluating a lazy graph will allocate, measured without evaluating it. Counts saturate at
-// kUncountable.
-struct GraphFootprint {
-  size_t largest = 0;      // bytes of the largest single array the evaluation allocates
-  size_t total = 0;        // bytes of all of them: an upper bound of the peak, not the peak
-  size_t arrays = 0;       // unevaluated arrays walked
-  mlx::core::Shape shape;  // the largest array's shape and dtype
-  mlx::core::Dtype dtype = mlx::core::float32;
-  const NodeDesc* node = nullptr;  // the node whose translation built it (eager runs), or null
-};
-
-// Walks the unevaluated arrays behind some roots (inputs and siblings, each array once), stopping
-// at arrays that already have data. Views that never allocate (broadcasts, transposes, slices)
-// count 0 bytes, so a broadcast input is not mistaken for a huge tensor.
-class FootprintWalk {
- public:
-  // Adds the arrays reachable from `root` that no earlier call reached, attributed to `node`.
-  void add(const mlx::core::array& root, const NodeDesc* node = nullptr);
-  const GraphFootprint& result() const { return fp_; }
-
- private:
-  GraphFootprint fp_;
-  std::unordered_set<std::uintptr_t> seen_;
-  std::vector<const mlx::core::array*> stack_;
-};
-
-// Bytes that MLX's default device can still allocate, and what bounds them. On MLX's CPU backend:
-// the host budget of engine/host_memory.h (the least of MemAvailable, the address-space limit's
-// headroom and the cgroup's) plus MLX's cache, at most MLX's memory limit; on a GPU: MLX's memory
-// limit, and the device's free memory plus MLX's cache where the build can ask (CUDA flavour).
-// Exact when `need` comes near it; otherwise (need well below every bound) a cheap lower bound,
-// since reading /proc/meminfo costs as much as a small run.
-struct AvailableMemory {
-  size_t bytes = 0;
-  const char* note = "";  // what bounds `bytes` when not the machine's memory, for messages
-};
-AvailableMemory available_memory(size_t need);
-
-// "64.0 GiB", "3.5 MiB", "12 bytes"; kUncountable says it overflows.
-std::string format_bytes(size_t bytes);
 
 enum class CacheOutcome { kNone, kHit, kMiss, kRetrace };
 // "HIT", "MISS", "RETRACE" (the reference EP's names), "" for kNone (eager run).
