@@ -251,33 +251,41 @@ def print_loaded_address_space():
     print(address_space_bytes(), flush=True)
 
 
-def run_pad_under_limit():
-    """Child, started under RLIMIT_AS: the 16 GiB Pad, then a small one, compiled and eager."""
+def _too_big_then_small(model, names, big, wants, small):
+    """Child, started under RLIMIT_AS, compiled and eager: the `big` feeds are an error whose
+    message holds each of `wants` and blames the limit; then `small` runs on the EP like ORT
+    CPU. Prints "OK <path>" or "FAIL <path>: why" per path."""
     import ortmlx
 
     from ortmlx.testing import run_cpu
 
     ortmlx.register_execution_provider_library()
-    model = pad_model()
-    rng = np.random.default_rng(11)
     for path, opts in (("compiled", {}), ("eager", {"no_compile": "1"})):
         run = EpRun(model, provider_options={"cpu_claim": "all", **opts}, strict=True)
         try:
             with pytest.raises(Exception) as err:
-                run.run({"x": np.array([5], np.int64), "p": np.array([1 << 31, -2], np.int64)})
+                run.run(big)
             msg = str(err.value)
-            assert "node 'big_pad'" in msg and f"needs {_format_gib(PAD_NEED)}" in msg, msg
-            assert "address-space limit (RLIMIT_AS)" in msg, msg
-            small = {"x": rng.integers(-1000, 1000, 7).astype(np.int64),
-                     "p": np.array([2, 3], np.int64)}
-            got = run.run(small)[0]
-            assert_ran_on_ep(run, ["big_pad"])
-            np.testing.assert_array_equal(got, run_cpu(model, small)[0])
+            for want in wants + ["address-space limit (RLIMIT_AS)"]:
+                assert want in msg, msg
+            got = run.run(small)
+            assert_ran_on_ep(run, names)
+            for g, w in zip(got, run_cpu(model, small)):
+                np.testing.assert_array_equal(g, w)
             print(f"OK {path}", flush=True)
         except (Exception, pytest.fail.Exception) as e:
             print(f"FAIL {path}: {e!r}".replace("\n", " "), flush=True)
         finally:
             run.close()
+
+
+def run_pad_under_limit():
+    """Child: the 16 GiB Pad, then a small one."""
+    small = {"x": np.random.default_rng(11).integers(-1000, 1000, 7).astype(np.int64),
+             "p": np.array([2, 3], np.int64)}
+    _too_big_then_small(pad_model(), ["big_pad"],
+                        {"x": np.array([5], np.int64), "p": np.array([1 << 31, -2], np.int64)},
+                        ["node 'big_pad'", f"needs {_format_gib(PAD_NEED)}"], small)
 
 
 def test_address_space_limit_is_a_clean_error():
@@ -290,17 +298,24 @@ def test_address_space_limit_is_a_clean_error():
     if mlx_backend() != "cpu":
         pytest.skip("MLX's GPU allocators throw on a failed allocation (and reserve far more "
                     "address space)")
+    _check_child_under_address_space_limit("run_pad_under_limit", max_cap=PAD_NEED)
+
+
+def _check_child_under_address_space_limit(function: str, max_cap: int | None = None):
+    """Runs tests.engine.test_allocation.<function>() in a child whose address space is capped at
+    that of a process that loaded the EP plus 4 GiB; it must print OK for both paths."""
     loaded = run_python("from tests.engine.test_allocation import print_loaded_address_space\n"
                         "print_loaded_address_space()\n")
     cap = int(loaded.stdout.split()[-1]) + 4 * GIB
-    assert cap < PAD_NEED, f"the loaded EP takes {_format_gib(cap - 4 * GIB)} of address space"
+    if max_cap is not None:
+        assert cap < max_cap, f"the loaded EP takes {_format_gib(cap - 4 * GIB)} of address space"
 
     def limit():
         _, hard = resource.getrlimit(resource.RLIMIT_AS)
         resource.setrlimit(resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY
                                                 else min(cap, hard), hard))
 
-    code = "from tests.engine.test_allocation import run_pad_under_limit\nrun_pad_under_limit()\n"
+    code = f"from tests.engine.test_allocation import {function}\n{function}()\n"
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                            preexec_fn=limit)
     report = (f"child exited with {child.returncode} under a {_format_gib(cap)} limit\n"
@@ -327,34 +342,13 @@ def pads_model():
 
 
 def run_pads_under_limit():
-    """Child, started under RLIMIT_AS: three 2 GiB outputs (a clean error, where MLX's CPU
-    allocator failed the third and its kernel wrote through it: SIGSEGV), then small ones."""
-    import ortmlx
-
-    from ortmlx.testing import run_cpu
-
-    ortmlx.register_execution_provider_library()
-    model = pads_model()
-    names = [f"pad{i}" for i in range(PADS)]
-    for path, opts in (("compiled", {}), ("eager", {"no_compile": "1"})):
-        run = EpRun(model, provider_options={"cpu_claim": "all", **opts}, strict=True)
-        try:
-            with pytest.raises(Exception) as err:
-                run.run({"x": np.array([5], np.int64), "p": np.array([1 << 28, 4], np.int64)})
-            msg = str(err.value)
-            want = f"needs {_format_gib(PADS * PADS_EACH)} at once for its {PADS} outputs"
-            assert want in msg, msg
-            assert "address-space limit (RLIMIT_AS)" in msg, msg
-            small = {"x": np.array([7, -3], np.int64), "p": np.array([2, 1], np.int64)}
-            got = run.run(small)
-            assert_ran_on_ep(run, names)
-            for g, w in zip(got, run_cpu(model, small)):
-                np.testing.assert_array_equal(g, w)
-            print(f"OK {path}", flush=True)
-        except (Exception, pytest.fail.Exception) as e:
-            print(f"FAIL {path}: {e!r}".replace("\n", " "), flush=True)
-        finally:
-            run.close()
+    """Child: three 2 GiB outputs (a clean error, where MLX's CPU allocator failed the third and
+    its kernel wrote through it: SIGSEGV), then small ones."""
+    _too_big_then_small(
+        pads_model(), [f"pad{i}" for i in range(PADS)],
+        {"x": np.array([5], np.int64), "p": np.array([1 << 28, 4], np.int64)},
+        [f"needs {_format_gib(PADS * PADS_EACH)} at once for its {PADS} outputs"],
+        {"x": np.array([7, -3], np.int64), "p": np.array([2, 1], np.int64)})
 
 
 def test_outputs_that_fit_one_by_one_but_not_together_are_a_clean_error():
@@ -365,20 +359,4 @@ def test_outputs_that_fit_one_by_one_but_not_together_are_a_clean_error():
     if mlx_backend() != "cpu":
         pytest.skip("MLX's GPU allocators throw on a failed allocation (and reserve far more "
                     "address space)")
-    loaded = run_python("from tests.engine.test_allocation import print_loaded_address_space\n"
-                        "print_loaded_address_space()\n")
-    cap = int(loaded.stdout.split()[-1]) + 4 * GIB
-
-    def limit():
-        _, hard = resource.getrlimit(resource.RLIMIT_AS)
-        resource.setrlimit(resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY
-                                                else min(cap, hard), hard))
-
-    code = ("from tests.engine.test_allocation import run_pads_under_limit\n"
-            "run_pads_under_limit()\n")
-    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                           preexec_fn=limit)
-    report = (f"child exited with {child.returncode} under a {_format_gib(cap)} limit\n"
-              f"stdout:\n{child.stdout}\nstderr:\n{child.stderr[-4000:]}")
-    assert child.returncode == 0, report
-    assert child.stdout.splitlines() == ["OK compiled", "OK eager"], report
+    _check_child_under_address_space_limit("run_pads_under_limit")
