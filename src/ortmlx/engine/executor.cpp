@@ -2,21 +2,18 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <new>
 
 #include <mlx/device.h>
-#include <mlx/memory.h>
 #include <mlx/primitives.h>
 #include <mlx/transforms.h>
 
 #include "ortmlx/diagnostics/trace.h"
 #include "ortmlx/engine/device/device_memory.h"
 #include "ortmlx/engine/dtype.h"
-#include "ortmlx/engine/host_memory.h"
 #include "ortmlx/engine/layout.h"
 
 namespace ortmlx {
