@@ -11,6 +11,7 @@
 #   GPU_SUITE_PARALLEL=1                all parts at once (16-core machine: the suite then takes as
 #                                       long as its longest part); the log archive is refreshed every
 #                                       10 s so that a run cut off by its time limit still reports.
+#   GPU_SUITE_N_<part>=N                xdist workers for that part (e.g. GPU_SUITE_N_external=12)
 set -uo pipefail
 out="${OUT:-$PWD/gpu-out}"
 logs="${GPU_SUITE_LOGS:-$out/logs}"
@@ -50,6 +51,9 @@ pytest_part() {  # name, timeout, paths...
       case $name in ops|ops1|ops2) n=8 ;; external|list) n=6 ;; contracts) n=4 ;; engine|plugin|corpus) n=2 ;; *) n=1 ;; esac
     fi
   fi
+  # GPU_SUITE_N_<part>=N overrides the worker count of one part (a call that runs few parts).
+  local override="GPU_SUITE_N_$name"
+  [ -n "${!override:-}" ] && n=${!override}
   # The fuzz part runs in one process: its counts are printed by the controller.
   local xdist=(-n "$n")
   [ "$name" = fuzz ] && xdist=()

@@ -79,11 +79,12 @@ class DeviceSession:
 
 
 def _model():
-    # z = reshape(x + y, k): k is read on the host; xo passes x through; m = x * y.
+    # z = reshape(x + y, k): k is read on the host; xo passes x through; m = x * y. allowzero=1:
+    # the empty case's k = [5, 0] means a 0 dimension, not "copy the input's" (which gives 5 x 5).
     f = T.FLOAT
     graph = h.make_graph(
         [h.make_node("Add", ["x", "y"], ["s"], name="add"),
-         h.make_node("Reshape", ["s", "k"], ["z"], name="reshape"),
+         h.make_node("Reshape", ["s", "k"], ["z"], name="reshape", allowzero=1),
          h.make_node("Identity", ["x"], ["xo"], name="pass"),
          h.make_node("Mul", ["x", "y"], ["m"], name="mul")],
         "device_io",
