@@ -107,6 +107,13 @@ CASES += _old_opset_cases(CASES)
 
 # Cases left out of the gate, each with its reason (printed as the skip reason).
 EXCLUDED = {
+    **{name: "ORT CPU's own result differs from ONNX's expected output: with align_corners and "
+             "scales that shrink the input, ORT maps coordinates through the truncated output "
+             "length, ONNX's reference through the unrounded one (e.g. [1, 4] against "
+             "[1, 3.142857]). The EP matches ORT CPU "
+             "(tests/ops/test_resize.py::test_resize_runtime_scales)"
+       for name in ("test_resize_downsample_scales_linear_align_corners",
+                    "test_resize_downsample_scales_cubic_align_corners")},
     "test_maxunpool_export_with_output_shape":
         "ORT CPU writes each index flat into the given output_shape (5x5 here); ONNX's reference "
         "reads the indices in the inferred 4x4 shape and places them by coordinate. The EP "

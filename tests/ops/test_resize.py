@@ -1,11 +1,12 @@
-"""Resize (nearest / linear / cubic with constant scales or sizes), DepthToSpace, SpaceToDepth on
-the EP vs ORT CPU."""
+"""Resize (nearest / linear / cubic; scales or sizes constant or fed at run time), DepthToSpace,
+SpaceToDepth on the EP vs ORT CPU."""
 
 import numpy as np
 import pytest
 
-from opcheck import check_on_ep, refusal, single_node_model
-from ortmlx.testing import random_array
+from opcheck import (check_error_on_ep, check_on_ep, check_runs_on_ep, refusal,
+                     single_node_model)
+from ortmlx.testing import random_array, run_cpu
 
 CTMS = ["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric"]
 NEAREST_MODES = ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
@@ -129,11 +130,182 @@ def test_resize_refusals(rng):
     m = resize_model(x, {"mode": "nearest", "keep_aspect_ratio_policy": "not_larger"},
                      sizes=[1, 2, 8, 8])
     assert "keep_aspect_ratio_policy" in refusal(m, "Resize")
-    # scales fed at run time (not a constant)
+    # sizes fed at run time with a keep_aspect_ratio_policy other than stretch
+    m = runtime_resize_model(x, {"mode": "nearest", "keep_aspect_ratio_policy": "not_larger"},
+                             sizes=[1, 2, 8, 8])
+    assert "keep_aspect_ratio_policy" in refusal(m, "Resize")
+
+
+# ---------------------------------------------------------------- scales / sizes at run time
+
+def runtime_resize_model(x, attrs, scales=None, sizes=None, opset=19, empty_scales=False):
+    """Resize whose scales or sizes input is a graph input (its value known only at run time;
+    `scales`/`sizes` say which input, and sizes its length). Scales have no static shape; sizes
+    have their length as shape (ORT's shape inference rejects a sizes input of unknown length
+    next to an X of known rank). empty_scales: scales is an empty constant next to sizes."""
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    from ortmlx.testing import make_model
+
+    names = ["x", "", "scales" if scales is not None or empty_scales else ""]
+    inputs = [h.make_tensor_value_info("x", T.FLOAT, list(x.shape))]
+    inits = []
+    if empty_scales:
+        inits.append(onnx.numpy_helper.from_array(np.zeros(0, np.float32), "scales"))
+    elif scales is not None:
+        inputs.append(h.make_tensor_value_info("scales", T.FLOAT, None))
+    if sizes is not None:
+        names.append("sizes")
+        inputs.append(h.make_tensor_value_info("sizes", T.INT64, [len(sizes)]))
+    node = h.make_node("Resize", names, ["out0"], name="node", **attrs)
+    y = h.make_tensor_value_info("out0", T.FLOAT, [f"d{i}" for i in range(x.ndim)])
+    # check=False: onnx's checker wants a shape on every graph input; ORT takes unknown ranks.
+    return make_model(h.make_graph([node], "g", inputs, [y], inits), opset=opset, check=False)
+
+
+def _feeds(x, scales=None, sizes=None):
+    f = {"x": x}
+    if scales is not None:
+        f["scales"] = np.asarray(scales, np.float32)
+    if sizes is not None:
+        f["sizes"] = np.asarray(sizes, np.int64)
+    return f
+
+
+@pytest.mark.parametrize("mode,ctm", [("nearest", "asymmetric"), ("nearest", "half_pixel"),
+                                      ("linear", "half_pixel"), ("linear", "align_corners"),
+                                      ("linear", "pytorch_half_pixel"), ("cubic", "half_pixel"),
+                                      ("cubic", "align_corners")])
+def test_resize_runtime_scales(mode, ctm, rng):
+    # One session, new scales each run: the values are read for every run, never baked in.
+    x = random_array(rng, (2, 3, 5, 7))
+    runs = [[1, 1, 2, 3], [1, 1, 0.6, 0.6], [1, 1, 1.7, 0.8], [1, 1, 2, 3]]
+    m = runtime_resize_model(x, {"mode": mode, "coordinate_transformation_mode": ctm},
+                             scales=runs[0])
+    check_runs_on_ep(m, [_feeds(x, scales=s) for s in runs], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+def test_resize_runtime_sizes(mode, rng):
+    x = random_array(rng, (1, 2, 6, 4))
+    runs = [[1, 2, 12, 8], [1, 2, 3, 5], [1, 2, 6, 4], [1, 2, 1, 9]]
+    m = runtime_resize_model(x, {"mode": mode}, sizes=runs[0])
+    check_runs_on_ep(m, [_feeds(x, sizes=s) for s in runs], rtol=1e-5, atol=1e-5)
+
+
+def test_resize_runtime_sizes_with_empty_scales_axes_and_old_opsets(rng):
+    x = random_array(rng, (1, 2, 6, 4))
+    m = runtime_resize_model(x, {"mode": "linear"}, sizes=[1, 2, 9, 5], empty_scales=True)
+    check_runs_on_ep(m, [_feeds(x, sizes=[1, 2, 9, 5]), _feeds(x, sizes=[1, 2, 3, 2])])
+    m = runtime_resize_model(x, {"mode": "nearest", "axes": [2, 3]}, sizes=[9, 5], opset=18)
+    check_runs_on_ep(m, [_feeds(x, sizes=[9, 5]), _feeds(x, sizes=[2, 7])], rtol=0, atol=0)
+    for opset in (11, 13):
+        m = runtime_resize_model(x, {"mode": "linear"}, scales=[1, 1, 2, 0.5], opset=opset)
+        if opset == 11:  # roi is required before opset 13
+            m.graph.node[0].input[1] = "roi"
+            m.graph.initializer.append(onnx_array(np.zeros(0, np.float32), "roi"))
+        check_runs_on_ep(m, [_feeds(x, scales=s) for s in ([1, 1, 2, 0.5], [1, 1, 0.75, 3])])
+
+
+def onnx_array(a, name):
+    import onnx
+
+    return onnx.numpy_helper.from_array(a, name)
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+def test_resize_runtime_channels_last_scales(mode, rng):
+    # 4-D with the first and last scales 1: ORT's channels-last path; the EP resizes the two
+    # middle axes as it resizes any axis.
+    x = random_array(rng, (2, 5, 6, 3))
+    runs = [[1, 2, 1.5, 1], [1, 1.25, 3, 1]] + ([[1, 0.5, 0.75, 1]] if mode == "linear" else [])
+    m = runtime_resize_model(x, {"mode": mode}, scales=runs[0])
+    check_runs_on_ep(m, [_feeds(x, scales=s) for s in runs], rtol=1e-5, atol=1e-5)
+
+
+def test_resize_runtime_sizes_computed_from_shape_compile(rng):
+    # sizes = Shape(x) * [1, 1, 2, 2], computed in the fused subgraph: fixed by the shape key,
+    # so the plan compiles (no eager run) and follows new input shapes.
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    import onnxruntime as ort
+
+    from ortmlx.testing import EpRun, assert_ran_on_ep, make_model
+
+    g = h.make_graph(
+        [h.make_node("Shape", ["x"], ["shp"], name="shape"),
+         h.make_node("Mul", ["shp", "two"], ["sz"], name="mul"),
+         h.make_node("Resize", ["x", "", "", "sz"], ["y"], name="node", mode="nearest")],
+        "g", [h.make_tensor_value_info("x", T.FLOAT, ["n", "c", "h", "w"])],
+        [h.make_tensor_value_info("y", T.FLOAT, ["n", "c", "h2", "w2"])],
+        [onnx.numpy_helper.from_array(np.array([1, 1, 2, 2], np.int64), "two")])
+    m = make_model(g, opset=19)
+    # Graph optimizations off: ORT would otherwise fold nothing here, but keep the three nodes
+    # as written so that they fuse into one subgraph.
+    run = EpRun(m, strict=True, optimization_level=ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+    try:
+        for shape in [(1, 2, 3, 4), (2, 1, 5, 2), (1, 2, 3, 4)]:
+            x = random_array(rng, shape)
+            got = run.run({"x": x})
+            np.testing.assert_array_equal(got[0], run_cpu(m, {"x": x})[0])
+        rep = assert_ran_on_ep(run, ["shape", "mul", "node"])
+        (fused,) = rep.fused.values()
+        assert fused["runs"] == 3 and fused["compiled_runs"] == 3 and not fused["eager_only"]
+        assert rep.counters().get("compute.eager", 0) == 0, rep.counters()
+    finally:
+        run.close()
+
+
+@pytest.mark.parametrize("scales,sizes,match", [
+    ([1, 1, 0, 2], None, "greater than 0"),
+    ([1, 1, -1, 2], None, "greater than 0"),
+    ([1, 1, np.nan, 2], None, "finite"),
+    ([1, 1, np.inf, 2], None, "finite"),
+    ([2, 2], None, "scales has 2 values"),
+    ([], None, "either scales or sizes"),
+    (None, [1, 2, 0, 4], "greater than 0"),
+    (None, [1, 2, -3, 4], "greater than 0"),
+], ids=str)
+def test_resize_runtime_values_raise_like_cpu(scales, sizes, match, rng):
+    # Values ORT's kernel rejects: the EP raises too, naming the node, and the session still runs
+    # valid values afterwards. (Scales next to sizes, both at run time, is rejected by ORT's
+    # shape inference where X's rank is known, which the claim needs; the constant case is below.)
+    x = random_array(rng, (1, 2, 4, 5))
+    m = runtime_resize_model(x, {"mode": "nearest"}, scales=scales, sizes=sizes)
+    bad = _feeds(x, scales, sizes)
+    with pytest.raises(Exception):
+        run_cpu(m, bad)
+    check_error_on_ep(m, bad, match)
+    good = _feeds(x, [1, 1, 2, 2] if scales is not None else None,
+                  [1, 2, 8, 8] if sizes is not None else None)
+    check_runs_on_ep(m, [good], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mode,scales", [("linear", [2, 1, 2, 2]), ("linear", [1, 2, 2, 2]),
+                                         ("cubic", [1, 2, 2, 2]), ("cubic", [1, 0.5, 2, 1])])
+def test_resize_runtime_unsupported_axes_raise_like_cpu(mode, scales, rng):
+    x = random_array(rng, (1, 2, 4, 5))
+    m = runtime_resize_model(x, {"mode": mode}, scales=scales)
+    with pytest.raises(Exception, match="mode only supports"):
+        run_cpu(m, _feeds(x, scales))
+    check_error_on_ep(m, _feeds(x, scales), f"'{mode}' mode resizes")
+
+
+def test_resize_constant_scales_next_to_empty_sizes_raise_like_cpu(rng):
+    # ORT's kernel rejects a sizes input next to non-empty scales even when sizes is empty.
+    x = random_array(rng, (1, 2, 4, 5))
+    e = np.zeros(0, np.int64)
     s = np.array([1, 1, 2, 2], np.float32)
-    m = single_node_model("Resize", {"x": x, "roi": None, "scales": s}, attrs={"mode": "nearest"},
+    m = single_node_model("Resize", {"x": x, "roi": None, "scales": s, "sizes": e},
+                          attrs={"mode": "nearest"}, initializers={"scales": s, "sizes": e},
                           opset=19)
-    assert "constant" in refusal(m, "Resize")
+    with pytest.raises(Exception, match="Only one of scales or sizes"):
+        run_cpu(m, {"x": x})
+    check_error_on_ep(m, {"x": x}, "only one of scales and sizes")
 
 
 # ---------------------------------------------------------------- antialias (opset 18+)

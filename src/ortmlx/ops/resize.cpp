@@ -1,10 +1,11 @@
-// Resampling and block rearrangement: Resize (nearest / linear / cubic, constant scales or
-// sizes; linear / cubic with antialias), the older Upsample 7-9 and Resize 10 (nearest / linear,
-// asymmetric coordinates), DepthToSpace (DCR, CRD), SpaceToDepth.
+// Resampling and block rearrangement: Resize (nearest / linear / cubic, scales or sizes, constant
+// or read on the host at run time; linear / cubic with antialias), the older Upsample 7-9 and
+// Resize 10 (nearest / linear, asymmetric coordinates), DepthToSpace (DCR, CRD), SpaceToDepth.
 //
 // Resize is separable for every mode implemented here: each resized axis is interpolated on its
 // own (nearest: one gather; linear: two gathers and weights; cubic: four). The source indices
-// and weights depend only on the sizes, so they are computed on the host at translate time,
+// and weights depend only on the sizes, so they are computed on the host at translate time
+// (a plan whose scales or sizes come from a runtime value is translated each run: eager),
 // in float32 with the same formulas ORT uses (upsamplebase.h), so that nearest-mode ties and
 // linear weights come out the same; rounding of the sums differs only by order.
 #include <algorithm>
@@ -32,12 +33,6 @@ const ConstTensor* nonempty_const(const ClaimContext& c, size_t i) {
   if (!c.has_input(i)) return nullptr;
   const ConstTensor* t = c.constant_input(i);
   return t && t->numel() > 0 ? t : nullptr;
-}
-
-bool input_is_empty_const(const ClaimContext& c, size_t i) {
-  if (!c.has_input(i)) return true;
-  const ConstTensor* t = c.constant_input(i);
-  return t && t->numel() == 0;
 }
 
 // Resize's axes attribute (opset 18): scales/sizes list only those axes, the others keep their
@@ -112,13 +107,37 @@ ClaimResult claim_resize(const ClaimContext& c) {
                  "exclude_outside only applies to cubic (or to linear with antialias)");
   const int64_t rank = c.input_rank(0);
   ORTMLX_REQUIRE(rank >= 1, "X rank must be known");
-  // Exactly one of scales (input 2) and sizes (input 3), as a constant.
+  // Scales (input 2) or sizes (input 3). Constants are checked here. A scales or sizes input fed
+  // at run time (or computed in the graph) is read on the host when the plan is translated and
+  // checked there as ORT checks it (a plan that reads a runtime value runs eagerly).
+  const bool scales_runtime = c.has_input(2) && !c.input_is_constant(2);
+  const bool sizes_runtime = c.has_input(3) && !c.input_is_constant(3);
+  if (scales_runtime) {
+    r = require_input_type(
+        c, 2, [](ElemType t) { return t == ElemType::kFloat; }, "scales: float32");
+    if (!r.ok) return r;
+    ORTMLX_REQUIRE(c.input_rank(2) <= 1, "scales must be 1-D");
+  }
+  if (sizes_runtime) {
+    r = require_input_type(
+        c, 3, [](ElemType t) { return t == ElemType::kInt64; }, "sizes: int64");
+    if (!r.ok) return r;
+    ORTMLX_REQUIRE(c.input_rank(3) <= 1, "sizes must be 1-D");
+    ORTMLX_REQUIRE(n.attr_string("keep_aspect_ratio_policy", "stretch") == "stretch",
+                   "keep_aspect_ratio_policy other than stretch is not implemented");
+  }
+  if (scales_runtime || sizes_runtime) {
+    // Which of the two applies, and whether the pair is valid, is decided by the values.
+    ORTMLX_REQUIRE(mode == "nearest" || rank == 2 || rank == 3 || rank == 4 || rank == 5,
+                   "mode '" + mode + "' with rank " + std::to_string(rank) + " is not implemented");
+    ORTMLX_REQUIRE(mode != "cubic" || rank == 2 || rank == 4,
+                   "mode 'cubic' with rank " + std::to_string(rank) + " is not implemented");
+    return ClaimResult::yes();
+  }
+  // Both constant: exactly one of them non-empty (ORT also raises where sizes is an empty
+  // tensor next to non-empty scales; translate_resize does the same at run time).
   const ConstTensor* scales = nonempty_const(c, 2);
   const ConstTensor* sizes = nonempty_const(c, 3);
-  ORTMLX_REQUIRE(c.num_inputs() < 3 || !c.has_input(2) || scales || input_is_empty_const(c, 2),
-                 "scales input is not a constant initializer");
-  ORTMLX_REQUIRE(c.num_inputs() < 4 || !c.has_input(3) || sizes || input_is_empty_const(c, 3),
-                 "sizes input is not a constant initializer");
   ORTMLX_REQUIRE((scales != nullptr) != (sizes != nullptr),
                  "exactly one of scales and sizes must be given");
   std::vector<double> sc;
@@ -394,25 +413,77 @@ mx::array resize_axis_antialias(const mx::array& x, int axis, int64_t in, int64_
   return mx::sum(mx::multiply(taps, weights, s), axis + 1, false, s);
 }
 
+// Float values of input i (a constant, or read on the host: see host_values.h), flattened.
+std::vector<double> host_doubles(const TranslationContext& ctx, const NodeDesc& n, size_t i,
+                                 const char* what) {
+  if (const ConstTensor* t = ctx.constant_input(n, i))
+    return t->as_double().value_or(std::vector<double>{});
+  mx::array a = host_array(ctx, n, i, what);
+  if (a.size() == 0) return {};
+  a = mx::contiguous(mx::astype(a, mx::float32));
+  mx::eval(a);
+  const float* p = a.data<float>();
+  return std::vector<double>(p, p + a.size());
+}
+
+// ORT's checks of the scales it resizes by (upsamplebase.h ScalesValidation), for the modes
+// implemented: every scale finite and positive; linear resamples 2-D and 3-D inputs, or 4-D/5-D
+// ones whose outer two scales are 1 (or, 4-D, whose first and last are: ORT's channels-last
+// path); cubic 2-D inputs, or 4-D ones with the same rule (channels-last: scales >= 1 unless
+// antialiased).
+void check_resize_scales(const std::vector<float>& scale, const std::string& mode, bool antialias) {
+  for (float v : scale) {
+    if (!std::isfinite(v)) throw std::runtime_error("Resize scale value must be finite");
+    if (!(v > 0)) throw std::runtime_error("Resize scale value must be greater than 0");
+  }
+  const size_t r = scale.size();
+  const bool outer_kept = r >= 2 && scale[0] == 1 && scale[1] == 1;
+  const bool channels_last = r == 4 && scale[0] == 1 && scale[3] == 1;
+  if (mode == "linear" &&
+      !(r == 2 || r == 3 || ((r == 4 || r == 5) && outer_kept) || channels_last))
+    throw std::runtime_error(
+        "'linear' mode resizes 2-D or 3-D inputs, or 4-D/5-D inputs whose "
+        "outermost 2 scales are 1 (4-D: or whose first and last are)");
+  if (mode == "cubic" && !(r == 2 || (r == 4 && outer_kept) ||
+                           (channels_last && (antialias || (scale[1] >= 1 && scale[2] >= 1)))))
+    throw std::runtime_error(
+        "'cubic' mode resizes 2-D inputs, or 4-D inputs whose outermost 2 "
+        "scales are 1 (or whose first and last are, scales >= 1 without "
+        "antialias)");
+}
+
 void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   mx::array x = ctx.input(n, 0);
   const int rank = static_cast<int>(x.ndim());
-  const ConstTensor* scales_t = n.inputs.size() > 2 ? ctx.constant_input(n, 2) : nullptr;
-  const ConstTensor* sizes_t = n.inputs.size() > 3 ? ctx.constant_input(n, 3) : nullptr;
-  if (scales_t && scales_t->numel() == 0) scales_t = nullptr;
-  if (sizes_t && sizes_t->numel() == 0) sizes_t = nullptr;
+  // As ORT's kernel: non-empty scales win, and then no sizes input may be given (not even an
+  // empty one); otherwise sizes must be given and non-empty.
+  const bool has_scales = n.inputs.size() > 2 && !n.inputs[2].empty();
+  const bool has_sizes = n.inputs.size() > 3 && !n.inputs[3].empty();
+  const std::vector<double> scales_v =
+      has_scales ? host_doubles(ctx, n, 2, "scales") : std::vector<double>{};
+  const bool from_scales = !scales_v.empty();
+  if (from_scales && has_sizes)
+    throw std::runtime_error(
+        "only one of scales and sizes may be given (sizes is given, even "
+        "if empty, next to non-empty scales)");
+  const std::vector<int64_t> sizes_v =
+      !from_scales && has_sizes ? host_ints(ctx, n, 3, "sizes") : std::vector<int64_t>{};
+  if (!from_scales && sizes_v.empty())
+    throw std::runtime_error("either scales or sizes must be given (non-empty)");
   std::vector<float> scale(rank);
   std::vector<int64_t> out(rank);
   std::vector<int> axes;
   if (n.has_attr("axes")) axes = normalize_axes_or_throw(*n.attr_ints("axes"), rank);
   const size_t listed = axes.empty() ? static_cast<size_t>(rank) : axes.size();
-  if (scales_t) {
-    auto v = *scales_t->as_double();
-    if (v.size() != listed) throw std::runtime_error("scales length differs from X rank");
-    v = full_rank(v, axes, rank, 1.0);
+  if (from_scales) {
+    if (scales_v.size() != listed)
+      throw std::runtime_error("scales has " + std::to_string(scales_v.size()) +
+                               " values; X rank (or the axes count) is " + std::to_string(listed));
+    const std::vector<double> v = full_rank(scales_v, axes, rank, 1.0);
+    for (int i = 0; i < rank; ++i) scale[i] = static_cast<float>(v[i]);
+    check_resize_scales(scale, n.attr_string("mode", "nearest"), n.attr_int("antialias", 0) != 0);
     for (int i = 0; i < rank; ++i) {
-      scale[i] = static_cast<float>(v[i]);
       // ORT: the output size is the float product, truncated. Checked before the cast, which
       // is undefined for a float beyond int64.
       const float size = scale[i] * static_cast<float>(x.shape(i));
@@ -421,10 +492,13 @@ void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
                                  " exceeds MLX's int32 dims");
       out[i] = static_cast<int64_t>(size);
     }
-  } else if (sizes_t) {
-    out = *sizes_t->as_int64();
-    if (out.size() != listed) throw std::runtime_error("sizes length differs from X rank");
-    out = full_rank(out, axes, rank, int64_t{-1});
+  } else {
+    if (sizes_v.size() != listed)
+      throw std::runtime_error("sizes has " + std::to_string(sizes_v.size()) +
+                               " values; X rank (or the axes count) is " + std::to_string(listed));
+    if (n.attr_string("keep_aspect_ratio_policy", "stretch") != "stretch")
+      throw std::runtime_error("keep_aspect_ratio_policy other than stretch is not implemented");
+    out = full_rank(sizes_v, axes, rank, int64_t{-1});
     for (int i = 0; i < rank; ++i)
       if (out[i] == -1) out[i] = x.shape(i);
     // As ORT, per dim: nothing scales a zero dim to a non-zero one, even where another dim
@@ -433,17 +507,12 @@ void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
       if (x.shape(i) == 0 && out[i] != 0)
         throw std::runtime_error("input dim " + std::to_string(i) +
                                  " is zero but the output dim is " + std::to_string(out[i]));
+    // ORT derives the scales (0 / 0 is NaN, n / 0 infinite) and checks them as given ones.
     for (int i = 0; i < rank; ++i)
       scale[i] = static_cast<float>(out[i]) / static_cast<float>(x.shape(i));
-  } else {
-    throw std::runtime_error("neither scales nor sizes is a constant");
+    check_resize_scales(scale, n.attr_string("mode", "nearest"), n.attr_int("antialias", 0) != 0);
   }
   const std::string mode = n.attr_string("mode", "nearest");
-  const int inner =
-      mode == "nearest" ? rank : (mode == "cubic" ? 2 : (rank == 5 || rank == 3 ? 3 : 2));
-  for (int i = 0; i < rank - inner; ++i)
-    if (out[i] != x.shape(i))
-      throw std::runtime_error("mode '" + mode + "' only resizes the innermost axes");
   // The host index vectors below are sized by these dims, and MLX dims are int32.
   const mx::Shape out_shape = checked_shape(out);
   // As ORT: an empty output is fine (a scale rounding a dim down to 0), an empty input with a
@@ -459,7 +528,7 @@ void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
   if (n.attr_int("antialias", 0) != 0) {
     // ORT filters the innermost axis first, then the next ones outwards, rounding each pass
     // to float32; an axis that keeps its size is copied.
-    for (int i = rank - 1; i >= rank - inner; --i) {
+    for (int i = rank - 1; i >= 0; --i) {
       if (out[i] == x.shape(i)) continue;
       y = resize_axis_antialias(y, i, x.shape(i), out[i], scale[i], interp, s);
     }
@@ -470,7 +539,7 @@ void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
     // An axis that keeps its size is left as is, as ORT does (measured: with scale 7/6 on a
     // size-5 axis the output is the input, not a shifted nearest/linear sampling).
     if (out[i] == x.shape(i)) continue;
-    y = resize_axis(y, i, x.shape(i), out[i], scale[i], sizes_t != nullptr, interp, s);
+    y = resize_axis(y, i, x.shape(i), out[i], scale[i], !from_scales, interp, s);
   }
   ctx.bind_output(n, 0, widen ? mx::astype(y, x.dtype(), s) : y);
 }
