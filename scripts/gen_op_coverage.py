@@ -120,7 +120,7 @@ def render(entries: list[dict], gate: dict, kept: tuple[dict, str] | None = None
         "implement exactly; see the op family file under `src/ortmlx/ops/` for the rules.",
         "Backend: all entries are tested on MLX's CPU backend (Linux x86-64) with `cpu_claim=all`",
         "(by default the CPU backend claims only the entries marked *CPU default*). The CUDA",
-        "backend runs the op tests on an H200 (bench/results/gpu_suite.md); entries marked *MLX CPU",
+        "backend runs the op tests on an H100/H200 (bench/results/gpu_suite.md); entries marked *MLX CPU",
         "only* are refused on GPU backends (ORT runs them). Metal: untested.",
         "",
         "*ONNX gate*: ONNX's backend node tests whose nodes include the op at a version in the",
