@@ -572,14 +572,26 @@ class NNGen:
                 sizes = [shape[0], shape[1]] + huge_shape(r, len(shape) - 2)
             arrays = [x, roi if roi is not None else None, np.zeros((0,), np.float32)
                       if self.opset < 13 else None, np.asarray(sizes, np.int64)]
+        i = 2 if arrays[2] is not None and arrays[2].size else 3
         if self.opset >= 18 and r.random() < 0.3:
             # The axes attribute: scales/sizes for the listed (spatial, maybe negative) axes only.
             rank = len(shape)
             axes = [a - rank if r.random() < 0.5 else a for a in range(2, rank)]
             attrs["axes"] = axes
-            i = 2 if arrays[2] is not None else 3
             arrays[i] = np.asarray(arrays[i][2:], arrays[i].dtype)
-        return self.emit(cid, "Resize", arrays, attrs, const_idx={1, 2, 3}, const_p=0.0,
+        # Scales or sizes fed at run time (read on the host each run), sometimes with values ORT's
+        # kernel rejects (zero, negative, NaN, huge) or one value short.
+        runtime = r.random() < 0.4
+        const = {1, 2, 3} - ({i} if runtime else set())
+        if runtime and r.random() < 0.15:
+            v = arrays[i].copy()
+            if v.size and r.random() < 0.8:
+                k = int(r.integers(v.size))
+                v[k] = hpick(r, [0.0, -1.0, float("nan"), 1e12] if i == 2 else [0, -2, 1 << 31])
+            elif v.size:
+                v = v[:-1]
+            arrays[i] = v
+        return self.emit(cid, "Resize", arrays, attrs, const_idx=const, const_p=0.0,
                          tol_scale=LOOSE, mag=[self._mag(x) * 2])
 
     # ---- quantisation --------------------------------------------------------------------------

@@ -215,6 +215,16 @@ def onnx_array(a, name):
     return onnx.numpy_helper.from_array(a, name)
 
 
+@pytest.mark.parametrize("shape,sizes", [((0, 1, 4, 4), [0, 1, 8, 8]), ((1, 1, 0, 4), [1, 1, 0, 8]),
+                                         ((0, 1, 4, 4), [0, 1, 2, 3])], ids=str)
+def test_resize_runtime_sizes_keep_an_empty_dim_empty(shape, sizes, rng):
+    # An empty dim sized to 0 counts as scale 1 for ORT (not 0 / 0): the output is empty.
+    x = random_array(rng, shape)
+    for mode in ("nearest", "linear"):
+        m = runtime_resize_model(x, {"mode": mode}, sizes=sizes)
+        check_runs_on_ep(m, [_feeds(x, sizes=sizes)], rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("mode", ["linear", "cubic"])
 def test_resize_runtime_channels_last_scales(mode, rng):
     # 4-D with the first and last scales 1: ORT's channels-last path; the EP resizes the two
@@ -269,6 +279,7 @@ def test_resize_runtime_sizes_computed_from_shape_compile(rng):
     ([], None, "either scales or sizes"),
     (None, [1, 2, 0, 4], "greater than 0"),
     (None, [1, 2, -3, 4], "greater than 0"),
+    (None, [1, 2, 8, 0], "greater than 0"),
 ], ids=str)
 def test_resize_runtime_values_raise_like_cpu(scales, sizes, match, rng):
     # Values ORT's kernel rejects: the EP raises too, naming the node, and the session still runs

@@ -507,9 +507,11 @@ void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
       if (x.shape(i) == 0 && out[i] != 0)
         throw std::runtime_error("input dim " + std::to_string(i) +
                                  " is zero but the output dim is " + std::to_string(out[i]));
-    // ORT derives the scales (0 / 0 is NaN, n / 0 infinite) and checks them as given ones.
+    // ORT derives the scales (an empty dim kept empty counts as 1) and checks them as given
+    // ones: a non-empty dim sized to 0 has scale 0, an error.
     for (int i = 0; i < rank; ++i)
-      scale[i] = static_cast<float>(out[i]) / static_cast<float>(x.shape(i));
+      scale[i] =
+          x.shape(i) == 0 ? 1.0f : static_cast<float>(out[i]) / static_cast<float>(x.shape(i));
     check_resize_scales(scale, n.attr_string("mode", "nearest"), n.attr_int("antialias", 0) != 0);
   }
   const std::string mode = n.attr_string("mode", "nearest");
