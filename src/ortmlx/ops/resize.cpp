@@ -46,6 +46,36 @@ std::vector<T> full_rank(const std::vector<T>& v, const std::vector<int>& axes, 
   return out;
 }
 
+// ORT's checks of the scales it resizes by (upsamplebase.h ScalesValidation), for the modes
+// implemented: every scale finite and positive; linear resamples 2-D and 3-D inputs, or 4-D/5-D
+// ones whose outer two scales are 1 (or, 4-D, whose first and last are: ORT's channels-last
+// path); cubic 2-D inputs, or 4-D ones with the same rule (channels-last: scales >= 1 unless
+// antialiased). Why the scales are rejected, or "" when they are fine.
+std::string resize_scales_problem(const std::vector<float>& scale, const std::string& mode,
+                                  bool antialias) {
+  for (float v : scale) {
+    if (!std::isfinite(v)) return "Resize scale value must be finite";
+    if (!(v > 0)) return "Resize scale value must be greater than 0";
+  }
+  const size_t r = scale.size();
+  const bool outer_kept = r >= 2 && scale[0] == 1 && scale[1] == 1;
+  const bool channels_last = r == 4 && scale[0] == 1 && scale[3] == 1;
+  if (mode == "linear" &&
+      !(r == 2 || r == 3 || ((r == 4 || r == 5) && outer_kept) || channels_last))
+    return "'linear' mode resizes 2-D or 3-D inputs, or 4-D/5-D inputs whose outermost 2 scales "
+           "are 1 (4-D: or whose first and last are)";
+  if (mode == "cubic" && !(r == 2 || (r == 4 && outer_kept) ||
+                           (channels_last && (antialias || (scale[1] >= 1 && scale[2] >= 1)))))
+    return "'cubic' mode resizes 2-D inputs, or 4-D inputs whose outermost 2 scales are 1 (or "
+           "whose first and last are, scales >= 1 without antialias)";
+  return "";
+}
+
+void check_resize_scales(const std::vector<float>& scale, const std::string& mode, bool antialias) {
+  const std::string why = resize_scales_problem(scale, mode, antialias);
+  if (!why.empty()) throw std::runtime_error(why);
+}
+
 ClaimResult claim_resize(const ClaimContext& c) {
   ORTMLX_REQUIRE(c.num_inputs() >= 1 && c.num_inputs() <= 4 && c.num_outputs() == 1,
                  "expects 1 to 4 inputs and 1 output");
@@ -165,24 +195,34 @@ ClaimResult claim_resize(const ClaimContext& c) {
     }
   }
   if (mode != "nearest") {
-    // ORT's CPU kernel interpolates the innermost 2 (linear, cubic) or 3 (linear) axes; the
-    // others must keep their size (checked for scales here, for sizes at translate time).
-    const int64_t inner = mode == "cubic" ? 2 : (rank == 5 || rank == 3 ? 3 : 2);
     ORTMLX_REQUIRE(mode == "cubic" ? (rank == 2 || rank == 4)
                                    : (rank == 2 || rank == 4 || rank == 5 || rank == 3),
                    "mode '" + mode + "' with rank " + std::to_string(rank) + " is not implemented");
+    // Which axes linear and cubic may resize is ORT's rule on the scales (given, or sizes over
+    // static input dims); with dims unknown, the outer ones must be kept (checked again when run).
     const TensorInfo* xi = c.input(0);
     // -1: an axis left out of `axes`, which keeps its size.
     const std::vector<int64_t> sz_all = sizes
                                             ? full_rank(*sizes->as_int64(), axes, rank, int64_t{-1})
                                             : std::vector<int64_t>(static_cast<size_t>(rank), 0);
-    for (int64_t i = 0; i < rank - inner; ++i) {
-      const bool same =
-          scales ? sc[i] == 1.0
-                 : (sz_all[i] == -1 || (xi && xi->has_shape && xi->shape[i] == sz_all[i]));
-      ORTMLX_REQUIRE(same, "mode '" + mode + "' only resizes the innermost " +
-                               std::to_string(inner) +
-                               " axes (outer sizes must be static and kept)");
+    const bool static_dims =
+        xi && xi->has_shape &&
+        std::all_of(xi->shape.begin(), xi->shape.end(), [](int64_t d) { return d > 0; });
+    if (scales || static_dims) {
+      std::vector<float> f(static_cast<size_t>(rank), 1.0f);
+      for (int64_t i = 0; i < rank; ++i)
+        f[i] = scales ? static_cast<float>(sc[i])
+                      : (sz_all[i] == -1
+                             ? 1.0f
+                             : static_cast<float>(sz_all[i]) / static_cast<float>(xi->shape[i]));
+      const std::string why = resize_scales_problem(f, mode, antialias);
+      ORTMLX_REQUIRE(why.empty(), why);
+    } else {
+      const int64_t inner = mode == "cubic" ? 2 : (rank == 5 || rank == 3 ? 3 : 2);
+      for (int64_t i = 0; i < rank - inner; ++i)
+        ORTMLX_REQUIRE(sz_all[i] == -1, "mode '" + mode + "' only resizes the innermost " +
+                                            std::to_string(inner) +
+                                            " axes (outer sizes must be static and kept)");
     }
   }
   return ClaimResult::yes();
@@ -424,32 +464,6 @@ std::vector<double> host_doubles(const TranslationContext& ctx, const NodeDesc& 
   mx::eval(a);
   const float* p = a.data<float>();
   return std::vector<double>(p, p + a.size());
-}
-
-// ORT's checks of the scales it resizes by (upsamplebase.h ScalesValidation), for the modes
-// implemented: every scale finite and positive; linear resamples 2-D and 3-D inputs, or 4-D/5-D
-// ones whose outer two scales are 1 (or, 4-D, whose first and last are: ORT's channels-last
-// path); cubic 2-D inputs, or 4-D ones with the same rule (channels-last: scales >= 1 unless
-// antialiased).
-void check_resize_scales(const std::vector<float>& scale, const std::string& mode, bool antialias) {
-  for (float v : scale) {
-    if (!std::isfinite(v)) throw std::runtime_error("Resize scale value must be finite");
-    if (!(v > 0)) throw std::runtime_error("Resize scale value must be greater than 0");
-  }
-  const size_t r = scale.size();
-  const bool outer_kept = r >= 2 && scale[0] == 1 && scale[1] == 1;
-  const bool channels_last = r == 4 && scale[0] == 1 && scale[3] == 1;
-  if (mode == "linear" &&
-      !(r == 2 || r == 3 || ((r == 4 || r == 5) && outer_kept) || channels_last))
-    throw std::runtime_error(
-        "'linear' mode resizes 2-D or 3-D inputs, or 4-D/5-D inputs whose "
-        "outermost 2 scales are 1 (4-D: or whose first and last are)");
-  if (mode == "cubic" && !(r == 2 || (r == 4 && outer_kept) ||
-                           (channels_last && (antialias || (scale[1] >= 1 && scale[2] >= 1)))))
-    throw std::runtime_error(
-        "'cubic' mode resizes 2-D inputs, or 4-D inputs whose outermost 2 "
-        "scales are 1 (or whose first and last are, scales >= 1 without "
-        "antialias)");
 }
 
 void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
