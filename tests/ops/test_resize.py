@@ -196,6 +196,8 @@ def test_resize_runtime_sizes(mode, rng):
 
 
 def test_resize_runtime_sizes_with_empty_scales_axes_and_old_opsets(rng):
+    import onnx
+
     x = random_array(rng, (1, 2, 6, 4))
     m = runtime_resize_model(x, {"mode": "linear"}, sizes=[1, 2, 9, 5], empty_scales=True)
     check_runs_on_ep(m, [_feeds(x, sizes=[1, 2, 9, 5]), _feeds(x, sizes=[1, 2, 3, 2])])
@@ -205,14 +207,8 @@ def test_resize_runtime_sizes_with_empty_scales_axes_and_old_opsets(rng):
         m = runtime_resize_model(x, {"mode": "linear"}, scales=[1, 1, 2, 0.5], opset=opset)
         if opset == 11:  # roi is required before opset 13
             m.graph.node[0].input[1] = "roi"
-            m.graph.initializer.append(onnx_array(np.zeros(0, np.float32), "roi"))
+            m.graph.initializer.append(onnx.numpy_helper.from_array(np.zeros(0, np.float32), "roi"))
         check_runs_on_ep(m, [_feeds(x, scales=s) for s in ([1, 1, 2, 0.5], [1, 1, 0.75, 3])])
-
-
-def onnx_array(a, name):
-    import onnx
-
-    return onnx.numpy_helper.from_array(a, name)
 
 
 @pytest.mark.parametrize("shape,sizes", [((0, 1, 4, 4), [0, 1, 8, 8]), ((1, 1, 0, 4), [1, 1, 0, 8]),

@@ -51,6 +51,19 @@ inline std::vector<int64_t> host_ints(const TranslationContext& ctx, const NodeD
   return std::vector<int64_t>(p, p + a.size());
 }
 
+// Float values of input i (a constant's as stored, a runtime one read as float32), flattened.
+inline std::vector<double> host_doubles(const TranslationContext& ctx, const NodeDesc& n, size_t i,
+                                        const char* what) {
+  if (const ConstTensor* t = ctx.constant_input(n, i))
+    return t->as_double().value_or(std::vector<double>{});
+  mx::array a = host_array(ctx, n, i, what);
+  if (a.size() == 0) return {};
+  a = mx::contiguous(mx::astype(a, mx::float32));
+  mx::eval(a);
+  const float* p = a.data<float>();
+  return std::vector<double>(p, p + a.size());
+}
+
 // One host scalar (a 0-d or 1-element tensor) as int64.
 inline int64_t host_int(const TranslationContext& ctx, const NodeDesc& n, size_t i,
                         const char* what) {

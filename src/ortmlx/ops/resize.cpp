@@ -137,6 +137,9 @@ ClaimResult claim_resize(const ClaimContext& c) {
                  "exclude_outside only applies to cubic (or to linear with antialias)");
   const int64_t rank = c.input_rank(0);
   ORTMLX_REQUIRE(rank >= 1, "X rank must be known");
+  ORTMLX_REQUIRE(
+      mode == "nearest" || (mode == "cubic" ? (rank == 2 || rank == 4) : (rank >= 2 && rank <= 5)),
+      "mode '" + mode + "' with rank " + std::to_string(rank) + " is not implemented");
   // Scales (input 2) or sizes (input 3). Constants are checked here. A scales or sizes input fed
   // at run time (or computed in the graph) is read on the host when the plan is translated and
   // checked there as ORT checks it (a plan that reads a runtime value runs eagerly).
@@ -156,14 +159,8 @@ ClaimResult claim_resize(const ClaimContext& c) {
     ORTMLX_REQUIRE(n.attr_string("keep_aspect_ratio_policy", "stretch") == "stretch",
                    "keep_aspect_ratio_policy other than stretch is not implemented");
   }
-  if (scales_runtime || sizes_runtime) {
-    // Which of the two applies, and whether the pair is valid, is decided by the values.
-    ORTMLX_REQUIRE(mode == "nearest" || rank == 2 || rank == 3 || rank == 4 || rank == 5,
-                   "mode '" + mode + "' with rank " + std::to_string(rank) + " is not implemented");
-    ORTMLX_REQUIRE(mode != "cubic" || rank == 2 || rank == 4,
-                   "mode 'cubic' with rank " + std::to_string(rank) + " is not implemented");
-    return ClaimResult::yes();
-  }
+  // Which of the two applies, and whether the pair is valid, is decided by the values.
+  if (scales_runtime || sizes_runtime) return ClaimResult::yes();
   // Both constant: exactly one of them non-empty (ORT also raises where sizes is an empty
   // tensor next to non-empty scales; translate_resize does the same at run time).
   const ConstTensor* scales = nonempty_const(c, 2);
@@ -195,9 +192,6 @@ ClaimResult claim_resize(const ClaimContext& c) {
     }
   }
   if (mode != "nearest") {
-    ORTMLX_REQUIRE(mode == "cubic" ? (rank == 2 || rank == 4)
-                                   : (rank == 2 || rank == 4 || rank == 5 || rank == 3),
-                   "mode '" + mode + "' with rank " + std::to_string(rank) + " is not implemented");
     // Which axes linear and cubic may resize is ORT's rule on the scales (given, or sizes over
     // static input dims); with dims unknown, the outer ones must be kept (checked again when run).
     const TensorInfo* xi = c.input(0);
@@ -453,23 +447,12 @@ mx::array resize_axis_antialias(const mx::array& x, int axis, int64_t in, int64_
   return mx::sum(mx::multiply(taps, weights, s), axis + 1, false, s);
 }
 
-// Float values of input i (a constant, or read on the host: see host_values.h), flattened.
-std::vector<double> host_doubles(const TranslationContext& ctx, const NodeDesc& n, size_t i,
-                                 const char* what) {
-  if (const ConstTensor* t = ctx.constant_input(n, i))
-    return t->as_double().value_or(std::vector<double>{});
-  mx::array a = host_array(ctx, n, i, what);
-  if (a.size() == 0) return {};
-  a = mx::contiguous(mx::astype(a, mx::float32));
-  mx::eval(a);
-  const float* p = a.data<float>();
-  return std::vector<double>(p, p + a.size());
-}
-
 void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
   const auto s = ctx.stream();
   mx::array x = ctx.input(n, 0);
   const int rank = static_cast<int>(x.ndim());
+  const std::string mode = n.attr_string("mode", "nearest");
+  const bool antialias = n.attr_int("antialias", 0) != 0;
   // As ORT's kernel: non-empty scales win, and then no sizes input may be given (not even an
   // empty one); otherwise sizes must be given and non-empty.
   const bool has_scales = n.inputs.size() > 2 && !n.inputs[2].empty();
@@ -496,7 +479,7 @@ void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
                                " values; X rank (or the axes count) is " + std::to_string(listed));
     const std::vector<double> v = full_rank(scales_v, axes, rank, 1.0);
     for (int i = 0; i < rank; ++i) scale[i] = static_cast<float>(v[i]);
-    check_resize_scales(scale, n.attr_string("mode", "nearest"), n.attr_int("antialias", 0) != 0);
+    check_resize_scales(scale, mode, antialias);
     for (int i = 0; i < rank; ++i) {
       // ORT: the output size is the float product, truncated. Checked before the cast, which
       // is undefined for a float beyond int64.
@@ -526,9 +509,8 @@ void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
     for (int i = 0; i < rank; ++i)
       scale[i] =
           x.shape(i) == 0 ? 1.0f : static_cast<float>(out[i]) / static_cast<float>(x.shape(i));
-    check_resize_scales(scale, n.attr_string("mode", "nearest"), n.attr_int("antialias", 0) != 0);
+    check_resize_scales(scale, mode, antialias);
   }
-  const std::string mode = n.attr_string("mode", "nearest");
   // The host index vectors below are sized by these dims, and MLX dims are int32.
   const mx::Shape out_shape = checked_shape(out);
   // As ORT: an empty output is fine (a scale rounding a dim down to 0), an empty input with a
@@ -541,7 +523,7 @@ void translate_resize(TranslationContext& ctx, const NodeDesc& n) {
   const bool widen = mode != "nearest" && x.dtype() != mx::float32;
   const Interp interp = interp_of(n);
   mx::array y = widen ? mx::astype(x, mx::float32, s) : x;
-  if (n.attr_int("antialias", 0) != 0) {
+  if (antialias) {
     // ORT filters the innermost axis first, then the next ones outwards, rounding each pass
     // to float32; an axis that keeps its size is copied.
     for (int i = rank - 1; i >= 0; --i) {
@@ -648,12 +630,8 @@ ClaimResult claim_legacy(const ClaimContext& c, Legacy kind) {
 
 std::vector<float> legacy_scales(const TranslationContext& ctx, const NodeDesc& n) {
   if (n.has_attr("scales")) return n.attr_floats("scales").value_or(std::vector<float>{});
-  if (const ConstTensor* t = ctx.constant_input(n, 1)) return const_floats(*t);
-  mx::array a = host_array(ctx, n, 1, "scales");
-  a = mx::contiguous(mx::astype(a, mx::float32));
-  mx::eval(a);
-  const float* p = a.data<float>();
-  return std::vector<float>(p, p + a.size());
+  const std::vector<double> v = host_doubles(ctx, n, 1, "scales");
+  return std::vector<float>(v.begin(), v.end());
 }
 
 void translate_legacy(TranslationContext& ctx, const NodeDesc& n, Legacy kind) {
