@@ -197,6 +197,8 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args) -> dict:
         run = io.run if io else (lambda: sess.run(None, feeds))
         row["io"] = "device" if io else "host"
         row["ep"] = gm.timed(run, args.warmup, args.repeats, args.max_cell_s)
+        if args.profile:
+            row["ep_passes_ms"] = pass_times(run)
         before = mem.reset()
         run()
         peak = mem.peak()
@@ -210,6 +212,18 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args) -> dict:
         row["ep"] = gm.failure(e)
     gm.free_memory(env)
     return row
+
+
+def pass_times(run) -> dict:
+    """GPU ms per run of each fused pass (stats, dq, dkv) and of everything else, from two
+    profiled runs (bench/gpu_profile.py: CUPTI sees MLX's kernels)."""
+    import gpu_profile
+    prof = gpu_profile.profile_runs(run, 2)
+    out = {"stats": 0.0, "dq": 0.0, "dkv": 0.0, "other": 0.0}
+    for name, _, ms in prof["all_kernels"]:
+        kind = next((k for k in ("stats", "dq", "dkv") if f"ortmlx_avjp_{k}_" in name), "other")
+        out[kind] += ms
+    return out
 
 
 def fmt_time(cell) -> str:
@@ -255,6 +269,16 @@ def markdown(res) -> str:
             f"{fmt_time(ep)} | {tflops(r, 'ep')} | {mib(r.get('ep_peak_bytes'))} | "
             f"{fmt_time(to)} | {tflops(r, 'torch')} | {mib(r.get('torch_peak_bytes'))} | "
             f"{ratio} | {'-' if err is None else f'{err:.1e}'} |")
+    passes = [r for r in res["rows"] if r.get("ep_passes_ms")]
+    if passes:
+        lines += ["", "GPU time per pass of the fused path (profiled, ms per run):", "",
+                  "| B | HQ | HK | S | D | causal | stats | dq | dkv | other |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in passes:
+            t = r["ep_passes_ms"]
+            lines.append(f"| {r['b']} | {r['hq']} | {r['hk']} | {r['s']} | {r['d']} | "
+                         f"{r['causal']} | {t['stats']:.2f} | {t['dq']:.2f} | {t['dkv']:.2f} | "
+                         f"{t['other']:.2f} |")
     if res["notes"]:
         lines += ["", "Notes:"] + [f"- {n}" for n in res["notes"]]
     return "\n".join(lines) + "\n"
@@ -273,6 +297,11 @@ def main() -> int:
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-torch-time", action="store_true", help="torch for Y and errors only")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--profile", action="store_true",
+                    help="also GPU time per fused pass (torch's profiler; cuda_fused cells)")
+    ap.add_argument("--shapes", default="",
+                    help="indices into the default grid to run, comma-separated (e.g. 0,2)")
+    ap.add_argument("--causal", default="0,1", help="causal settings to run (0, 1 or 0,1)")
     # gpu_models.Env reads these.
     ap.add_argument("--tf32", action="store_true", help="EP TF32 mode (default exact fp32)")
     ap.add_argument("--cpu-binding", action="store_true")
@@ -280,6 +309,8 @@ def main() -> int:
     env = gm.Env(args)
     mem = MlxMemory()
     shapes = QUICK_SHAPES if args.quick else SHAPES
+    if args.shapes:
+        shapes = [shapes[int(i)] for i in args.shapes.split(",")]
     forms = ["plain", "recompute"] if args.full else ["plain"]
     paths = ["cuda_fused", "blocked"] if args.full else ["cuda_fused"]
     res = {"command": " ".join(["python3"] + sys.argv),
@@ -289,7 +320,7 @@ def main() -> int:
     if mem.lib is None:
         env.notes.append("EP peak memory not measured: libmlx's counters not found")
     for shape in shapes:
-        for causal in (0, 1):
+        for causal in (int(c) for c in args.causal.split(",")):
             for form in forms:
                 for path in paths + (["native"] if form == "recompute" else []):
                     row = bench_cell(env, mem, shape, causal, form, path, args)

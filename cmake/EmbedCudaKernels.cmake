@@ -3,8 +3,13 @@
 # One small module per bucket because MLX hashes a precompiled kernel's whole binary on every
 # launch. The kernels' names carry a tag from the source's hash, so a changed kernel can never be
 # served an older binary under the same name by a module cache.
-# Variables: NVCC, SRC, BUCKET, CUBIN, OUT_CPP.
-file(SHA1 "${SRC}" _hash)
+# Variables: NVCC, SRC, HEADERS (the files SRC includes), BUCKET, CUBIN, OUT_CPP.
+set(_text "")
+foreach(_f "${SRC}" ${HEADERS})
+  file(READ "${_f}" _content)
+  string(APPEND _text "${_content}")
+endforeach()
+string(SHA1 _hash "${_text}")
 string(SUBSTRING "${_hash}" 0 12 _tag)
 set(_tag "t${_tag}")
 execute_process(

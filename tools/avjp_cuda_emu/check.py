@@ -37,7 +37,7 @@ def build(out_dir=None):
     # Named by the sources' hash: runs of different trees (or versions) never share a library.
     sources = [os.path.join(HERE, f) for f in ("emu.h", "harness.cpp")] + [
         os.path.join(HERE, "..", "..", "src", "ortmlx", "ops", "attention_vjp", "cuda", f)
-        for f in ("kernels.cu", "tiles.h")]
+        for f in ("kernels.cu", "warp_rows.cuh", "tiles.h")]
     flags = ["-std=c++20", "-O2", "-fPIC", "-shared", "-pthread", "-Wno-unknown-pragmas"]
     digest = hashlib.sha1(" ".join(flags).encode())
     for f in sources:

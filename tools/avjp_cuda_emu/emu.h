@@ -57,6 +57,7 @@ alignas(16) inline float avjp_smem[64 * 1024];
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __noinline__
 #define __launch_bounds__(n)
 #define __shared__
 #define ORTMLX_AVJP_EMU 1

@@ -36,7 +36,8 @@ void launch(int gx, int gy, const std::function<void()>& body) {
 #define ARGS b, hq, hk, sq, sk, d, rank, causal, mask_kind, mb, mh, mr, mw, tf32, scale
 #define BUCKET(DM)                                                                             \
   if (dmax == DM) {                                                                            \
-    constexpr int BQ = Tiles<DM>::BQ, KV = Tiles<DM>::KV;                                      \
+    constexpr int BQ = ortmlx_avjp_tiles::query_rows(DM);                                      \
+    constexpr int KV = ortmlx_avjp_tiles::key_rows(DM);                                        \
     launch((sq + BQ - 1) / BQ, b * hq, [&] {                                                   \
       if (recompute) AVJP_CAT(ortmlx_avjp_stats_recompute_d##DM##_, ORTMLX_AVJP_TAG)           \
       (q, k, v, y, dy, mask, finite, lse, delta, ARGS);                                        \

@@ -156,22 +156,22 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
       std::string(c.recompute ? "ortmlx_avjp_stats_recompute" : "ortmlx_avjp_stats") + dname;
   const std::vector<mx::array> stats = mx::fast::precompiled_cuda_kernel(
       stats_name, fatbin, {q, k, v, y ? *y : dy, dy, mask4, finite}, {rows_shape, rows_shape},
-      {mx::float32, mx::float32}, scalars, {tiles(sq, bq(dmax)) * kThreads, b * c.hq, 1}, block,
-      stats_smem(dmax), std::nullopt, /*ensure_row_contiguous=*/true, s);
+      {mx::float32, mx::float32}, scalars, {tiles(sq, query_rows(dmax)) * kThreads, b * c.hq, 1},
+      block, stats_bytes(dmax), std::nullopt, /*ensure_row_contiguous=*/true, s);
 
   std::array<std::optional<mx::array>, 3> grads;
   if (c.wants(0)) {
     grads[0] = mx::fast::precompiled_cuda_kernel(
         "ortmlx_avjp_dq" + dname, fatbin, {q, k, v, dy, mask4, finite, stats[0], stats[1]},
-        {q.shape()}, {mx::float32}, scalars, {tiles(sq, bq(dmax)) * kThreads, b * c.hq, 1}, block,
-        dq_smem(dmax), std::nullopt, true, s)[0];
+        {q.shape()}, {mx::float32}, scalars, {tiles(sq, query_rows(dmax)) * kThreads, b * c.hq, 1},
+        block, dq_bytes(dmax), std::nullopt, true, s)[0];
   }
   if (c.wants(1) || c.wants(2)) {
     const std::vector<mx::array> dkv = mx::fast::precompiled_cuda_kernel(
         "ortmlx_avjp_dkv" + dname, fatbin, {q, k, v, dy, mask4, finite, stats[0], stats[1]},
         {k.shape(), v.shape()}, {mx::float32, mx::float32}, scalars,
-        {tiles(sk, kv(dmax)) * kThreads, b * c.hk, 1}, block, dkv_smem(dmax), std::nullopt, true,
-        s);
+        {tiles(sk, key_rows(dmax)) * kThreads, b * c.hk, 1}, block, dkv_bytes(dmax), std::nullopt,
+        true, s);
     grads[1] = dkv[0];
     grads[2] = dkv[1];
   }

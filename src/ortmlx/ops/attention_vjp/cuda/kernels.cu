@@ -189,6 +189,10 @@ struct RowStat {
   }
 };
 
+// Whether a bucket runs the warp-row kernels (warp_rows.cuh) or the block-tile ones below.
+template <int DMAX>
+constexpr bool kWarpRows = ortmlx_avjp_tiles::warp_rows(DMAX);
+
 // Tile sizes per head-size bucket (DMAX >= d, a multiple of 16): tiles.h.
 template <int DMAX>
 struct Tiles {
@@ -380,6 +384,30 @@ __device__ __forceinline__ void split(float x, unsigned& hi, unsigned& lo) {
   lo = P == kTf32 ? 0u : cvt_tf32(x - __uint_as_float(hi & 0xffffe000u));
 }
 
+// The products of one k-step (three for 3xTF32) into `acc` (the precisions: see above).
+template <Precision P>
+__device__ __forceinline__ void mma_step(float (&acc)[4], const unsigned (&ah)[4],
+                                         const unsigned (&al)[4], const unsigned (&bh)[2],
+                                         const unsigned (&bl)[2]) {
+  if (P == kTf32) {
+    mma_tf32(acc, ah, bh);
+  } else if (P == kSplit) {
+    float part[4] = {0.f, 0.f, 0.f, 0.f};
+    mma_tf32(part, al, bh);
+    mma_tf32(part, ah, bl);
+    mma_tf32(part, ah, bh);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[e] += part[e];
+  } else {
+    float big[4] = {0.f, 0.f, 0.f, 0.f}, small[4] = {0.f, 0.f, 0.f, 0.f};
+    mma_tf32(small, al, bh);
+    mma_tf32(small, ah, bl);
+    mma_tf32(big, ah, bh);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[e] += isfinite(big[e]) ? big[e] + small[e] : big[e];
+  }
+}
+
 // The accumulator of an M x N tile product spread over the block's 8 warps: warp w owns rows
 // (w / WN) M/WM + [0, M/WM) and columns (w % WN) N/WN + [0, N/WN) as MI x NJ mma tiles of 16 x 8;
 // v[mi][nj][e] is the element at (row(mi, e), col(nj, e)).
@@ -440,26 +468,7 @@ __device__ __forceinline__ void mma_tile(const float* A, const float* B, int kdi
 #pragma unroll
     for (int mi = 0; mi < F::MI; ++mi)
 #pragma unroll
-      for (int nj = 0; nj < F::NJ; ++nj) {
-        if (P == kTf32) {
-          mma_tf32(acc.v[mi][nj], ah[mi], bh[nj]);
-        } else if (P == kSplit) {
-          float part[4] = {0.f, 0.f, 0.f, 0.f};  // this k-step's products (see above)
-          mma_tf32(part, al[mi], bh[nj]);
-          mma_tf32(part, ah[mi], bl[nj]);
-          mma_tf32(part, ah[mi], bh[nj]);
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc.v[mi][nj][e] += part[e];
-        } else {
-          float big[4] = {0.f, 0.f, 0.f, 0.f}, small[4] = {0.f, 0.f, 0.f, 0.f};
-          mma_tf32(small, al[mi], bh[nj]);
-          mma_tf32(small, ah[mi], bl[nj]);
-          mma_tf32(big, ah[mi], bh[nj]);
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            acc.v[mi][nj][e] += isfinite(big[e]) ? big[e] + small[e] : big[e];
-        }
-      }
+      for (int nj = 0; nj < F::NJ; ++nj) mma_step<P>(acc.v[mi][nj], ah[mi], al[mi], bh[nj], bl[nj]);
   }
 }
 
@@ -525,6 +534,12 @@ __device__ void load_rows_async(float* dst, const float* src, long long stride, 
     cp_async16(dst + r * LD + c, valid ? src + r * stride + c : src, valid);
   }
 }
+
+}  // namespace
+
+#include "warp_rows.cuh"  // the kernels of head sizes up to 128
+
+namespace {
 
 // ---------------------------------------------------------------------------------------
 // Pass 2: dQ on tensor cores. Grid (query tiles, B * HQ).
@@ -735,21 +750,30 @@ __device__ void dkv_kernel(const float* q, const float* k, const float* v, const
           const float* q, const float* k, const float* v, const float* y, const float* dy,    \
           const void* mask, const int* finite, float* lse, float* delta, AVJP_SCALARS) {      \
     AVJP_PROBLEM(mask, finite);                                                               \
-    stats_kernel<DMAX, false>(q, k, v, y, dy, p, lse, delta);                                 \
+    if constexpr (kWarpRows<DMAX>)                                                            \
+      wr_stats<DMAX, false>(q, k, v, y, dy, p, lse, delta);                                   \
+    else                                                                                      \
+      stats_kernel<DMAX, false>(q, k, v, y, dy, p, lse, delta);                               \
   }                                                                                           \
   extern "C" __global__ void __launch_bounds__(kThreads)                                      \
       AVJP_CAT(ortmlx_avjp_stats_recompute_d##DMAX##_, ORTMLX_AVJP_TAG)(                      \
           const float* q, const float* k, const float* v, const float* y, const float* dy,    \
           const void* mask, const int* finite, float* lse, float* delta, AVJP_SCALARS) {      \
     AVJP_PROBLEM(mask, finite);                                                               \
-    stats_kernel<DMAX, true>(q, k, v, y, dy, p, lse, delta);                                  \
+    if constexpr (kWarpRows<DMAX>)                                                            \
+      wr_stats<DMAX, true>(q, k, v, y, dy, p, lse, delta);                                    \
+    else                                                                                      \
+      stats_kernel<DMAX, true>(q, k, v, y, dy, p, lse, delta);                                \
   }                                                                                           \
   extern "C" __global__ void __launch_bounds__(kThreads)                                      \
       AVJP_CAT(ortmlx_avjp_dq_d##DMAX##_, ORTMLX_AVJP_TAG)(                                   \
           const float* q, const float* k, const float* v, const float* dy, const void* mask,  \
           const int* finite, const float* lse, const float* delta, float* dq, AVJP_SCALARS) { \
     AVJP_PROBLEM(mask, finite);                                                               \
-    dq_kernel<DMAX>(q, k, v, dy, lse, delta, p, dq);                                          \
+    if constexpr (kWarpRows<DMAX>)                                                            \
+      wr_dq<DMAX>(q, k, v, dy, lse, delta, p, dq);                                            \
+    else                                                                                      \
+      dq_kernel<DMAX>(q, k, v, dy, lse, delta, p, dq);                                        \
   }                                                                                           \
   extern "C" __global__ void __launch_bounds__(kThreads)                                      \
       AVJP_CAT(ortmlx_avjp_dkv_d##DMAX##_, ORTMLX_AVJP_TAG)(                                  \
@@ -757,7 +781,10 @@ __device__ void dkv_kernel(const float* q, const float* k, const float* v, const
           const int* finite, const float* lse, const float* delta, float* dk, float* dv,      \
           AVJP_SCALARS) {                                                                     \
     AVJP_PROBLEM(mask, finite);                                                               \
-    dkv_kernel<DMAX>(q, k, v, dy, lse, delta, p, dk, dv);                                     \
+    if constexpr (kWarpRows<DMAX>)                                                            \
+      wr_dkv<DMAX>(q, k, v, dy, lse, delta, p, dk, dv);                                       \
+    else                                                                                      \
+      dkv_kernel<DMAX>(q, k, v, dy, lse, delta, p, dk, dv);                                   \
   }
 
 // One head-size bucket per build (-DAVJP_BUCKET=...): MLX hashes a precompiled kernel's whole

@@ -1,15 +1,24 @@
-// Tile geometry of the fused CUDA AttentionVJP kernels, shared by the kernels (kernels.cu, nvcc)
-// and the host code that launches them (fused.cpp): rows per tile and dynamic shared memory per
-// block. Plain constexpr functions, no includes, so both compilers read the same numbers.
+// Tile geometry of the fused CUDA AttentionVJP kernels, shared by the kernels (kernels.cu,
+// warp_rows.cuh; nvcc) and the host code that launches them (fused.cpp): rows per block and
+// dynamic shared memory per block. Plain constexpr functions, no includes, so both compilers read
+// the same numbers.
 #pragma once
 
 namespace ortmlx_avjp_tiles {
 
-constexpr int kThreads = 256;  // per block, as a 16 x 16 grid
+constexpr int kThreads = 256;  // per block: 8 warps (a 16 x 16 grid in the SIMT stats pass)
+constexpr int kWarps = kThreads / 32;
 
 // The head-size bucket a head size runs in (the kernels are instantiated for these).
 constexpr int dmax_of(int d) {
   return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256;
+}
+
+// Which kernels a bucket runs: the warp-row kernels (warp_rows.cuh: each warp owns 16 rows of
+// the result, P and dS stay in registers) up to 128; the block-tile kernels (kernels.cu) at 256,
+// where a warp's 16 rows of dK and dV would not fit its registers.
+constexpr bool warp_rows(int dmax) {
+  return dmax <= 128;
 }
 
 // stats and dq: query rows per block, key rows per step.
@@ -61,10 +70,50 @@ constexpr int dkv_smem(int dmax) {
               2 * kv(dmax) * ldt(kq(dmax)) + 2 * kq(dmax));
 }
 
+// Warp-row kernels (dmax <= 128). stats and dq: 16 query rows per warp; key rows per step.
+// dkv: 16 key rows per warp; query rows per step. K/V (stats, dq) and Q/dY (dkv) step tiles are
+// double-buffered (cp.async).
+constexpr int wr_bk(int dmax) {
+  return dmax >= 128 ? 32 : 64;
+}
+constexpr int wr_kq(int dmax) {
+  return dmax >= 128 ? 32 : 64;
+}
+// stats: Q (rows x ldt), 2 stages x (K, V) (bk x ldt).
+constexpr int wr_stats_smem(int dmax) {
+  return 4 * (16 * kWarps * ldt(dmax) + 2 * 2 * wr_bk(dmax) * ldt(dmax));
+}
+// dq: Q, dY (rows x ldt), 2 stages x (K, V) (bk x ldt).
+constexpr int wr_dq_smem(int dmax) {
+  return 4 * (2 * 16 * kWarps * ldt(dmax) + 2 * 2 * wr_bk(dmax) * ldt(dmax));
+}
+// dkv: K, V (keys x ldt), 2 stages x (Q, dY (kq x ldt), lse, delta (kq)).
+constexpr int wr_dkv_smem(int dmax) {
+  return 4 * (2 * 16 * kWarps * ldt(dmax) + 2 * (2 * wr_kq(dmax) * ldt(dmax) + 2 * wr_kq(dmax)));
+}
+
+// What the host launches: query rows per stats/dq block, key rows per dkv block, shared memory.
+constexpr int query_rows(int dmax) {
+  return warp_rows(dmax) ? 16 * kWarps : bq(dmax);
+}
+constexpr int key_rows(int dmax) {
+  return warp_rows(dmax) ? 16 * kWarps : kv(dmax);
+}
+constexpr int stats_bytes(int dmax) {
+  return warp_rows(dmax) ? wr_stats_smem(dmax) : stats_smem(dmax);
+}
+constexpr int dq_bytes(int dmax) {
+  return warp_rows(dmax) ? wr_dq_smem(dmax) : dq_smem(dmax);
+}
+constexpr int dkv_bytes(int dmax) {
+  return warp_rows(dmax) ? wr_dkv_smem(dmax) : dkv_smem(dmax);
+}
+
 // Every block fits the 227 KB of shared memory an sm_90 block may use.
 static_assert(stats_smem(256) <= 227 * 1024 && dq_smem(256) <= 227 * 1024 &&
                   dkv_smem(256) <= 227 * 1024 && dq_smem(128) <= 227 * 1024 &&
-                  dkv_smem(128) <= 227 * 1024,
+                  dkv_smem(128) <= 227 * 1024 && wr_stats_smem(128) <= 227 * 1024 &&
+                  wr_dq_smem(128) <= 227 * 1024 && wr_dkv_smem(128) <= 227 * 1024,
               "tiles exceed sm_90 shared memory");
 
 }  // namespace ortmlx_avjp_tiles

@@ -1,0 +1,493 @@
+// The warp-row kernels of the fused CUDA AttentionVJP path (head sizes up to 128; included by
+// kernels.cu, whose helpers they use: Problem, RowStat, prob, split, mma_tf32, the row loaders).
+//
+// FlashAttention-2's layout: each of a block's 8 warps owns 16 rows of every tile it computes
+// (query rows in stats and dq, key rows in dkv), so a score tile S (16 x keys or 16 x queries)
+// is born in the warp's mma accumulators, turns into P and dS there, and feeds the next product
+// straight from those registers: no shared-memory round trip and no block barrier between the
+// products of a step, and the operand tile every warp reads (K, V in stats and dq; Q, dY in dkv)
+// loads by cp.async for the next step while this one multiplies.
+//
+// An accumulator tile X (16 x N) is float x[N / 8][4], x[n][e] at row g + 8 (e >> 1) and column
+// 8 n + 2 t + (e & 1) (g = lane / 4, t = lane % 4: the PTX ISA's m16n8 C layout). As the A
+// operand of the next m16n8k8 product (16 x k), the A layout wants columns t and t + 4 of a
+// k-step where the thread holds 2t and 2t + 1: the reduction's order is free, so k-step n takes
+// x[n][0], x[n][2], x[n][1], x[n][3] as A(g, t), A(g + 8, t), A(g, t + 4), A(g + 8, t + 4), i.e.
+// k = t stands for column 2t and k = t + 4 for 2t + 1, and the B operand reads its rows in that
+// same order (row 8 n + 2 t as k = t, row 8 n + 2 t + 1 as k = t + 4).
+#pragma once
+
+namespace {
+
+template <int DMAX>
+struct WarpTiles {
+  static constexpr int ROWS = 16 * ortmlx_avjp_tiles::kWarps;  // query rows (stats, dq), keys (dkv)
+  static constexpr int BK = ortmlx_avjp_tiles::wr_bk(DMAX);    // key rows per step (stats, dq)
+  static constexpr int KQ = ortmlx_avjp_tiles::wr_kq(DMAX);    // query rows per step (dkv)
+  static constexpr int LD = ortmlx_avjp_tiles::ldt(DMAX);      // row stride of shared tiles
+  static_assert(BK % 8 == 0 && KQ % 8 == 0 && DMAX % 8 == 0);
+};
+
+template <int N>
+__device__ __forceinline__ void zero_rows(float (&x)[N][4]) {
+#pragma unroll
+  for (int n = 0; n < N; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) x[n][e] = 0.f;
+}
+
+// acc (16 x 8 NB) += A B^T over k < kdim (tiles zero-padded to a multiple of 8): A is the warp's
+// 16 rows at `a` (row stride LDA), B has 8 NB rows at `b` (row stride LDB).
+template <Precision P, int NB, int LDA, int LDB>
+__device__ __forceinline__ void rows_abt(const float* a, const float* b, int kdim,
+                                         float (&acc)[NB][4]) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const float* a0 = a + g * LDA + t;
+  const float* b0 = b + g * LDB + t;
+#pragma unroll 1
+  for (int k = 0; k < kdim; k += 8) {
+    unsigned ah[4], al[4];
+    split<P>(a0[k], ah[0], al[0]);
+    split<P>(a0[8 * LDA + k], ah[1], al[1]);
+    split<P>(a0[k + 4], ah[2], al[2]);
+    split<P>(a0[8 * LDA + k + 4], ah[3], al[3]);
+#pragma unroll
+    for (int n = 0; n < NB; ++n) {
+      unsigned bh[2], bl[2];
+      split<P>(b0[8 * n * LDB + k], bh[0], bl[0]);
+      split<P>(b0[8 * n * LDB + k + 4], bh[1], bl[1]);
+      mma_step<P>(acc[n], ah, al, bh, bl);
+    }
+  }
+}
+
+// acc (16 x 8 NB) += X B: X (16 x 8 KX) is an accumulator tile in registers, B has 8 KX rows at
+// `b` (row stride LDB) of which the first 8 NB columns count. k order as in the file comment.
+template <Precision P, int KX, int NB, int LDB>
+__device__ __forceinline__ void rows_xb(const float (&x)[KX][4], const float* b,
+                                        float (&acc)[NB][4]) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int kk = 0; kk < KX; ++kk) {
+    unsigned ah[4], al[4];
+    split<P>(x[kk][0], ah[0], al[0]);
+    split<P>(x[kk][2], ah[1], al[1]);
+    split<P>(x[kk][1], ah[2], al[2]);
+    split<P>(x[kk][3], ah[3], al[3]);
+    const float* b0 = b + (8 * kk + 2 * t) * LDB + g;
+#pragma unroll
+    for (int n = 0; n < NB; ++n) {
+      unsigned bh[2], bl[2];
+      split<P>(b0[8 * n], bh[0], bl[0]);
+      split<P>(b0[LDB + 8 * n], bh[1], bl[1]);
+      mma_step<P>(acc[n], ah, al, bh, bl);
+    }
+  }
+}
+
+// Row and column of element e of n-block n of the calling thread's accumulator fragments.
+__device__ __forceinline__ int frag_row(int e) {
+  return static_cast<int>(threadIdx.x) % 32 / 4 + 8 * (e >> 1);
+}
+__device__ __forceinline__ int frag_col(int n, int e) {
+  return 8 * n + 2 * (static_cast<int>(threadIdx.x) % 4) + (e & 1);
+}
+
+// Sums v over the 4 lanes of a quad (the threads that share an accumulator row).
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  v += __shfl_xor_sync(0xffffffffu, v, 2);
+  return v;
+}
+
+// Starts loading `rows` rows of a D-wide tile into a stage (cp.async where aligned).
+template <int RT, int DMAX, int LD>
+__device__ __forceinline__ void stage_rows(float* dst, const float* src, long long stride, int rows,
+                                           int d) {
+  load_rows_async<RT, DMAX, LD>(dst, src, stride, rows, d);
+}
+
+// ---------------------------------------------------------------------------------------
+// Pass 1 (warp rows): lse and delta. Grid (query tiles of ROWS, B * HQ). Shared: Q (ROWS x LD),
+// 2 stages x (K, V) (BK x LD). RECOMPUTE: Y = P V in registers on a second sweep.
+// ---------------------------------------------------------------------------------------
+template <int DMAX, bool RECOMPUTE, Precision PREC>
+__device__ __noinline__ void wr_stats_kernel(const float* q, const float* k, const float* v,
+                                             const float* y, const float* dy, const Problem& p,
+                                             float* lse_out, float* delta_out) {
+  using T = WarpTiles<DMAX>;
+  constexpr int ROWS = T::ROWS, BK = T::BK, LD = T::LD, NB = BK / 8, ND = DMAX / 8;
+  float* qs = avjp_smem;
+  float* kvbuf = qs + ROWS * LD;  // stage st: K at kvbuf + 2 st BK LD, V after it
+
+  const int tile = blockIdx.x, bh = blockIdx.y;
+  const int bi = bh / p.hq, h = bh % p.hq, gk = h / (p.hq / p.hk);
+  const int i0 = tile * ROWS, rows = min(ROWS, p.sq - i0);
+  const int w0 = static_cast<int>(threadIdx.x) / 32 * 16;  // the warp's first row in the tile
+  const long long qstride = p.row_stride(p.hq), kstride = p.row_stride(p.hk);
+  const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
+  const bool active = w0 < rows;
+  load_rows4<ROWS, DMAX, LD>(qs, q + qoff, qstride, rows, p.d);
+  const float* qw = qs + w0 * LD;
+
+  // One sweep over the key tiles [0, kend): `body(j0, ks, vs)` per tile (V loaded when WITH_V).
+  auto sweep = [&](int kend, bool with_v, auto&& body) {
+    const int steps = (kend + BK - 1) / BK;
+    __syncthreads();  // a previous sweep is done with the stages
+    auto issue = [&](int n) {
+      const int j0 = n * BK, cols = min(BK, p.sk - j0);
+      float* ks = kvbuf + n % 2 * 2 * BK * LD;
+      const long long koff = p.offset(bi, gk, j0, p.hk, p.sk);
+      stage_rows<BK, DMAX, LD>(ks, k + koff, kstride, cols, p.d);
+      if (with_v) stage_rows<BK, DMAX, LD>(ks + BK * LD, v + koff, kstride, cols, p.d);
+      cp_async_commit();
+    };
+    if (steps > 0) issue(0);
+    for (int n = 0; n < steps; ++n) {
+      __syncthreads();  // every warp is done with the stage issue() refills
+      if (n + 1 < steps) {
+        issue(n + 1);
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+      __syncthreads();
+      const float* ks = kvbuf + n % 2 * 2 * BK * LD;
+      body(n * BK, ks, ks + BK * LD);
+    }
+  };
+  // Whether a key tile at j0 holds a key some row of this warp can see under the causal rule.
+  auto reaches = [&](int j0) { return active && !(p.causal && j0 > i0 + w0 + 15); };
+
+  RowStat st[2];                            // rows g and g + 8 of the warp
+  const int kend = p.key_limit(i0 + rows);  // hidden keys never change the log-sum-exp
+  sweep(kend, false, [&](int j0, const float* ks, const float*) {
+    if (!reaches(j0)) return;
+    const int cols = min(BK, p.sk - j0);
+    float s[NB][4];
+    zero_rows(s);
+    rows_abt<PREC, NB, LD, LD>(qw, ks, p.d, s);
+#pragma unroll
+    for (int n = 0; n < NB; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = w0 + frag_row(e), c = frag_col(n, e);
+        if (r < rows && c < cols) {
+          bool hidden;
+          const float sc = p.score(s[n][e], bi, h, i0 + r, j0 + c, hidden);
+          if (!hidden) st[e >> 1].add(sc);
+        }
+      }
+  });
+  float lse_r[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    RowStat s = st[i];
+    for (int off = 1; off < 4; off <<= 1) {
+      RowStat o;
+      o.m = __shfl_xor_sync(0xffffffffu, s.m, off);
+      o.l = __shfl_xor_sync(0xffffffffu, s.l, off);
+      o.bad = __shfl_xor_sync(0xffffffffu, static_cast<int>(s.bad), off) != 0;
+      s.merge(o);
+    }
+    lse_r[i] = s.lse();
+  }
+
+  // delta = rowsum(dY * Y): Y given (plain), or recomputed as P V over every key it needs.
+  float part[2] = {0.f, 0.f};
+  const int g = static_cast<int>(threadIdx.x) % 32 / 4, t = static_cast<int>(threadIdx.x) % 4;
+  if (RECOMPUTE) {
+    float yacc[ND][4];
+    zero_rows(yacc);
+    const int yend = p.finite ? kend : p.sk;  // non-finite V: 0 * V_j reaches Y for hidden keys
+    sweep(yend, true, [&](int j0, const float* ks, const float* vs) {
+      if (!(p.finite ? reaches(j0) : active)) return;
+      const int cols = min(BK, p.sk - j0);
+      float s[NB][4];
+      zero_rows(s);
+      rows_abt<PREC, NB, LD, LD>(qw, ks, p.d, s);
+#pragma unroll
+      for (int n = 0; n < NB; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = w0 + frag_row(e), c = frag_col(n, e);
+          float pv = 0.f;
+          if (r < rows && c < cols) {
+            bool hidden;
+            const float sc = p.score(s[n][e], bi, h, i0 + r, j0 + c, hidden);
+            pv = prob(sc, hidden, lse_r[e >> 1]);
+          }
+          s[n][e] = pv;
+        }
+      rows_xb<PREC, NB, ND, LD>(s, vs, yacc);
+    });
+#pragma unroll
+    for (int n = 0; n < ND; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = w0 + frag_row(e), c = frag_col(n, e);
+        if (r < rows && c < p.d)
+          part[e >> 1] = fmaf(dy[qoff + r * qstride + c], yacc[n][e], part[e >> 1]);
+      }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = w0 + g + 8 * i;
+      if (r < rows)
+        for (int c = t; c < p.d; c += 4)
+          part[i] = fmaf(dy[qoff + r * qstride + c], y[qoff + r * qstride + c], part[i]);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float dsum = quad_sum(part[i]);
+    const int r = w0 + g + 8 * i;
+    if (t == 0 && r < rows) {
+      const long long row = static_cast<long long>(bh) * p.sq + i0 + r;
+      delta_out[row] = dsum;
+      lse_out[row] = lse_r[i];
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Pass 2 (warp rows): dQ. Grid (query tiles of ROWS, B * HQ). Shared: Q, dY (ROWS x LD),
+// 2 stages x (K, V) (BK x LD). Per key tile a warp computes S and dP for its 16 rows, dS in
+// place, and dQ += dS K from those registers.
+// ---------------------------------------------------------------------------------------
+template <int DMAX, Precision PREC>
+__device__ __noinline__ void wr_dq_kernel(const float* q, const float* k, const float* v,
+                                          const float* dy, const float* lse, const float* delta,
+                                          const Problem& p, float* dq) {
+  using T = WarpTiles<DMAX>;
+  constexpr int ROWS = T::ROWS, BK = T::BK, LD = T::LD, NB = BK / 8, ND = DMAX / 8;
+  float* qs = avjp_smem;
+  float* dys = qs + ROWS * LD;
+  float* kvbuf = dys + ROWS * LD;  // stage st: K at kvbuf + 2 st BK LD, V after it
+
+  const int tile = blockIdx.x, bh = blockIdx.y;
+  const int bi = bh / p.hq, h = bh % p.hq, gk = h / (p.hq / p.hk);
+  const int i0 = tile * ROWS, rows = min(ROWS, p.sq - i0);
+  const int w0 = static_cast<int>(threadIdx.x) / 32 * 16;
+  const long long qstride = p.row_stride(p.hq), kstride = p.row_stride(p.hk);
+  const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
+  const bool active = w0 < rows;
+
+  load_rows4<ROWS, DMAX, LD>(qs, q + qoff, qstride, rows, p.d);
+  load_rows4<ROWS, DMAX, LD>(dys, dy + qoff, qstride, rows, p.d);
+  float lse_r[2], delta_r[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = w0 + frag_row(2 * i);
+    const long long row = static_cast<long long>(bh) * p.sq + i0 + r;
+    lse_r[i] = r < rows ? lse[row] : 0.f;
+    delta_r[i] = r < rows ? delta[row] : 0.f;
+  }
+  const float* qw = qs + w0 * LD;
+  const float* dyw = dys + w0 * LD;
+
+  float dacc[ND][4];
+  zero_rows(dacc);
+  const int kend = p.finite ? p.key_limit(i0 + rows) : p.sk;
+  const int steps = (kend + BK - 1) / BK;
+  auto issue = [&](int n) {
+    const int j0 = n * BK, cols = min(BK, p.sk - j0);
+    float* ks = kvbuf + n % 2 * 2 * BK * LD;
+    const long long koff = p.offset(bi, gk, j0, p.hk, p.sk);
+    stage_rows<BK, DMAX, LD>(ks, k + koff, kstride, cols, p.d);
+    stage_rows<BK, DMAX, LD>(ks + BK * LD, v + koff, kstride, cols, p.d);
+    cp_async_commit();
+  };
+  if (steps > 0) issue(0);
+  for (int n = 0; n < steps; ++n) {
+    __syncthreads();  // every warp is done with the stage issue() refills
+    if (n + 1 < steps) {
+      issue(n + 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const int j0 = n * BK, cols = min(BK, p.sk - j0);
+    // With finite inputs a tile no row of the warp can see adds exactly zero.
+    if (!active || (p.finite && p.causal && j0 > i0 + w0 + 15)) continue;
+    const float* ks = kvbuf + n % 2 * 2 * BK * LD;
+    const float* vs = ks + BK * LD;
+    float s[NB][4], dp[NB][4];
+    zero_rows(s);
+    zero_rows(dp);
+    rows_abt<PREC, NB, LD, LD>(qw, ks, p.d, s);
+    rows_abt<PREC, NB, LD, LD>(dyw, vs, p.d, dp);
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = w0 + frag_row(e), c = frag_col(nb, e);
+        float ds = 0.f;
+        if (r < rows && c < cols) {
+          bool hidden;
+          const float sc = p.score(s[nb][e], bi, h, i0 + r, j0 + c, hidden);
+          ds = prob(sc, hidden, lse_r[e >> 1]) * (dp[nb][e] - delta_r[e >> 1]);
+        }
+        s[nb][e] = ds;
+      }
+    rows_xb<PREC, NB, ND, LD>(s, ks, dacc);
+  }
+#pragma unroll
+  for (int n = 0; n < ND; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = w0 + frag_row(e), c = frag_col(n, e);
+      if (r < rows && c < p.d) dq[qoff + r * qstride + c] = dacc[n][e] * p.scale;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Pass 3 (warp rows): dK and dV. Grid (key tiles of ROWS, B * HK). Steps over the group's query
+// heads and their query tiles. Shared: K, V (ROWS x LD), 2 stages x (Q, dY (KQ x LD), lse,
+// delta (KQ)). Per step a warp computes S^T and dP^T for its 16 keys, P^T and dS^T in place,
+// dV += P^T dY and dK += dS^T Q from those registers; GQA groups sum in registers.
+// ---------------------------------------------------------------------------------------
+template <int DMAX, Precision PREC>
+__device__ __noinline__ void wr_dkv_kernel(const float* q, const float* k, const float* v,
+                                           const float* dy, const float* lse, const float* delta,
+                                           const Problem& p, float* dk, float* dv) {
+  using T = WarpTiles<DMAX>;
+  constexpr int ROWS = T::ROWS, KQ = T::KQ, LD = T::LD, NQ = KQ / 8, ND = DMAX / 8;
+  constexpr int STAGE = 2 * KQ * LD + 2 * KQ;  // Q, dY, lse, delta
+  float* ks = avjp_smem;
+  float* vs = ks + ROWS * LD;
+  float* qbuf = vs + ROWS * LD;  // stage st at qbuf + st STAGE
+
+  const int tile = blockIdx.x, bg = blockIdx.y;
+  const int bi = bg / p.hk, gk = bg % p.hk, group = p.hq / p.hk;
+  const int j0 = tile * ROWS, cols = min(ROWS, p.sk - j0);
+  const int w0 = static_cast<int>(threadIdx.x) / 32 * 16;  // the warp's first key in the tile
+  const long long qstride = p.row_stride(p.hq), kstride = p.row_stride(p.hk);
+  const long long koff = p.offset(bi, gk, j0, p.hk, p.sk);
+  const bool active = w0 < cols;
+
+  load_rows4<ROWS, DMAX, LD>(ks, k + koff, kstride, cols, p.d);
+  load_rows4<ROWS, DMAX, LD>(vs, v + koff, kstride, cols, p.d);
+  const float* kw = ks + w0 * LD;
+  const float* vw = vs + w0 * LD;
+
+  float dkacc[ND][4], dvacc[ND][4];
+  zero_rows(dkacc);
+  zero_rows(dvacc);
+  // With finite inputs, rows that see none of this tile's keys add exactly zero: causal rows
+  // before the first key, and every row when the tile lies beyond a narrow mask.
+  int ibegin = 0;
+  bool none = false;
+  if (p.finite) {
+    if (p.causal) ibegin = (j0 / KQ) * KQ;
+    if (p.mask_kind != 0 && p.mw != 1 && j0 >= p.mw) none = true;
+  }
+  // Step n: query head gk group + n / tiles, query rows ibegin + (n % tiles) KQ.
+  const int tiles = (p.sq - ibegin + KQ - 1) / KQ, steps = none ? 0 : group * tiles;
+  auto issue = [&](int n) {  // starts loading step n's Q, dY, lse and delta into its stage
+    const int i0 = ibegin + n % tiles * KQ, h = gk * group + n / tiles;
+    const int rows = min(KQ, p.sq - i0);
+    const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
+    float* qs = qbuf + n % 2 * STAGE;
+    stage_rows<KQ, DMAX, LD>(qs, q + qoff, qstride, rows, p.d);
+    stage_rows<KQ, DMAX, LD>(qs + KQ * LD, dy + qoff, qstride, rows, p.d);
+    cp_async_commit();
+    float* lse_s = qs + 2 * KQ * LD;
+    for (int r = threadIdx.x; r < KQ; r += kThreads) {
+      const long long row = (static_cast<long long>(bi) * p.hq + h) * p.sq + i0 + r;
+      lse_s[r] = r < rows ? lse[row] : 0.f;
+      lse_s[KQ + r] = r < rows ? delta[row] : 0.f;
+    }
+  };
+  if (steps > 0) issue(0);
+  for (int n = 0; n < steps; ++n) {
+    const int i0 = ibegin + n % tiles * KQ, h = gk * group + n / tiles;
+    const int rows = min(KQ, p.sq - i0);
+    __syncthreads();  // every warp is done with the stage issue() refills
+    if (n + 1 < steps) {
+      issue(n + 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    // With finite inputs a step whose query rows all come before the warp's keys adds zero.
+    if (!active || (p.finite && p.causal && i0 + rows - 1 < j0 + w0)) continue;
+    const float* qs = qbuf + n % 2 * STAGE;
+    const float* dys = qs + KQ * LD;
+    const float* lse_s = dys + KQ * LD;
+    const float* delta_s = lse_s + KQ;
+    float st[NQ][4], dpt[NQ][4];
+    zero_rows(st);
+    zero_rows(dpt);
+    rows_abt<PREC, NQ, LD, LD>(kw, qs, p.d, st);
+    rows_abt<PREC, NQ, LD, LD>(vw, dys, p.d, dpt);
+#pragma unroll
+    for (int nq = 0; nq < NQ; ++nq)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = w0 + frag_row(e), qr = frag_col(nq, e);
+        float pv = 0.f, ds = 0.f;
+        if (key < cols && qr < rows) {
+          bool hidden;
+          const float sc = p.score(st[nq][e], bi, h, i0 + qr, j0 + key, hidden);
+          pv = prob(sc, hidden, lse_s[qr]);
+          ds = pv * (dpt[nq][e] - delta_s[qr]);
+        }
+        st[nq][e] = pv;
+        dpt[nq][e] = ds;
+      }
+    rows_xb<PREC, NQ, ND, LD>(st, dys, dvacc);
+    rows_xb<PREC, NQ, ND, LD>(dpt, qs, dkacc);
+  }
+#pragma unroll
+  for (int n = 0; n < ND; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = w0 + frag_row(e), c = frag_col(n, e);
+      if (key < cols && c < p.d) {
+        dk[koff + key * kstride + c] = dkacc[n][e] * p.scale;
+        dv[koff + key * kstride + c] = dvacc[n][e];
+      }
+    }
+}
+
+// Entry points: the kernels above with the precision of their products (Problem::precision)
+// fixed at compile time, one register allocation each.
+template <int DMAX, bool RECOMPUTE>
+__device__ void wr_stats(const float* q, const float* k, const float* v, const float* y,
+                         const float* dy, const Problem& p, float* lse, float* delta) {
+  const Precision prec = p.precision();
+  if (prec == kTf32)
+    wr_stats_kernel<DMAX, RECOMPUTE, kTf32>(q, k, v, y, dy, p, lse, delta);
+  else if (prec == kSplit)
+    wr_stats_kernel<DMAX, RECOMPUTE, kSplit>(q, k, v, y, dy, p, lse, delta);
+  else
+    wr_stats_kernel<DMAX, RECOMPUTE, kSplitSafe>(q, k, v, y, dy, p, lse, delta);
+}
+template <int DMAX>
+__device__ void wr_dq(const float* q, const float* k, const float* v, const float* dy,
+                      const float* lse, const float* delta, const Problem& p, float* dq) {
+  const Precision prec = p.precision();
+  if (prec == kTf32)
+    wr_dq_kernel<DMAX, kTf32>(q, k, v, dy, lse, delta, p, dq);
+  else if (prec == kSplit)
+    wr_dq_kernel<DMAX, kSplit>(q, k, v, dy, lse, delta, p, dq);
+  else
+    wr_dq_kernel<DMAX, kSplitSafe>(q, k, v, dy, lse, delta, p, dq);
+}
+template <int DMAX>
+__device__ void wr_dkv(const float* q, const float* k, const float* v, const float* dy,
+                       const float* lse, const float* delta, const Problem& p, float* dk,
+                       float* dv) {
+  const Precision prec = p.precision();
+  if (prec == kTf32)
+    wr_dkv_kernel<DMAX, kTf32>(q, k, v, dy, lse, delta, p, dk, dv);
+  else if (prec == kSplit)
+    wr_dkv_kernel<DMAX, kSplit>(q, k, v, dy, lse, delta, p, dk, dv);
+  else
+    wr_dkv_kernel<DMAX, kSplitSafe>(q, k, v, dy, lse, delta, p, dk, dv);
+}
+
+}  // namespace
