@@ -48,6 +48,14 @@ def test_cuda_emu_matches_reference(emu, case, tf32):
     check.case(emu, np.random.default_rng(20261204), **case, tf32=tf32)
 
 
+@pytest.mark.parametrize("d", [6, 130], ids=["d6", "d130"])
+def test_cuda_emu_head_size_not_a_multiple_of_4(emu, d):
+    """Rank 3 with a row stride (heads x d) that is a multiple of 4 floats: the 128-bit tile loads
+    must not read past a row into the next head's columns (they did at d = 130: wrong dQ)."""
+    check.case(emu, np.random.default_rng(20261206), b=1, sq=37, sk=41, hq=2, hk=2, d=d, rank=3,
+               causal=0, kind=0, mshape=None, recompute=False, tf32=False)
+
+
 @pytest.mark.parametrize("poison", [("K", np.nan), ("V", np.inf), ("Mask", -np.inf)],
                          ids=["K_nan", "V_inf", "Mask_-inf"])
 def test_cuda_emu_non_finite_inputs(emu, poison):

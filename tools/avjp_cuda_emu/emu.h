@@ -68,6 +68,9 @@ struct float4 {
 inline float4 make_float4(float x, float y, float z, float w) {
   return {x, y, z, w};
 }
+struct uint4 {
+  unsigned x, y, z, w;
+};
 
 inline void __syncthreads() {
   emu_barrier->arrive_and_wait();

@@ -483,12 +483,13 @@ __device__ __forceinline__ void mma_product(const float* A, const float* B, int 
     mma_tile<kSplitSafe, BT, LDA, LDB>(A, B, kdim, acc);
 }
 
-// As load_rows, with 128-bit accesses when the source allows them (rows of d floats, d a
-// multiple of 8, start at multiples of d: only the base pointer can be misaligned).
+// As load_rows, with 128-bit accesses when the source allows them: an aligned base, a row stride
+// and d that are multiples of 4 floats (with d not a multiple of 4, a 4-float chunk would reach
+// past the row into the next head's columns, which the zero padding up to DMAX must not hold).
 template <int RT, int DMAX, int LD>
 __device__ void load_rows4(float* dst, const float* src, long long stride, int rows, int d) {
   static_assert(LD % 4 == 0 && DMAX % 4 == 0, "128-bit rows");
-  if (reinterpret_cast<unsigned long long>(src) % 16 != 0 || stride % 4 != 0) {
+  if (reinterpret_cast<unsigned long long>(src) % 16 != 0 || stride % 4 != 0 || d % 4 != 0) {
     load_rows<RT, DMAX, LD>(dst, src, stride, rows, d);
     return;
   }
@@ -523,7 +524,7 @@ __device__ __forceinline__ void cp_async_wait() {
 // visible to the block after cp_async_wait and a __syncthreads.
 template <int RT, int DMAX, int LD>
 __device__ void load_rows_async(float* dst, const float* src, long long stride, int rows, int d) {
-  if (reinterpret_cast<unsigned long long>(src) % 16 != 0 || stride % 4 != 0) {
+  if (reinterpret_cast<unsigned long long>(src) % 16 != 0 || stride % 4 != 0 || d % 4 != 0) {
     load_rows<RT, DMAX, LD>(dst, src, stride, rows, d);
     return;
   }

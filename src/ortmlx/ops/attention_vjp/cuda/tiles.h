@@ -71,13 +71,13 @@ constexpr int dkv_smem(int dmax) {
 }
 
 // Warp-row kernels (dmax <= 128). stats and dq: 16 query rows per warp; key rows per step.
-// dkv: 16 key rows per warp; query rows per step. K/V (stats, dq) and Q/dY (dkv) step tiles are
-// double-buffered (cp.async).
+// dkv: 16 key rows per warp; query rows per step. K/V (stats, dq: cp.async) and Q/dY (dkv: through
+// registers, split into TF32 hi/lo as they are stored) step tiles are double-buffered.
 constexpr int wr_bk(int dmax) {
   return dmax >= 128 ? 32 : 64;
 }
 constexpr int wr_kq(int dmax) {
-  return dmax >= 128 ? 32 : 64;
+  return dmax >= 128 ? 16 : 32;
 }
 // stats: Q (rows x ldt), 2 stages x (K, V) (bk x ldt).
 constexpr int wr_stats_smem(int dmax) {
@@ -87,9 +87,9 @@ constexpr int wr_stats_smem(int dmax) {
 constexpr int wr_dq_smem(int dmax) {
   return 4 * (2 * 16 * kWarps * ldt(dmax) + 2 * 2 * wr_bk(dmax) * ldt(dmax));
 }
-// dkv: K, V (keys x ldt), 2 stages x (Q, dY (kq x ldt), lse, delta (kq)).
+// dkv: K, V (keys x ldt), 2 stages x (Q, dY as hi/lo planes (kq x ldt each), lse, delta (kq)).
 constexpr int wr_dkv_smem(int dmax) {
-  return 4 * (2 * 16 * kWarps * ldt(dmax) + 2 * (2 * wr_kq(dmax) * ldt(dmax) + 2 * wr_kq(dmax)));
+  return 4 * (2 * 16 * kWarps * ldt(dmax) + 2 * (4 * wr_kq(dmax) * ldt(dmax) + 2 * wr_kq(dmax)));
 }
 
 // What the host launches: query rows per stats/dq block, key rows per dkv block, shared memory.

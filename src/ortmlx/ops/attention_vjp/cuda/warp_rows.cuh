@@ -36,14 +36,35 @@ __device__ __forceinline__ void zero_rows(float (&x)[N][4]) {
     for (int e = 0; e < 4; ++e) x[n][e] = 0.f;
 }
 
+// A B operand tile in shared memory, read by index: raw floats, split into TF32 hi and lo at
+// every read (RawTile), or split once when stored, in two planes of the same layout (SplitTile).
+// A tile every warp reads in a step is split 8 times as a RawTile (once per warp), once as a
+// SplitTile: the split (two cvt, an and, a subtract) costs more issue slots than its mma.
+struct RawTile {
+  const float* x;
+  template <Precision P>
+  __device__ __forceinline__ void get(int i, unsigned& hi, unsigned& lo) const {
+    split<P>(x[i], hi, lo);
+  }
+};
+struct SplitTile {
+  const unsigned* hi;
+  const unsigned* lo;
+  template <Precision P>
+  __device__ __forceinline__ void get(int i, unsigned& h, unsigned& l) const {
+    h = hi[i];
+    l = P == kTf32 ? 0u : lo[i];
+  }
+};
+
 // acc (16 x 8 NB) += A B^T over k < kdim (tiles zero-padded to a multiple of 8): A is the warp's
-// 16 rows at `a` (row stride LDA), B has 8 NB rows at `b` (row stride LDB).
-template <Precision P, int NB, int LDA, int LDB>
-__device__ __forceinline__ void rows_abt(const float* a, const float* b, int kdim,
+// 16 rows at `a` (row stride LDA), B has 8 NB rows (row stride LDB).
+template <Precision P, int NB, int LDA, int LDB, typename Tile>
+__device__ __forceinline__ void rows_abt(const float* a, const Tile& b, int kdim,
                                          float (&acc)[NB][4]) {
   const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
   const float* a0 = a + g * LDA + t;
-  const float* b0 = b + g * LDB + t;
+  const int b0 = g * LDB + t;
 #pragma unroll 1
   for (int k = 0; k < kdim; k += 8) {
     unsigned ah[4], al[4];
@@ -54,17 +75,17 @@ __device__ __forceinline__ void rows_abt(const float* a, const float* b, int kdi
 #pragma unroll
     for (int n = 0; n < NB; ++n) {
       unsigned bh[2], bl[2];
-      split<P>(b0[8 * n * LDB + k], bh[0], bl[0]);
-      split<P>(b0[8 * n * LDB + k + 4], bh[1], bl[1]);
+      b.template get<P>(b0 + 8 * n * LDB + k, bh[0], bl[0]);
+      b.template get<P>(b0 + 8 * n * LDB + k + 4, bh[1], bl[1]);
       mma_step<P>(acc[n], ah, al, bh, bl);
     }
   }
 }
 
-// acc (16 x 8 NB) += X B: X (16 x 8 KX) is an accumulator tile in registers, B has 8 KX rows at
-// `b` (row stride LDB) of which the first 8 NB columns count. k order as in the file comment.
-template <Precision P, int KX, int NB, int LDB>
-__device__ __forceinline__ void rows_xb(const float (&x)[KX][4], const float* b,
+// acc (16 x 8 NB) += X B: X (16 x 8 KX) is an accumulator tile in registers, B has 8 KX rows
+// (row stride LDB) of which the first 8 NB columns count. k order as in the file comment.
+template <Precision P, int KX, int NB, int LDB, typename Tile>
+__device__ __forceinline__ void rows_xb(const float (&x)[KX][4], const Tile& b,
                                         float (&acc)[NB][4]) {
   const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
@@ -74,12 +95,12 @@ __device__ __forceinline__ void rows_xb(const float (&x)[KX][4], const float* b,
     split<P>(x[kk][2], ah[1], al[1]);
     split<P>(x[kk][1], ah[2], al[2]);
     split<P>(x[kk][3], ah[3], al[3]);
-    const float* b0 = b + (8 * kk + 2 * t) * LDB + g;
+    const int b0 = (8 * kk + 2 * t) * LDB + g;
 #pragma unroll
     for (int n = 0; n < NB; ++n) {
       unsigned bh[2], bl[2];
-      split<P>(b0[8 * n], bh[0], bl[0]);
-      split<P>(b0[LDB + 8 * n], bh[1], bl[1]);
+      b.template get<P>(b0 + 8 * n, bh[0], bl[0]);
+      b.template get<P>(b0 + LDB + 8 * n, bh[1], bl[1]);
       mma_step<P>(acc[n], ah, al, bh, bl);
     }
   }
@@ -166,7 +187,7 @@ __device__ __noinline__ void wr_stats_kernel(const float* q, const float* k, con
     const int cols = min(BK, p.sk - j0);
     float s[NB][4];
     zero_rows(s);
-    rows_abt<PREC, NB, LD, LD>(qw, ks, p.d, s);
+    rows_abt<PREC, NB, LD, LD>(qw, RawTile{ks}, p.d, s);
 #pragma unroll
     for (int n = 0; n < NB; ++n)
 #pragma unroll
@@ -205,7 +226,7 @@ __device__ __noinline__ void wr_stats_kernel(const float* q, const float* k, con
       const int cols = min(BK, p.sk - j0);
       float s[NB][4];
       zero_rows(s);
-      rows_abt<PREC, NB, LD, LD>(qw, ks, p.d, s);
+      rows_abt<PREC, NB, LD, LD>(qw, RawTile{ks}, p.d, s);
 #pragma unroll
       for (int n = 0; n < NB; ++n)
 #pragma unroll
@@ -219,7 +240,7 @@ __device__ __noinline__ void wr_stats_kernel(const float* q, const float* k, con
           }
           s[n][e] = pv;
         }
-      rows_xb<PREC, NB, ND, LD>(s, vs, yacc);
+      rows_xb<PREC, NB, ND, LD>(s, RawTile{vs}, yacc);
     });
 #pragma unroll
     for (int n = 0; n < ND; ++n)
@@ -316,8 +337,8 @@ __device__ __noinline__ void wr_dq_kernel(const float* q, const float* k, const 
     float s[NB][4], dp[NB][4];
     zero_rows(s);
     zero_rows(dp);
-    rows_abt<PREC, NB, LD, LD>(qw, ks, p.d, s);
-    rows_abt<PREC, NB, LD, LD>(dyw, vs, p.d, dp);
+    rows_abt<PREC, NB, LD, LD>(qw, RawTile{ks}, p.d, s);
+    rows_abt<PREC, NB, LD, LD>(dyw, RawTile{vs}, p.d, dp);
 #pragma unroll
     for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
@@ -331,7 +352,7 @@ __device__ __noinline__ void wr_dq_kernel(const float* q, const float* k, const 
         }
         s[nb][e] = ds;
       }
-    rows_xb<PREC, NB, ND, LD>(s, ks, dacc);
+    rows_xb<PREC, NB, ND, LD>(s, RawTile{ks}, dacc);
   }
 #pragma unroll
   for (int n = 0; n < ND; ++n)
@@ -342,11 +363,60 @@ __device__ __noinline__ void wr_dq_kernel(const float* q, const float* k, const 
     }
 }
 
+// A RT x DMAX tile of rows (d floats each, row stride `stride`) in flight through registers: each
+// thread fetches its 4-float chunks from global memory (zeros beyond `rows` and d) before a step
+// computes and stores them split into TF32 hi/lo planes after it (the next step's operands).
+template <int RT, int DMAX>
+struct RowChunks {
+  static constexpr int C4 = DMAX / 4;  // chunks per row
+  static constexpr int N = (RT * C4 + kThreads - 1) / kThreads;
+  float4 v[N];
+
+  __device__ __forceinline__ void fetch(const float* src, long long stride, int rows, int d) {
+    const bool vec =
+        reinterpret_cast<unsigned long long>(src) % 16 == 0 && stride % 4 == 0 && d % 4 == 0;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const int e = static_cast<int>(threadIdx.x) + i * kThreads, r = e / C4, c = e % C4 * 4;
+      float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (r < rows && r < RT && c < d) {
+        const float* s = src + r * stride + c;
+        if (vec) {
+          x = *reinterpret_cast<const float4*>(s);
+        } else {
+          x.x = s[0];
+          x.y = c + 1 < d ? s[1] : 0.f;
+          x.z = c + 2 < d ? s[2] : 0.f;
+          x.w = c + 3 < d ? s[3] : 0.f;
+        }
+      }
+      v[i] = x;
+    }
+  }
+  template <Precision P, int LD>
+  __device__ __forceinline__ void store(unsigned* hi, unsigned* lo) const {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const int e = static_cast<int>(threadIdx.x) + i * kThreads, r = e / C4, c = e % C4 * 4;
+      if (r >= RT) continue;
+      uint4 h, l;
+      split<P>(v[i].x, h.x, l.x);
+      split<P>(v[i].y, h.y, l.y);
+      split<P>(v[i].z, h.z, l.z);
+      split<P>(v[i].w, h.w, l.w);
+      *reinterpret_cast<uint4*>(hi + r * LD + c) = h;
+      if (P != kTf32) *reinterpret_cast<uint4*>(lo + r * LD + c) = l;
+    }
+  }
+};
+
 // ---------------------------------------------------------------------------------------
 // Pass 3 (warp rows): dK and dV. Grid (key tiles of ROWS, B * HK). Steps over the group's query
-// heads and their query tiles. Shared: K, V (ROWS x LD), 2 stages x (Q, dY (KQ x LD), lse,
-// delta (KQ)). Per step a warp computes S^T and dP^T for its 16 keys, P^T and dS^T in place,
-// dV += P^T dY and dK += dS^T Q from those registers; GQA groups sum in registers.
+// heads and their query tiles. Shared: K, V (ROWS x LD), 2 stages x (Q, dY as TF32 hi/lo planes
+// (KQ x LD each), lse, delta (KQ)). Per step a warp computes S^T and dP^T for its 16 keys, P^T
+// and dS^T in place, dV += P^T dY and dK += dS^T Q from those registers; GQA groups sum in
+// registers. Q and dY are the operands every warp reads: split once, when the previous step
+// stores them from registers (RowChunks), instead of once per warp.
 // ---------------------------------------------------------------------------------------
 template <int DMAX, Precision PREC>
 __device__ __noinline__ void wr_dkv_kernel(const float* q, const float* k, const float* v,
@@ -354,10 +424,11 @@ __device__ __noinline__ void wr_dkv_kernel(const float* q, const float* k, const
                                            const Problem& p, float* dk, float* dv) {
   using T = WarpTiles<DMAX>;
   constexpr int ROWS = T::ROWS, KQ = T::KQ, LD = T::LD, NQ = KQ / 8, ND = DMAX / 8;
-  constexpr int STAGE = 2 * KQ * LD + 2 * KQ;  // Q, dY, lse, delta
+  constexpr int PLANE = KQ * LD;
+  constexpr int STAGE = 4 * PLANE + 2 * KQ;  // Q hi, Q lo, dY hi, dY lo, lse, delta
   float* ks = avjp_smem;
   float* vs = ks + ROWS * LD;
-  float* qbuf = vs + ROWS * LD;  // stage st at qbuf + st STAGE
+  unsigned* qbuf = reinterpret_cast<unsigned*>(vs + ROWS * LD);  // stage st at qbuf + st STAGE
 
   const int tile = blockIdx.x, bg = blockIdx.y;
   const int bi = bg / p.hk, gk = bg % p.hk, group = p.hq / p.hk;
@@ -385,61 +456,69 @@ __device__ __noinline__ void wr_dkv_kernel(const float* q, const float* k, const
   }
   // Step n: query head gk group + n / tiles, query rows ibegin + (n % tiles) KQ.
   const int tiles = (p.sq - ibegin + KQ - 1) / KQ, steps = none ? 0 : group * tiles;
-  auto issue = [&](int n) {  // starts loading step n's Q, dY, lse and delta into its stage
+  RowChunks<KQ, DMAX> qc, dyc;
+  float lse_r = 0.f, delta_r = 0.f;  // thread r < KQ: row r of the fetched step
+  auto fetch = [&](int n) {
     const int i0 = ibegin + n % tiles * KQ, h = gk * group + n / tiles;
     const int rows = min(KQ, p.sq - i0);
     const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
-    float* qs = qbuf + n % 2 * STAGE;
-    stage_rows<KQ, DMAX, LD>(qs, q + qoff, qstride, rows, p.d);
-    stage_rows<KQ, DMAX, LD>(qs + KQ * LD, dy + qoff, qstride, rows, p.d);
-    cp_async_commit();
-    float* lse_s = qs + 2 * KQ * LD;
-    for (int r = threadIdx.x; r < KQ; r += kThreads) {
-      const long long row = (static_cast<long long>(bi) * p.hq + h) * p.sq + i0 + r;
-      lse_s[r] = r < rows ? lse[row] : 0.f;
-      lse_s[KQ + r] = r < rows ? delta[row] : 0.f;
+    qc.fetch(q + qoff, qstride, rows, p.d);
+    dyc.fetch(dy + qoff, qstride, rows, p.d);
+    const int r = static_cast<int>(threadIdx.x);
+    const long long row = (static_cast<long long>(bi) * p.hq + h) * p.sq + i0 + r;
+    lse_r = r < rows ? lse[row] : 0.f;
+    delta_r = r < rows ? delta[row] : 0.f;
+  };
+  auto store = [&](int n) {
+    unsigned* st = qbuf + n % 2 * STAGE;
+    qc.template store<PREC, LD>(st, st + PLANE);
+    dyc.template store<PREC, LD>(st + 2 * PLANE, st + 3 * PLANE);
+    float* ld = reinterpret_cast<float*>(st + 4 * PLANE);
+    if (threadIdx.x < KQ) {
+      ld[threadIdx.x] = lse_r;
+      ld[KQ + threadIdx.x] = delta_r;
     }
   };
-  if (steps > 0) issue(0);
+  if (steps > 0) {
+    fetch(0);
+    store(0);
+  }
   for (int n = 0; n < steps; ++n) {
     const int i0 = ibegin + n % tiles * KQ, h = gk * group + n / tiles;
     const int rows = min(KQ, p.sq - i0);
-    __syncthreads();  // every warp is done with the stage issue() refills
-    if (n + 1 < steps) {
-      issue(n + 1);
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    // Stage n % 2 is stored and visible; every warp is done with step n - 1's stage.
     __syncthreads();
+    if (n + 1 < steps) fetch(n + 1);  // global loads in flight while this step multiplies
     // With finite inputs a step whose query rows all come before the warp's keys adds zero.
-    if (!active || (p.finite && p.causal && i0 + rows - 1 < j0 + w0)) continue;
-    const float* qs = qbuf + n % 2 * STAGE;
-    const float* dys = qs + KQ * LD;
-    const float* lse_s = dys + KQ * LD;
-    const float* delta_s = lse_s + KQ;
-    float st[NQ][4], dpt[NQ][4];
-    zero_rows(st);
-    zero_rows(dpt);
-    rows_abt<PREC, NQ, LD, LD>(kw, qs, p.d, st);
-    rows_abt<PREC, NQ, LD, LD>(vw, dys, p.d, dpt);
+    if (active && !(p.finite && p.causal && i0 + rows - 1 < j0 + w0)) {
+      const unsigned* st = qbuf + n % 2 * STAGE;
+      const SplitTile qs{st, st + PLANE}, dys{st + 2 * PLANE, st + 3 * PLANE};
+      const float* lse_s = reinterpret_cast<const float*>(st + 4 * PLANE);
+      const float* delta_s = lse_s + KQ;
+      float sa[NQ][4], dpt[NQ][4];
+      zero_rows(sa);
+      zero_rows(dpt);
+      rows_abt<PREC, NQ, LD, LD>(kw, qs, p.d, sa);
+      rows_abt<PREC, NQ, LD, LD>(vw, dys, p.d, dpt);
 #pragma unroll
-    for (int nq = 0; nq < NQ; ++nq)
+      for (int nq = 0; nq < NQ; ++nq)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = w0 + frag_row(e), qr = frag_col(nq, e);
-        float pv = 0.f, ds = 0.f;
-        if (key < cols && qr < rows) {
-          bool hidden;
-          const float sc = p.score(st[nq][e], bi, h, i0 + qr, j0 + key, hidden);
-          pv = prob(sc, hidden, lse_s[qr]);
-          ds = pv * (dpt[nq][e] - delta_s[qr]);
+        for (int e = 0; e < 4; ++e) {
+          const int key = w0 + frag_row(e), qr = frag_col(nq, e);
+          float pv = 0.f, ds = 0.f;
+          if (key < cols && qr < rows) {
+            bool hidden;
+            const float sc = p.score(sa[nq][e], bi, h, i0 + qr, j0 + key, hidden);
+            pv = prob(sc, hidden, lse_s[qr]);
+            ds = pv * (dpt[nq][e] - delta_s[qr]);
+          }
+          sa[nq][e] = pv;
+          dpt[nq][e] = ds;
         }
-        st[nq][e] = pv;
-        dpt[nq][e] = ds;
-      }
-    rows_xb<PREC, NQ, ND, LD>(st, dys, dvacc);
-    rows_xb<PREC, NQ, ND, LD>(dpt, qs, dkacc);
+      rows_xb<PREC, NQ, ND, LD>(sa, dys, dvacc);
+      rows_xb<PREC, NQ, ND, LD>(dpt, qs, dkacc);
+    }
+    if (n + 1 < steps) store(n + 1);
   }
 #pragma unroll
   for (int n = 0; n < ND; ++n)
