@@ -76,6 +76,10 @@ constexpr int dkv_smem(int dmax) {
 constexpr int wr_bk(int dmax) {
   return dmax >= 128 ? 32 : 64;
 }
+// dq's key rows per step (its K/V stages hold hi/lo planes).
+constexpr int wr_dq_bk(int dmax) {
+  return dmax >= 128 ? 16 : 32;
+}
 constexpr int wr_kq(int dmax) {
   return dmax >= 128 ? 16 : 32;
 }
@@ -83,9 +87,9 @@ constexpr int wr_kq(int dmax) {
 constexpr int wr_stats_smem(int dmax) {
   return 4 * (16 * kWarps * ldt(dmax) + 2 * 2 * wr_bk(dmax) * ldt(dmax));
 }
-// dq: Q, dY (rows x ldt), 2 stages x (K, V) (bk x ldt).
+// dq: Q, dY (rows x ldt), 2 stages x (K, V as hi/lo planes (dq_bk x ldt each)).
 constexpr int wr_dq_smem(int dmax) {
-  return 4 * (2 * 16 * kWarps * ldt(dmax) + 2 * 2 * wr_bk(dmax) * ldt(dmax));
+  return 4 * (2 * 16 * kWarps * ldt(dmax) + 2 * 4 * wr_dq_bk(dmax) * ldt(dmax));
 }
 // dkv: K, V (keys x ldt), 2 stages x (Q, dY as hi/lo planes (kq x ldt each), lse, delta (kq)).
 constexpr int wr_dkv_smem(int dmax) {

@@ -22,9 +22,10 @@ namespace {
 template <int DMAX>
 struct WarpTiles {
   static constexpr int ROWS = 16 * ortmlx_avjp_tiles::kWarps;  // query rows (stats, dq), keys (dkv)
-  static constexpr int BK = ortmlx_avjp_tiles::wr_bk(DMAX);    // key rows per step (stats, dq)
-  static constexpr int KQ = ortmlx_avjp_tiles::wr_kq(DMAX);    // query rows per step (dkv)
-  static constexpr int LD = ortmlx_avjp_tiles::ldt(DMAX);      // row stride of shared tiles
+  static constexpr int BK = ortmlx_avjp_tiles::wr_bk(DMAX);    // key rows per step (stats)
+  static constexpr int DQ_BK = ortmlx_avjp_tiles::wr_dq_bk(DMAX);  // key rows per step (dq)
+  static constexpr int KQ = ortmlx_avjp_tiles::wr_kq(DMAX);        // query rows per step (dkv)
+  static constexpr int LD = ortmlx_avjp_tiles::ldt(DMAX);          // row stride of shared tiles
   static_assert(BK % 8 == 0 && KQ % 8 == 0 && DMAX % 8 == 0);
 };
 
@@ -271,98 +272,6 @@ __device__ __noinline__ void wr_stats_kernel(const float* q, const float* k, con
   }
 }
 
-// ---------------------------------------------------------------------------------------
-// Pass 2 (warp rows): dQ. Grid (query tiles of ROWS, B * HQ). Shared: Q, dY (ROWS x LD),
-// 2 stages x (K, V) (BK x LD). Per key tile a warp computes S and dP for its 16 rows, dS in
-// place, and dQ += dS K from those registers.
-// ---------------------------------------------------------------------------------------
-template <int DMAX, Precision PREC>
-__device__ __noinline__ void wr_dq_kernel(const float* q, const float* k, const float* v,
-                                          const float* dy, const float* lse, const float* delta,
-                                          const Problem& p, float* dq) {
-  using T = WarpTiles<DMAX>;
-  constexpr int ROWS = T::ROWS, BK = T::BK, LD = T::LD, NB = BK / 8, ND = DMAX / 8;
-  float* qs = avjp_smem;
-  float* dys = qs + ROWS * LD;
-  float* kvbuf = dys + ROWS * LD;  // stage st: K at kvbuf + 2 st BK LD, V after it
-
-  const int tile = blockIdx.x, bh = blockIdx.y;
-  const int bi = bh / p.hq, h = bh % p.hq, gk = h / (p.hq / p.hk);
-  const int i0 = tile * ROWS, rows = min(ROWS, p.sq - i0);
-  const int w0 = static_cast<int>(threadIdx.x) / 32 * 16;
-  const long long qstride = p.row_stride(p.hq), kstride = p.row_stride(p.hk);
-  const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
-  const bool active = w0 < rows;
-
-  load_rows4<ROWS, DMAX, LD>(qs, q + qoff, qstride, rows, p.d);
-  load_rows4<ROWS, DMAX, LD>(dys, dy + qoff, qstride, rows, p.d);
-  float lse_r[2], delta_r[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int r = w0 + frag_row(2 * i);
-    const long long row = static_cast<long long>(bh) * p.sq + i0 + r;
-    lse_r[i] = r < rows ? lse[row] : 0.f;
-    delta_r[i] = r < rows ? delta[row] : 0.f;
-  }
-  const float* qw = qs + w0 * LD;
-  const float* dyw = dys + w0 * LD;
-
-  float dacc[ND][4];
-  zero_rows(dacc);
-  const int kend = p.finite ? p.key_limit(i0 + rows) : p.sk;
-  const int steps = (kend + BK - 1) / BK;
-  auto issue = [&](int n) {
-    const int j0 = n * BK, cols = min(BK, p.sk - j0);
-    float* ks = kvbuf + n % 2 * 2 * BK * LD;
-    const long long koff = p.offset(bi, gk, j0, p.hk, p.sk);
-    stage_rows<BK, DMAX, LD>(ks, k + koff, kstride, cols, p.d);
-    stage_rows<BK, DMAX, LD>(ks + BK * LD, v + koff, kstride, cols, p.d);
-    cp_async_commit();
-  };
-  if (steps > 0) issue(0);
-  for (int n = 0; n < steps; ++n) {
-    __syncthreads();  // every warp is done with the stage issue() refills
-    if (n + 1 < steps) {
-      issue(n + 1);
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
-    const int j0 = n * BK, cols = min(BK, p.sk - j0);
-    // With finite inputs a tile no row of the warp can see adds exactly zero.
-    if (!active || (p.finite && p.causal && j0 > i0 + w0 + 15)) continue;
-    const float* ks = kvbuf + n % 2 * 2 * BK * LD;
-    const float* vs = ks + BK * LD;
-    float s[NB][4], dp[NB][4];
-    zero_rows(s);
-    zero_rows(dp);
-    rows_abt<PREC, NB, LD, LD>(qw, RawTile{ks}, p.d, s);
-    rows_abt<PREC, NB, LD, LD>(dyw, RawTile{vs}, p.d, dp);
-#pragma unroll
-    for (int nb = 0; nb < NB; ++nb)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = w0 + frag_row(e), c = frag_col(nb, e);
-        float ds = 0.f;
-        if (r < rows && c < cols) {
-          bool hidden;
-          const float sc = p.score(s[nb][e], bi, h, i0 + r, j0 + c, hidden);
-          ds = prob(sc, hidden, lse_r[e >> 1]) * (dp[nb][e] - delta_r[e >> 1]);
-        }
-        s[nb][e] = ds;
-      }
-    rows_xb<PREC, NB, ND, LD>(s, RawTile{ks}, dacc);
-  }
-#pragma unroll
-  for (int n = 0; n < ND; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = w0 + frag_row(e), c = frag_col(n, e);
-      if (r < rows && c < p.d) dq[qoff + r * qstride + c] = dacc[n][e] * p.scale;
-    }
-}
-
 // A RT x DMAX tile of rows (d floats each, row stride `stride`) in flight through registers: each
 // thread fetches its 4-float chunks from global memory (zeros beyond `rows` and d) before a step
 // computes and stores them split into TF32 hi/lo planes after it (the next step's operands).
@@ -409,6 +318,104 @@ struct RowChunks {
     }
   }
 };
+
+// ---------------------------------------------------------------------------------------
+// Pass 2 (warp rows): dQ. Grid (query tiles of ROWS, B * HQ). Shared: Q, dY (ROWS x LD),
+// 2 stages x (K, V as TF32 hi/lo planes (BK x LD each)). Per key tile a warp computes S and dP
+// for its 16 rows, dS in place, and dQ += dS K from those registers. K and V are the operands
+// every warp reads: split once, as dkv does with Q and dY.
+// ---------------------------------------------------------------------------------------
+template <int DMAX, Precision PREC>
+__device__ __noinline__ void wr_dq_kernel(const float* q, const float* k, const float* v,
+                                          const float* dy, const float* lse, const float* delta,
+                                          const Problem& p, float* dq) {
+  using T = WarpTiles<DMAX>;
+  constexpr int ROWS = T::ROWS, BK = T::DQ_BK, LD = T::LD, NB = BK / 8, ND = DMAX / 8;
+  constexpr int PLANE = BK * LD, STAGE = 4 * PLANE;  // K hi, K lo, V hi, V lo
+  float* qs = avjp_smem;
+  float* dys = qs + ROWS * LD;
+  unsigned* kvbuf = reinterpret_cast<unsigned*>(dys + ROWS * LD);  // stage st at + st STAGE
+
+  const int tile = blockIdx.x, bh = blockIdx.y;
+  const int bi = bh / p.hq, h = bh % p.hq, gk = h / (p.hq / p.hk);
+  const int i0 = tile * ROWS, rows = min(ROWS, p.sq - i0);
+  const int w0 = static_cast<int>(threadIdx.x) / 32 * 16;
+  const long long qstride = p.row_stride(p.hq), kstride = p.row_stride(p.hk);
+  const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
+  const bool active = w0 < rows;
+
+  load_rows4<ROWS, DMAX, LD>(qs, q + qoff, qstride, rows, p.d);
+  load_rows4<ROWS, DMAX, LD>(dys, dy + qoff, qstride, rows, p.d);
+  float lse_r[2], delta_r[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = w0 + frag_row(2 * i);
+    const long long row = static_cast<long long>(bh) * p.sq + i0 + r;
+    lse_r[i] = r < rows ? lse[row] : 0.f;
+    delta_r[i] = r < rows ? delta[row] : 0.f;
+  }
+  const float* qw = qs + w0 * LD;
+  const float* dyw = dys + w0 * LD;
+
+  float dacc[ND][4];
+  zero_rows(dacc);
+  const int kend = p.finite ? p.key_limit(i0 + rows) : p.sk;
+  const int steps = (kend + BK - 1) / BK;
+  RowChunks<BK, DMAX> kc, vc;
+  auto fetch = [&](int n) {
+    const int j0 = n * BK, cols = min(BK, p.sk - j0);
+    const long long koff = p.offset(bi, gk, j0, p.hk, p.sk);
+    kc.fetch(k + koff, kstride, cols, p.d);
+    vc.fetch(v + koff, kstride, cols, p.d);
+  };
+  auto store = [&](int n) {
+    unsigned* st = kvbuf + n % 2 * STAGE;
+    kc.template store<PREC, LD>(st, st + PLANE);
+    vc.template store<PREC, LD>(st + 2 * PLANE, st + 3 * PLANE);
+  };
+  if (steps > 0) {
+    fetch(0);
+    store(0);
+  }
+  for (int n = 0; n < steps; ++n) {
+    // Stage n % 2 is stored and visible; every warp is done with step n - 1's stage.
+    __syncthreads();
+    if (n + 1 < steps) fetch(n + 1);  // global loads in flight while this step multiplies
+    const int j0 = n * BK, cols = min(BK, p.sk - j0);
+    // With finite inputs a tile no row of the warp can see adds exactly zero.
+    if (active && !(p.finite && p.causal && j0 > i0 + w0 + 15)) {
+      const unsigned* st = kvbuf + n % 2 * STAGE;
+      const SplitTile ks{st, st + PLANE}, vs{st + 2 * PLANE, st + 3 * PLANE};
+      float s[NB][4], dp[NB][4];
+      zero_rows(s);
+      zero_rows(dp);
+      rows_abt<PREC, NB, LD, LD>(qw, ks, p.d, s);
+      rows_abt<PREC, NB, LD, LD>(dyw, vs, p.d, dp);
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = w0 + frag_row(e), c = frag_col(nb, e);
+          float ds = 0.f;
+          if (r < rows && c < cols) {
+            bool hidden;
+            const float sc = p.score(s[nb][e], bi, h, i0 + r, j0 + c, hidden);
+            ds = prob(sc, hidden, lse_r[e >> 1]) * (dp[nb][e] - delta_r[e >> 1]);
+          }
+          s[nb][e] = ds;
+        }
+      rows_xb<PREC, NB, ND, LD>(s, ks, dacc);
+    }
+    if (n + 1 < steps) store(n + 1);
+  }
+#pragma unroll
+  for (int n = 0; n < ND; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = w0 + frag_row(e), c = frag_col(n, e);
+      if (r < rows && c < p.d) dq[qoff + r * qstride + c] = dacc[n][e] * p.scale;
+    }
+}
 
 // ---------------------------------------------------------------------------------------
 // Pass 3 (warp rows): dK and dV. Grid (key tiles of ROWS, B * HK). Steps over the group's query
