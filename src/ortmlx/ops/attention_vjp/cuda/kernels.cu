@@ -505,13 +505,14 @@ __device__ void load_rows4(float* dst, const float* src, long long stride, int r
 #if !defined(ORTMLX_AVJP_EMU)
 // cp.async: 16 bytes from global to shared memory behind the thread's back (zeros when !valid);
 // commit closes a group of them, wait<N> waits until at most N groups are in flight.
-__device__ __forceinline__ void cp_async16(float* dst, const float* src, bool valid) {
+[[maybe_unused]] __device__ __forceinline__ void cp_async16(float* dst, const float* src,
+                                                            bool valid) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src),
                "r"(valid ? 16 : 0)
                : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() {
+[[maybe_unused]] __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;" ::: "memory");
 }
 template <int N>

@@ -71,8 +71,9 @@ constexpr int dkv_smem(int dmax) {
 }
 
 // Warp-row kernels (dmax <= 128). stats and dq: 16 query rows per warp; key rows per step.
-// dkv: 16 key rows per warp; query rows per step. K/V (stats, dq: cp.async) and Q/dY (dkv: through
-// registers, split into TF32 hi/lo as they are stored) step tiles are double-buffered.
+// dkv: 16 key rows per warp; query rows per step. The step tiles every warp reads (K/V in stats
+// and dq, Q/dY in dkv) are double-buffered: fetched through registers, stored split into TF32
+// hi/lo planes.
 constexpr int wr_bk(int dmax) {
   return dmax >= 128 ? 32 : 64;
 }
@@ -83,9 +84,9 @@ constexpr int wr_dq_bk(int dmax) {
 constexpr int wr_kq(int dmax) {
   return dmax >= 128 ? 16 : 32;
 }
-// stats: Q (rows x ldt), 2 stages x (K, V) (bk x ldt).
+// stats: Q (rows x ldt), 2 stages x (K, V as hi/lo planes (bk x ldt each)).
 constexpr int wr_stats_smem(int dmax) {
-  return 4 * (16 * kWarps * ldt(dmax) + 2 * 2 * wr_bk(dmax) * ldt(dmax));
+  return 4 * (16 * kWarps * ldt(dmax) + 2 * 4 * wr_bk(dmax) * ldt(dmax));
 }
 // dq: Q, dY (rows x ldt), 2 stages x (K, V as hi/lo planes (dq_bk x ldt each)).
 constexpr int wr_dq_smem(int dmax) {

@@ -122,156 +122,6 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v;
 }
 
-// Starts loading `rows` rows of a D-wide tile into a stage (cp.async where aligned).
-template <int RT, int DMAX, int LD>
-__device__ __forceinline__ void stage_rows(float* dst, const float* src, long long stride, int rows,
-                                           int d) {
-  load_rows_async<RT, DMAX, LD>(dst, src, stride, rows, d);
-}
-
-// ---------------------------------------------------------------------------------------
-// Pass 1 (warp rows): lse and delta. Grid (query tiles of ROWS, B * HQ). Shared: Q (ROWS x LD),
-// 2 stages x (K, V) (BK x LD). RECOMPUTE: Y = P V in registers on a second sweep.
-// ---------------------------------------------------------------------------------------
-template <int DMAX, bool RECOMPUTE, Precision PREC>
-__device__ __noinline__ void wr_stats_kernel(const float* q, const float* k, const float* v,
-                                             const float* y, const float* dy, const Problem& p,
-                                             float* lse_out, float* delta_out) {
-  using T = WarpTiles<DMAX>;
-  constexpr int ROWS = T::ROWS, BK = T::BK, LD = T::LD, NB = BK / 8, ND = DMAX / 8;
-  float* qs = avjp_smem;
-  float* kvbuf = qs + ROWS * LD;  // stage st: K at kvbuf + 2 st BK LD, V after it
-
-  const int tile = blockIdx.x, bh = blockIdx.y;
-  const int bi = bh / p.hq, h = bh % p.hq, gk = h / (p.hq / p.hk);
-  const int i0 = tile * ROWS, rows = min(ROWS, p.sq - i0);
-  const int w0 = static_cast<int>(threadIdx.x) / 32 * 16;  // the warp's first row in the tile
-  const long long qstride = p.row_stride(p.hq), kstride = p.row_stride(p.hk);
-  const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
-  const bool active = w0 < rows;
-  load_rows4<ROWS, DMAX, LD>(qs, q + qoff, qstride, rows, p.d);
-  const float* qw = qs + w0 * LD;
-
-  // One sweep over the key tiles [0, kend): `body(j0, ks, vs)` per tile (V loaded when WITH_V).
-  auto sweep = [&](int kend, bool with_v, auto&& body) {
-    const int steps = (kend + BK - 1) / BK;
-    __syncthreads();  // a previous sweep is done with the stages
-    auto issue = [&](int n) {
-      const int j0 = n * BK, cols = min(BK, p.sk - j0);
-      float* ks = kvbuf + n % 2 * 2 * BK * LD;
-      const long long koff = p.offset(bi, gk, j0, p.hk, p.sk);
-      stage_rows<BK, DMAX, LD>(ks, k + koff, kstride, cols, p.d);
-      if (with_v) stage_rows<BK, DMAX, LD>(ks + BK * LD, v + koff, kstride, cols, p.d);
-      cp_async_commit();
-    };
-    if (steps > 0) issue(0);
-    for (int n = 0; n < steps; ++n) {
-      __syncthreads();  // every warp is done with the stage issue() refills
-      if (n + 1 < steps) {
-        issue(n + 1);
-        cp_async_wait<1>();
-      } else {
-        cp_async_wait<0>();
-      }
-      __syncthreads();
-      const float* ks = kvbuf + n % 2 * 2 * BK * LD;
-      body(n * BK, ks, ks + BK * LD);
-    }
-  };
-  // Whether a key tile at j0 holds a key some row of this warp can see under the causal rule.
-  auto reaches = [&](int j0) { return active && !(p.causal && j0 > i0 + w0 + 15); };
-
-  RowStat st[2];                            // rows g and g + 8 of the warp
-  const int kend = p.key_limit(i0 + rows);  // hidden keys never change the log-sum-exp
-  sweep(kend, false, [&](int j0, const float* ks, const float*) {
-    if (!reaches(j0)) return;
-    const int cols = min(BK, p.sk - j0);
-    float s[NB][4];
-    zero_rows(s);
-    rows_abt<PREC, NB, LD, LD>(qw, RawTile{ks}, p.d, s);
-#pragma unroll
-    for (int n = 0; n < NB; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = w0 + frag_row(e), c = frag_col(n, e);
-        if (r < rows && c < cols) {
-          bool hidden;
-          const float sc = p.score(s[n][e], bi, h, i0 + r, j0 + c, hidden);
-          if (!hidden) st[e >> 1].add(sc);
-        }
-      }
-  });
-  float lse_r[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    RowStat s = st[i];
-    for (int off = 1; off < 4; off <<= 1) {
-      RowStat o;
-      o.m = __shfl_xor_sync(0xffffffffu, s.m, off);
-      o.l = __shfl_xor_sync(0xffffffffu, s.l, off);
-      o.bad = __shfl_xor_sync(0xffffffffu, static_cast<int>(s.bad), off) != 0;
-      s.merge(o);
-    }
-    lse_r[i] = s.lse();
-  }
-
-  // delta = rowsum(dY * Y): Y given (plain), or recomputed as P V over every key it needs.
-  float part[2] = {0.f, 0.f};
-  const int g = static_cast<int>(threadIdx.x) % 32 / 4, t = static_cast<int>(threadIdx.x) % 4;
-  if (RECOMPUTE) {
-    float yacc[ND][4];
-    zero_rows(yacc);
-    const int yend = p.finite ? kend : p.sk;  // non-finite V: 0 * V_j reaches Y for hidden keys
-    sweep(yend, true, [&](int j0, const float* ks, const float* vs) {
-      if (!(p.finite ? reaches(j0) : active)) return;
-      const int cols = min(BK, p.sk - j0);
-      float s[NB][4];
-      zero_rows(s);
-      rows_abt<PREC, NB, LD, LD>(qw, RawTile{ks}, p.d, s);
-#pragma unroll
-      for (int n = 0; n < NB; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = w0 + frag_row(e), c = frag_col(n, e);
-          float pv = 0.f;
-          if (r < rows && c < cols) {
-            bool hidden;
-            const float sc = p.score(s[n][e], bi, h, i0 + r, j0 + c, hidden);
-            pv = prob(sc, hidden, lse_r[e >> 1]);
-          }
-          s[n][e] = pv;
-        }
-      rows_xb<PREC, NB, ND, LD>(s, RawTile{vs}, yacc);
-    });
-#pragma unroll
-    for (int n = 0; n < ND; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = w0 + frag_row(e), c = frag_col(n, e);
-        if (r < rows && c < p.d)
-          part[e >> 1] = fmaf(dy[qoff + r * qstride + c], yacc[n][e], part[e >> 1]);
-      }
-  } else {
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int r = w0 + g + 8 * i;
-      if (r < rows)
-        for (int c = t; c < p.d; c += 4)
-          part[i] = fmaf(dy[qoff + r * qstride + c], y[qoff + r * qstride + c], part[i]);
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const float dsum = quad_sum(part[i]);
-    const int r = w0 + g + 8 * i;
-    if (t == 0 && r < rows) {
-      const long long row = static_cast<long long>(bh) * p.sq + i0 + r;
-      delta_out[row] = dsum;
-      lse_out[row] = lse_r[i];
-    }
-  }
-}
-
 // A RT x DMAX tile of rows (d floats each, row stride `stride`) in flight through registers: each
 // thread fetches its 4-float chunks from global memory (zeros beyond `rows` and d) before a step
 // computes and stores them split into TF32 hi/lo planes after it (the next step's operands).
@@ -318,6 +168,155 @@ struct RowChunks {
     }
   }
 };
+
+// ---------------------------------------------------------------------------------------
+// Pass 1 (warp rows): lse and delta. Grid (query tiles of ROWS, B * HQ). Shared: Q (ROWS x LD),
+// 2 stages x (K, V as TF32 hi/lo planes (BK x LD each)). RECOMPUTE: Y = P V in registers on a
+// second sweep.
+// ---------------------------------------------------------------------------------------
+template <int DMAX, bool RECOMPUTE, Precision PREC>
+__device__ __noinline__ void wr_stats_kernel(const float* q, const float* k, const float* v,
+                                             const float* y, const float* dy, const Problem& p,
+                                             float* lse_out, float* delta_out) {
+  using T = WarpTiles<DMAX>;
+  constexpr int ROWS = T::ROWS, BK = T::BK, LD = T::LD, NB = BK / 8, ND = DMAX / 8;
+  constexpr int PLANE = BK * LD, STAGE = 4 * PLANE;  // K hi, K lo, V hi, V lo
+  float* qs = avjp_smem;
+  unsigned* kvbuf = reinterpret_cast<unsigned*>(qs + ROWS * LD);  // stage st at + st STAGE
+
+  const int tile = blockIdx.x, bh = blockIdx.y;
+  const int bi = bh / p.hq, h = bh % p.hq, gk = h / (p.hq / p.hk);
+  const int i0 = tile * ROWS, rows = min(ROWS, p.sq - i0);
+  const int w0 = static_cast<int>(threadIdx.x) / 32 * 16;  // the warp's first row in the tile
+  const long long qstride = p.row_stride(p.hq), kstride = p.row_stride(p.hk);
+  const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
+  const bool active = w0 < rows;
+  load_rows4<ROWS, DMAX, LD>(qs, q + qoff, qstride, rows, p.d);
+  const float* qw = qs + w0 * LD;
+
+  // One sweep over the key tiles [0, kend): `body(j0, ks, vs)` per tile, K and V (when with_v)
+  // as TF32 hi/lo planes: fetched into registers while the previous tile multiplies, split once
+  // as they are stored.
+  RowChunks<BK, DMAX> kc, vc;
+  auto sweep = [&](int kend, bool with_v, auto&& body) {
+    const int steps = (kend + BK - 1) / BK;
+    auto fetch = [&](int n) {
+      const int j0 = n * BK, cols = min(BK, p.sk - j0);
+      const long long koff = p.offset(bi, gk, j0, p.hk, p.sk);
+      kc.fetch(k + koff, kstride, cols, p.d);
+      if (with_v) vc.fetch(v + koff, kstride, cols, p.d);
+    };
+    auto store = [&](int n) {
+      unsigned* st = kvbuf + n % 2 * STAGE;
+      kc.template store<PREC, LD>(st, st + PLANE);
+      if (with_v) vc.template store<PREC, LD>(st + 2 * PLANE, st + 3 * PLANE);
+    };
+    __syncthreads();  // a previous sweep is done with the stages
+    if (steps > 0) {
+      fetch(0);
+      store(0);
+    }
+    for (int n = 0; n < steps; ++n) {
+      __syncthreads();  // stage n % 2 is stored; every warp is done with step n - 1's stage
+      if (n + 1 < steps) fetch(n + 1);
+      const unsigned* st = kvbuf + n % 2 * STAGE;
+      body(n * BK, SplitTile{st, st + PLANE}, SplitTile{st + 2 * PLANE, st + 3 * PLANE});
+      if (n + 1 < steps) store(n + 1);
+    }
+  };
+  // Whether a key tile at j0 holds a key some row of this warp can see under the causal rule.
+  auto reaches = [&](int j0) { return active && !(p.causal && j0 > i0 + w0 + 15); };
+
+  RowStat st[2];                            // rows g and g + 8 of the warp
+  const int kend = p.key_limit(i0 + rows);  // hidden keys never change the log-sum-exp
+  sweep(kend, false, [&](int j0, const SplitTile& ks, const SplitTile&) {
+    if (!reaches(j0)) return;
+    const int cols = min(BK, p.sk - j0);
+    float s[NB][4];
+    zero_rows(s);
+    rows_abt<PREC, NB, LD, LD>(qw, ks, p.d, s);
+#pragma unroll
+    for (int n = 0; n < NB; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = w0 + frag_row(e), c = frag_col(n, e);
+        if (r < rows && c < cols) {
+          bool hidden;
+          const float sc = p.score(s[n][e], bi, h, i0 + r, j0 + c, hidden);
+          if (!hidden) st[e >> 1].add(sc);
+        }
+      }
+  });
+  float lse_r[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    RowStat s = st[i];
+    for (int off = 1; off < 4; off <<= 1) {
+      RowStat o;
+      o.m = __shfl_xor_sync(0xffffffffu, s.m, off);
+      o.l = __shfl_xor_sync(0xffffffffu, s.l, off);
+      o.bad = __shfl_xor_sync(0xffffffffu, static_cast<int>(s.bad), off) != 0;
+      s.merge(o);
+    }
+    lse_r[i] = s.lse();
+  }
+
+  // delta = rowsum(dY * Y): Y given (plain), or recomputed as P V over every key it needs.
+  float part[2] = {0.f, 0.f};
+  const int g = static_cast<int>(threadIdx.x) % 32 / 4, t = static_cast<int>(threadIdx.x) % 4;
+  if (RECOMPUTE) {
+    float yacc[ND][4];
+    zero_rows(yacc);
+    const int yend = p.finite ? kend : p.sk;  // non-finite V: 0 * V_j reaches Y for hidden keys
+    sweep(yend, true, [&](int j0, const SplitTile& ks, const SplitTile& vs) {
+      if (!(p.finite ? reaches(j0) : active)) return;
+      const int cols = min(BK, p.sk - j0);
+      float s[NB][4];
+      zero_rows(s);
+      rows_abt<PREC, NB, LD, LD>(qw, ks, p.d, s);
+#pragma unroll
+      for (int n = 0; n < NB; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = w0 + frag_row(e), c = frag_col(n, e);
+          float pv = 0.f;
+          if (r < rows && c < cols) {
+            bool hidden;
+            const float sc = p.score(s[n][e], bi, h, i0 + r, j0 + c, hidden);
+            pv = prob(sc, hidden, lse_r[e >> 1]);
+          }
+          s[n][e] = pv;
+        }
+      rows_xb<PREC, NB, ND, LD>(s, vs, yacc);
+    });
+#pragma unroll
+    for (int n = 0; n < ND; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = w0 + frag_row(e), c = frag_col(n, e);
+        if (r < rows && c < p.d)
+          part[e >> 1] = fmaf(dy[qoff + r * qstride + c], yacc[n][e], part[e >> 1]);
+      }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = w0 + g + 8 * i;
+      if (r < rows)
+        for (int c = t; c < p.d; c += 4)
+          part[i] = fmaf(dy[qoff + r * qstride + c], y[qoff + r * qstride + c], part[i]);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float dsum = quad_sum(part[i]);
+    const int r = w0 + g + 8 * i;
+    if (t == 0 && r < rows) {
+      const long long row = static_cast<long long>(bh) * p.sq + i0 + r;
+      delta_out[row] = dsum;
+      lse_out[row] = lse_r[i];
+    }
+  }
+}
 
 // ---------------------------------------------------------------------------------------
 // Pass 2 (warp rows): dQ. Grid (query tiles of ROWS, B * HQ). Shared: Q, dY (ROWS x LD),
