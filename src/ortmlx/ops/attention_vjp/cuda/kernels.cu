@@ -90,6 +90,14 @@ struct Problem {
 
   __device__ Precision precision() const { return tf32 ? kTf32 : finite ? kSplit : kSplitSafe; }
 
+  // For a dK/dV block whose keys start at j0: with finite inputs, rows that see none of its keys
+  // add exactly zero, so its steps over query tiles of `kq` rows start at `ibegin` (causal: no
+  // row before the first key sees it), and none run (true) when the keys lie beyond a narrow mask.
+  __device__ bool no_rows_see(int j0, int kq, int& ibegin) const {
+    ibegin = finite && causal ? (j0 / kq) * kq : 0;
+    return finite && mask_kind != 0 && mw != 1 && j0 >= mw;
+  }
+
   // Keys [0, limit) can be visible to rows < row_end (causal, narrow mask); keys beyond are
   // hidden from every such row.
   __device__ int key_limit(int row_end) const {
@@ -183,6 +191,19 @@ struct RowStat {
     l = (m == -kInf ? 0.f : l * expf(m - nm)) + (o.m == -kInf ? 0.f : o.l * expf(o.m - nm));
     m = nm;
   }
+  // The state of the whole row when 4 consecutive lanes (a quad) each hold a share of it; every
+  // lane of the warp calls it.
+  __device__ RowStat merged_over_quad() const {
+    RowStat s = *this;
+    for (int off = 1; off < 4; off <<= 1) {
+      RowStat o;
+      o.m = __shfl_xor_sync(0xffffffffu, s.m, off);
+      o.l = __shfl_xor_sync(0xffffffffu, s.l, off);
+      o.bad = __shfl_xor_sync(0xffffffffu, static_cast<int>(s.bad), off) != 0;
+      s.merge(o);
+    }
+    return s;
+  }
   __device__ float lse() const {
     if (bad || m == -kInf) return __int_as_float(0x7fc00000);  // dead row: NaN
     return m + logf(l);
@@ -266,14 +287,7 @@ __device__ void stats_kernel(const float* q, const float* k, const float* v, con
   // Combine the 4 threads of each row (consecutive lanes), then publish lse in shared memory.
   __syncthreads();
   for (int pass = 0; pass * kRowsPerPass < BQ; ++pass) {
-    RowStat s = st[pass];
-    for (int off = 1; off < 4; off <<= 1) {
-      RowStat o;
-      o.m = __shfl_xor_sync(0xffffffffu, s.m, off);
-      o.l = __shfl_xor_sync(0xffffffffu, s.l, off);
-      o.bad = __shfl_xor_sync(0xffffffffu, static_cast<int>(s.bad), off) != 0;
-      s.merge(o);
-    }
+    const RowStat s = st[pass].merged_over_quad();
     const int r = srow + pass * kRowsPerPass;
     if (spart == 0 && r < BQ) lse_s[r] = s.lse();
   }
@@ -657,14 +671,8 @@ __device__ void dkv_kernel(const float* q, const float* k, const float* v, const
   DAcc dkacc, dvacc;
   dkacc.zero();
   dvacc.zero();
-  // With finite inputs, rows that see none of this tile's keys add exactly zero: causal rows
-  // before the first key, and every row when the tile lies beyond a narrow mask.
-  int ibegin = 0;
-  bool none = false;
-  if (p.finite) {
-    if (p.causal) ibegin = (j0 / KQ) * KQ;
-    if (p.mask_kind != 0 && p.mw != 1 && j0 >= p.mw) none = true;
-  }
+  int ibegin;
+  const bool none = p.no_rows_see(j0, KQ, ibegin);
   // Step n: query head g group + n / tiles, query rows ibegin + (n % tiles) KQ.
   const int tiles = (p.sq - ibegin + KQ - 1) / KQ, steps = none ? 0 : group * tiles;
   auto issue = [&](int n) {  // starts loading step n's Q and dY tiles into its stage

@@ -249,17 +249,7 @@ __device__ __noinline__ void wr_stats_kernel(const float* q, const float* k, con
   });
   float lse_r[2];
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    RowStat s = st[i];
-    for (int off = 1; off < 4; off <<= 1) {
-      RowStat o;
-      o.m = __shfl_xor_sync(0xffffffffu, s.m, off);
-      o.l = __shfl_xor_sync(0xffffffffu, s.l, off);
-      o.bad = __shfl_xor_sync(0xffffffffu, static_cast<int>(s.bad), off) != 0;
-      s.merge(o);
-    }
-    lse_r[i] = s.lse();
-  }
+  for (int i = 0; i < 2; ++i) lse_r[i] = st[i].merged_over_quad().lse();
 
   // delta = rowsum(dY * Y): Y given (plain), or recomputed as P V over every key it needs.
   float part[2] = {0.f, 0.f};
@@ -452,14 +442,8 @@ __device__ __noinline__ void wr_dkv_kernel(const float* q, const float* k, const
   float dkacc[ND][4], dvacc[ND][4];
   zero_rows(dkacc);
   zero_rows(dvacc);
-  // With finite inputs, rows that see none of this tile's keys add exactly zero: causal rows
-  // before the first key, and every row when the tile lies beyond a narrow mask.
-  int ibegin = 0;
-  bool none = false;
-  if (p.finite) {
-    if (p.causal) ibegin = (j0 / KQ) * KQ;
-    if (p.mask_kind != 0 && p.mw != 1 && j0 >= p.mw) none = true;
-  }
+  int ibegin;
+  const bool none = p.no_rows_see(j0, KQ, ibegin);
   // Step n: query head gk group + n / tiles, query rows ibegin + (n % tiles) KQ.
   const int tiles = (p.sq - ibegin + KQ - 1) / KQ, steps = none ? 0 : group * tiles;
   RowChunks<KQ, DMAX> qc, dyc;
