@@ -50,7 +50,8 @@ def test_cuda_emu_matches_reference(emu, case, tf32):
 
 @pytest.mark.parametrize("d", [6, 130], ids=["d6", "d130"])
 def test_cuda_emu_head_size_not_a_multiple_of_4(emu, d):
-    """Rank 3 with a row stride (heads x d) that is a multiple of 4 floats: the 128-bit tile loads
+    """The kernels on their own, below the contract (whose d is a multiple of 8): rank 3 with a row
+    stride (heads x d) that is a multiple of 4 floats and d that is not. The 128-bit tile loads
     must not read past a row into the next head's columns (they did at d = 130: wrong dQ)."""
     check.case(emu, np.random.default_rng(20261206), b=1, sq=37, sk=41, hq=2, hk=2, d=d, rank=3,
                causal=0, kind=0, mshape=None, recompute=False, tf32=False)
