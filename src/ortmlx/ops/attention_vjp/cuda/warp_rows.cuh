@@ -37,17 +37,9 @@ __device__ __forceinline__ void zero_rows(float (&x)[N][4]) {
     for (int e = 0; e < 4; ++e) x[n][e] = 0.f;
 }
 
-// A B operand tile in shared memory, read by index: raw floats, split into TF32 hi and lo at
-// every read (RawTile), or split once when stored, in two planes of the same layout (SplitTile).
-// A tile every warp reads in a step is split 8 times as a RawTile (once per warp), once as a
-// SplitTile: the split (two cvt, an and, a subtract) costs more issue slots than its mma.
-struct RawTile {
-  const float* x;
-  template <Precision P>
-  __device__ __forceinline__ void get(int i, unsigned& hi, unsigned& lo) const {
-    split<P>(x[i], hi, lo);
-  }
-};
+// A B operand tile in shared memory, split into TF32 hi and lo once, when it was stored, in two
+// planes of the same layout: every warp reads it in a step, and splitting at each read (two cvt,
+// an and, a subtract) would repeat that work once per warp.
 struct SplitTile {
   const unsigned* hi;
   const unsigned* lo;
@@ -60,8 +52,8 @@ struct SplitTile {
 
 // acc (16 x 8 NB) += A B^T over k < kdim (tiles zero-padded to a multiple of 8): A is the warp's
 // 16 rows at `a` (row stride LDA), B has 8 NB rows (row stride LDB).
-template <Precision P, int NB, int LDA, int LDB, typename Tile>
-__device__ __forceinline__ void rows_abt(const float* a, const Tile& b, int kdim,
+template <Precision P, int NB, int LDA, int LDB>
+__device__ __forceinline__ void rows_abt(const float* a, const SplitTile& b, int kdim,
                                          float (&acc)[NB][4]) {
   const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
   const float* a0 = a + g * LDA + t;
@@ -85,8 +77,8 @@ __device__ __forceinline__ void rows_abt(const float* a, const Tile& b, int kdim
 
 // acc (16 x 8 NB) += X B: X (16 x 8 KX) is an accumulator tile in registers, B has 8 KX rows
 // (row stride LDB) of which the first 8 NB columns count. k order as in the file comment.
-template <Precision P, int KX, int NB, int LDB, typename Tile>
-__device__ __forceinline__ void rows_xb(const float (&x)[KX][4], const Tile& b,
+template <Precision P, int KX, int NB, int LDB>
+__device__ __forceinline__ void rows_xb(const float (&x)[KX][4], const SplitTile& b,
                                         float (&acc)[NB][4]) {
   const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
