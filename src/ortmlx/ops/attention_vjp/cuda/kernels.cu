@@ -392,10 +392,22 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4],
 }
 #endif
 
+// x = hi + lo as TF32 operands (lo = 0 in kTf32). kSplit's operands are finite, so the rounding
+// is cvt.rna.tf32's without its Inf/NaN guard, which sm_90 spends three instructions on: add half
+// a TF32 unit in the last place to the bits (a carry rounds the magnitude up, ties away from
+// zero) and leave the low 13 bits, which the mma ignores; bit for bit what cvt_tf32 gives.
+__device__ __forceinline__ unsigned round_tf32_finite(float x) {
+  return __float_as_uint(x) + 0x1000u;
+}
 template <Precision P>
 __device__ __forceinline__ void split(float x, unsigned& hi, unsigned& lo) {
-  hi = cvt_tf32(x);
-  lo = P == kTf32 ? 0u : cvt_tf32(x - __uint_as_float(hi & 0xffffe000u));
+  if (P == kSplit) {
+    hi = round_tf32_finite(x);
+    lo = round_tf32_finite(x - __uint_as_float(hi & 0xffffe000u));
+  } else {
+    hi = cvt_tf32(x);
+    lo = P == kTf32 ? 0u : cvt_tf32(x - __uint_as_float(hi & 0xffffe000u));
+  }
 }
 
 // The products of one k-step (three for 3xTF32) into `acc` (the precisions: see above).
@@ -405,20 +417,15 @@ __device__ __forceinline__ void mma_step(float (&acc)[4], const unsigned (&ah)[4
                                          const unsigned (&bl)[2]) {
   if (P == kTf32) {
     mma_tf32(acc, ah, bh);
-  } else if (P == kSplit) {
-    float part[4] = {0.f, 0.f, 0.f, 0.f};
-    mma_tf32(part, al, bh);
-    mma_tf32(part, ah, bl);
-    mma_tf32(part, ah, bh);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[e] += part[e];
   } else {
+    // Two chains, not one of three dependent mma: the cross terms and hi hi are independent.
     float big[4] = {0.f, 0.f, 0.f, 0.f}, small[4] = {0.f, 0.f, 0.f, 0.f};
     mma_tf32(small, al, bh);
-    mma_tf32(small, ah, bl);
     mma_tf32(big, ah, bh);
+    mma_tf32(small, ah, bl);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) acc[e] += isfinite(big[e]) ? big[e] + small[e] : big[e];
+    for (int e = 0; e < 4; ++e)
+      acc[e] += P == kSplit || isfinite(big[e]) ? big[e] + small[e] : big[e];
   }
 }
 
