@@ -4,7 +4,8 @@ import pytest
 
 from opcheck import check_on_ep, refusal, single_node_model
 from ort_raises import check_raises_like_cpu
-from ortmlx.testing import EpRun, assert_ran_on_ep, random_array
+from ortmlx.testing import EpRun, assert_ran_on_ep, mlx_backend, random_array
+from pattern_check import run_pattern
 
 BINARY = ["Add", "Sub", "Mul", "Div"]
 SHAPES = [((2, 3, 4), (2, 3, 4)), ((2, 3, 4), (4,)), ((2, 1, 4), (3, 1)), ((5,), ()),
@@ -121,6 +122,19 @@ def test_gelu(approximate, rng):
     x = random_array(rng, (3, 7), low=-4, high=4)
     model = single_node_model("Gelu", {"x": x}, attrs={"approximate": approximate})
     check_on_ep(model, {"x": x}, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("n", [1001, 2_000_003])
+def test_gelu_is_one_cuda_kernel_on_the_gpu(approximate, n, rng):
+    """On the GPU (the CUDA flavour on sm_90, where the GPU suite runs) Gelu is one hand-written
+    kernel where MLX would split the chain into 4-5; the report says which, and the result is
+    ORT CPU's. Sizes: a scalar tail after the vector loop (1001), grid-stride rounds (2,000,003).
+    Other backends keep MLX ops."""
+    x = random_array(rng, (n,), low=-6, high=6)
+    model = single_node_model("Gelu", {"x": x}, attrs={"approximate": approximate})
+    report = run_pattern(model, {"x": x}, rtol=1e-5, atol=1e-6)
+    assert ("Gelu -> one CUDA kernel" in report.paths()) == (mlx_backend() == "gpu")
 
 
 def test_gelu_bad_attribute_is_refused(rng):

@@ -7,6 +7,7 @@
 
 #include "ortmlx/ops/common.h"
 #include "ortmlx/ops/elementwise.h"
+#include "ortmlx/ops/elementwise/cuda/gelu.h"
 #include "ortmlx/ops/ops.h"
 
 namespace ortmlx {
@@ -224,6 +225,7 @@ TranslateFn translate_contrib_gelu(bool tanh_approx) {
     const auto s = ctx.stream();
     mx::array x = ctx.input(n, 0);
     if (n.inputs.size() > 1 && !n.inputs[1].empty()) x = mx::add(x, ctx.input(n, 1), s);
+    if (cuda_gelu_supports(x.size(), s)) ctx.mark_fast(n, kGeluCudaPath);
     ctx.bind_output(n, 0, gelu(x, tanh_approx, s));
   };
 }

@@ -6,6 +6,7 @@
 
 #include "ortmlx/ops/common.h"
 #include "ortmlx/ops/elementwise.h"
+#include "ortmlx/ops/elementwise/cuda/gelu.h"
 #include "ortmlx/ops/ops.h"
 
 namespace ortmlx {
@@ -37,6 +38,12 @@ mx::array erf_accurate(const mx::array& x, mx::StreamOrDevice s) {
 mx::array gelu(const mx::array& x, bool tanh_approx, mx::StreamOrDevice s) {
   const mx::Dtype dt = x.dtype();
   mx::array xf = dt == mx::float32 ? x : mx::astype(x, mx::float32, s);
+  if (cuda_gelu_supports(xf.size(), s)) {
+    GeluForm form;  // its defaults: this function's arithmetic below
+    form.tanh_form = tanh_approx;
+    const mx::array y = cuda_gelu(xf, form, s);
+    return dt == mx::float32 ? y : mx::astype(y, dt, s);
+  }
   mx::array inner(0.0f);
   if (tanh_approx) {
     const float k = std::sqrt(2.0f / static_cast<float>(M_PI));
@@ -232,8 +239,9 @@ ClaimResult claim_gelu(const ClaimContext& c) {
 }
 
 void translate_gelu(TranslationContext& ctx, const NodeDesc& n) {
-  ctx.bind_output(
-      n, 0, gelu(ctx.input(n, 0), n.attr_string("approximate", "none") == "tanh", ctx.stream()));
+  const mx::array x = ctx.input(n, 0);
+  if (cuda_gelu_supports(x.size(), ctx.stream())) ctx.mark_fast(n, kGeluCudaPath);
+  ctx.bind_output(n, 0, gelu(x, n.attr_string("approximate", "none") == "tanh", ctx.stream()));
 }
 
 // ---- Types for the ops added in issue 9: what is implemented and tested against ORT's CPU EP

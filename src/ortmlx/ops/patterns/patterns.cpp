@@ -35,6 +35,7 @@
 
 #include "ortmlx/ops/common.h"
 #include "ortmlx/ops/elementwise.h"
+#include "ortmlx/ops/elementwise/cuda/gelu.h"
 #include "ortmlx/ops/matmul_cpu.h"
 #include "ortmlx/ops/patterns/patterns_internal.h"
 
@@ -459,7 +460,24 @@ mx::array gelu_tail(const NodeDesc& n, const mx::array& x, const mx::array& a,
   return mx::multiply(mx::multiply(x, half, s), a, s);
 }
 
+// The chain as one CUDA kernel (elementwise/cuda/gelu.h) where the build and device have it:
+// MLX would split it into several kernels (its fusion stops at a depth of 11 operations).
+bool gelu_chain_kernel(TranslationContext& ctx, const NodeDesc& n, GeluForm form) {
+  const mx::array x = ctx.input(n, 0);
+  if (x.dtype() != mx::float32 || !cuda_gelu_supports(x.size(), ctx.stream())) return false;
+  form.half_first = n.attr_int("tail", 0) != 0;
+  form.half = n.attr_float("half", 0.5f);
+  ctx.bind_output(n, 0, cuda_gelu(x, form, ctx.stream()));
+  ctx.mark_fast(n, form.tanh_form ? "GELU (tanh) chain -> one CUDA kernel"
+                                  : "GELU (erf) chain -> one CUDA kernel");
+  return true;
+}
+
 bool gelu_erf_chain(TranslationContext& ctx, const NodeDesc& n) {
+  GeluForm form;
+  form.divide = n.attr_int("divide", 1) != 0;
+  form.c = n.attr_float("c", 1.0f);
+  if (gelu_chain_kernel(ctx, n, form)) return true;
   const auto s = ctx.stream();
   const mx::array x = ctx.input(n, 0);
   const mx::array c(n.attr_float("c", 1.0f));
@@ -471,6 +489,11 @@ bool gelu_erf_chain(TranslationContext& ctx, const NodeDesc& n) {
 }
 
 bool gelu_tanh_chain(TranslationContext& ctx, const NodeDesc& n) {
+  GeluForm form;
+  form.tanh_form = true;
+  form.alpha = n.attr_float("a", 0.f);
+  form.k = n.attr_float("k", 0.f);
+  if (gelu_chain_kernel(ctx, n, form)) return true;
   const auto s = ctx.stream();
   const mx::array x = ctx.input(n, 0);
   const mx::array cube = mx::power(x, mx::array(3.0f), s);

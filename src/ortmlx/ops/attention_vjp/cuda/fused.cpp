@@ -18,13 +18,13 @@
 #include <mlx/fast.h>
 #include <mlx/ops.h>
 
-#if ORTMLX_AVJP_CUDA_KERNELS
+#if ORTMLX_CUDA_KERNELS
 #include <cuda_runtime_api.h>
 #endif
 
 namespace ortmlx::attention_vjp {
 
-#if ORTMLX_AVJP_CUDA_KERNELS
+#if ORTMLX_CUDA_KERNELS
 namespace cuda_fatbin {  // generated: attention_vjp_cuda_d<bucket>.cpp in the build folder
 #define ORTMLX_AVJP_BUCKET(b)            \
   extern const unsigned char kData##b[]; \
@@ -78,7 +78,7 @@ constexpr int kMaxGridY = 65535;
 }  // namespace
 
 bool cuda_fused_available() {
-#if ORTMLX_AVJP_CUDA_KERNELS
+#if ORTMLX_CUDA_KERNELS
   return device_is_sm90();
 #else
   return false;
@@ -92,7 +92,7 @@ bool cuda_fused_supports(const Config& c, int b, int sq, int sk) {
 
 std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>& inputs,
                                   mx::StreamOrDevice s) {
-#if !ORTMLX_AVJP_CUDA_KERNELS
+#if !ORTMLX_CUDA_KERNELS
   (void)inputs;
   (void)s;
   (void)c;

@@ -1,0 +1,87 @@
+// Host side of the one-pass GELU kernel (kernels.cu): the cubin embedded by the CUDA flavour's
+// build, launched as an MLX precompiled custom kernel on the node's stream, so its output is an
+// ordinary lazy array of the plan's graph.
+#include "ortmlx/ops/elementwise/cuda/gelu.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <mlx/fast.h>
+#include <mlx/ops.h>
+
+#if ORTMLX_CUDA_KERNELS
+#include <cuda_runtime_api.h>
+#endif
+
+namespace ortmlx::ops {
+
+#if ORTMLX_CUDA_KERNELS
+namespace elementwise_cuda {  // generated: elementwise_cuda.cpp in the build folder
+extern const unsigned char kData[];
+extern const std::size_t kSize;
+extern const char* const kTag;
+}  // namespace elementwise_cuda
+
+namespace {
+const std::string& cubin() {
+  static const std::string code(reinterpret_cast<const char*>(elementwise_cuda::kData),
+                                elementwise_cuda::kSize);
+  return code;
+}
+// The cubin is sm_90 SASS: MLX's device (device 0) must be compute 9.x.
+bool device_is_sm90() {
+  static const bool ok = [] {
+    int major = 0;
+    return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess &&
+           major == 9;
+  }();
+  return ok;
+}
+}  // namespace
+#endif
+
+bool cuda_gelu_supports(size_t elements, mx::StreamOrDevice s) {
+#if ORTMLX_CUDA_KERNELS
+  return mx::to_stream(s).device.type == mx::Device::gpu && elements > 0 &&
+         elements <= static_cast<size_t>(std::numeric_limits<int>::max()) && device_is_sm90();
+#else
+  (void)elements;
+  (void)s;
+  return false;
+#endif
+}
+
+mx::array cuda_gelu(const mx::array& x, const GeluForm& form, mx::StreamOrDevice s) {
+#if !ORTMLX_CUDA_KERNELS
+  (void)x;
+  (void)form;
+  (void)s;
+  throw std::runtime_error("GELU CUDA kernel: this build has no CUDA kernels (CUDA flavour only)");
+#else
+  if (x.dtype() != mx::float32 || !cuda_gelu_supports(x.size(), s))
+    throw std::runtime_error("GELU CUDA kernel: unsupported input");
+  constexpr int kThreads = 256;
+  constexpr int64_t kMaxThreads = int64_t{kThreads} * 2048;  // grid-stride beyond
+  const auto n = static_cast<int64_t>(x.size());
+  const int64_t threads = std::min(kMaxThreads, ((n + 3) / 4 + kThreads - 1) / kThreads * kThreads);
+  const std::vector<mx::fast::ScalarArg> scalars = {static_cast<int>(n),
+                                                    form.tanh_form ? 1 : 0,
+                                                    form.divide ? 1 : 0,
+                                                    form.half_first ? 1 : 0,
+                                                    form.c,
+                                                    form.alpha,
+                                                    form.k,
+                                                    form.half};
+  return mx::fast::precompiled_cuda_kernel(
+      std::string("ortmlx_gelu_") + elementwise_cuda::kTag, cubin(), {x}, {x.shape()},
+      {mx::float32}, scalars, {static_cast<int>(threads), 1, 1}, {kThreads, 1, 1}, 0, std::nullopt,
+      /*ensure_row_contiguous=*/true, s)[0];
+#endif
+}
+
+}  // namespace ortmlx::ops
