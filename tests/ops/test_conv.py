@@ -39,6 +39,19 @@ def test_conv(case, bias, rng):
     check_on_ep(single_node_model("Conv", inputs, attrs=attrs), inputs, **TOL)
 
 
+@pytest.mark.parametrize("xs", [(3, 1, 5, 7), (2, 3, 33, 31), (1, 8, 9, 11), (2, 9, 7, 5),
+                                (1, 33, 6, 13), (2, 64, 17, 9)], ids=str)
+def test_conv_input_to_channels_last(xs, rng):
+    """A graph input in NCHW goes channels-last before MLX's convolution: on the GPU by one of
+    two kernels (a thread per pixel for at most 8 channels, 32 x 32 tiles above), elsewhere by
+    MLX's transpose. Channel counts on both sides of 8 and of tile edges, odd sizes."""
+    x = random_array(rng, xs)
+    # Weights scaled by 1/sqrt(fan-in): outputs of order 1, so TOL measures the summation order.
+    w = (random_array(rng, (4, xs[1], 3, 3)) / np.sqrt(9 * xs[1])).astype(np.float32)
+    inputs = {"x": x, "w": w}
+    check_on_ep(single_node_model("Conv", inputs, attrs={"pads": [1, 1, 1, 1]}), inputs, **TOL)
+
+
 def test_conv_weights_as_initializers_and_kernel_shape(rng):
     x = random_array(rng, (2, 3, 8, 9))
     w = random_array(rng, (4, 3, 3, 3))

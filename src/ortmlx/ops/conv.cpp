@@ -20,8 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "ortmlx/engine/layout.h"
 #include "ortmlx/ops/common.h"
 #include "ortmlx/ops/conv.h"
+#include "ortmlx/ops/conv/cuda/channels_last.h"
 #include "ortmlx/ops/ops.h"
 
 namespace ortmlx {
@@ -253,6 +255,20 @@ mx::array add_bias(TranslationContext& ctx, const NodeDesc& n, mx::array y_cl) {
 
 }  // namespace
 
+namespace {
+
+// X (N, C, s...) as MLX's convolutions take it, (N, s..., C): the NHWC data behind the NCHW view a
+// channels-last producer left (engine/layout.h; MLX sees the transposes cancel, no copy), else one
+// CUDA kernel where it applies (conv/cuda/channels_last.h), else MLX's transpose (its general
+// copy when the convolution makes it contiguous).
+mx::array input_channels_last(const mx::array& x, mx::StreamOrDevice s) {
+  if (x.ndim() == 4 && !channels_last_source(x))
+    if (auto y = cuda_nchw_to_nhwc(x, s)) return *y;
+  return mx::transpose(x, to_channels_last(x.ndim()), s);
+}
+
+}  // namespace
+
 mx::array ops::conv_forward_cl(const NodeDesc& n, const mx::array& x, const mx::array& w,
                                int groups, const std::optional<mx::array>& w_cl,
                                mx::StreamOrDevice s) {
@@ -273,7 +289,7 @@ mx::array ops::conv_forward_cl(const NodeDesc& n, const mx::array& x, const mx::
   }
   out_shape.push_back(m);
   if (x.shape(0) == 0 || c_in == 0) return mx::zeros(out_shape, x.dtype(), s);
-  mx::array xc = mx::transpose(x, to_channels_last(rank), s);
+  mx::array xc = input_channels_last(x, s);
   mx::array wc =
       w_cl ? *w_cl : mx::contiguous(mx::transpose(w, to_channels_last(rank), s), false, s);
   return conv_nd(xc, wc, g.stride, g.pad_lo, g.pad_hi, g.dil, std::vector<int>(rank - 2, 1), groups,
@@ -378,7 +394,7 @@ void translate_conv_transpose(TranslationContext& ctx, const NodeDesc& n) {
   if (x.shape(0) == 0 || c_in == 0) {
     y_cl = mx::zeros(out_full, x.dtype(), s);
   } else {
-    mx::array xc = mx::transpose(x, to_channels_last(rank), s);
+    mx::array xc = input_channels_last(x, s);
     std::vector<int> st(nd), dl(nd);
     for (size_t i = 0; i < nd; ++i) {
       st[i] = checked_int(strides[i], "strides");

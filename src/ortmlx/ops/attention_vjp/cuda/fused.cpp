@@ -9,6 +9,7 @@
 #include "ortmlx/ops/attention_vjp/cuda/fused.h"
 #include "ortmlx/engine/device/device_memory.h"
 #include "ortmlx/ops/attention_vjp/cuda/tiles.h"
+#include "ortmlx/ops/cuda_support.h"
 
 #include <cstdint>
 #include <optional>
@@ -17,10 +18,6 @@
 
 #include <mlx/fast.h>
 #include <mlx/ops.h>
-
-#if ORTMLX_CUDA_KERNELS
-#include <cuda_runtime_api.h>
-#endif
 
 namespace ortmlx::attention_vjp {
 
@@ -57,15 +54,6 @@ const Binary& binary(int dmax) {
   return dmax <= 32 ? b32 : dmax <= 64 ? b64 : dmax <= 128 ? b128 : b256;
 }
 
-// The kernels are sm_90 SASS: MLX's device (device 0, the one it uses) must be compute 9.x.
-bool device_is_sm90() {
-  static const bool ok = [] {
-    int major = 0;
-    return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess &&
-           major == 9;
-  }();
-  return ok;
-}
 }  // namespace
 #endif
 
@@ -78,11 +66,7 @@ constexpr int kMaxGridY = 65535;
 }  // namespace
 
 bool cuda_fused_available() {
-#if ORTMLX_CUDA_KERNELS
-  return device_is_sm90();
-#else
-  return false;
-#endif
+  return ops::cuda_sm90_device();
 }
 
 bool cuda_fused_supports(const Config& c, int b, int sq, int sk) {

@@ -2,6 +2,7 @@
 // build, launched as an MLX precompiled custom kernel on the node's stream, so its output is an
 // ordinary lazy array of the plan's graph.
 #include "ortmlx/ops/elementwise/cuda/gelu.h"
+#include "ortmlx/ops/cuda_support.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -13,10 +14,6 @@
 
 #include <mlx/fast.h>
 #include <mlx/ops.h>
-
-#if ORTMLX_CUDA_KERNELS
-#include <cuda_runtime_api.h>
-#endif
 
 namespace ortmlx::ops {
 
@@ -33,27 +30,12 @@ const std::string& cubin() {
                                 elementwise_cuda::kSize);
   return code;
 }
-// The cubin is sm_90 SASS: MLX's device (device 0) must be compute 9.x.
-bool device_is_sm90() {
-  static const bool ok = [] {
-    int major = 0;
-    return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess &&
-           major == 9;
-  }();
-  return ok;
-}
 }  // namespace
 #endif
 
 bool cuda_gelu_supports(size_t elements, mx::StreamOrDevice s) {
-#if ORTMLX_CUDA_KERNELS
-  return mx::to_stream(s).device.type == mx::Device::gpu && elements > 0 &&
-         elements <= static_cast<size_t>(std::numeric_limits<int>::max()) && device_is_sm90();
-#else
-  (void)elements;
-  (void)s;
-  return false;
-#endif
+  return elements > 0 && elements <= static_cast<size_t>(std::numeric_limits<int>::max()) &&
+         cuda_kernels_usable(s);
 }
 
 mx::array cuda_gelu(const mx::array& x, const GeluForm& form, mx::StreamOrDevice s) {

@@ -1,0 +1,61 @@
+// Host side of the NCHW -> NHWC kernels (kernels.cu): the cubin embedded by the CUDA flavour's
+// build, launched as an MLX precompiled custom kernel on the node's stream.
+#include "ortmlx/ops/conv/cuda/channels_last.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <mlx/fast.h>
+#include <mlx/ops.h>
+
+#include "ortmlx/ops/cuda_support.h"
+
+namespace ortmlx::ops {
+
+#if ORTMLX_CUDA_KERNELS
+namespace conv_cuda {  // generated: conv_cuda.cpp in the build folder
+extern const unsigned char kData[];
+extern const std::size_t kSize;
+extern const char* const kTag;
+}  // namespace conv_cuda
+#endif
+
+std::optional<mx::array> cuda_nchw_to_nhwc(const mx::array& x, mx::StreamOrDevice s) {
+#if !ORTMLX_CUDA_KERNELS
+  (void)x;
+  (void)s;
+  return std::nullopt;
+#else
+  if (x.ndim() != 4 || x.dtype() != mx::float32 || x.size() == 0 || !cuda_kernels_usable(s))
+    return std::nullopt;
+  const int64_t b = x.shape(0), c = x.shape(1), hw = int64_t{x.shape(2)} * x.shape(3);
+  constexpr int64_t kMaxGrid = 65535;  // the grid's y and z extents (channel tiles, batch)
+  if (static_cast<int64_t>(x.size()) > std::numeric_limits<int>::max() || b > kMaxGrid)
+    return std::nullopt;
+  static const std::string cubin(reinterpret_cast<const char*>(conv_cuda::kData), conv_cuda::kSize);
+  const std::vector<mx::fast::ScalarArg> scalars = {static_cast<int>(b), static_cast<int>(c),
+                                                    static_cast<int>(hw)};
+  const mx::Shape out_shape = {x.shape(0), x.shape(2), x.shape(3), x.shape(1)};
+  constexpr int kFewChannels = 8;
+  if (c <= kFewChannels) {
+    constexpr int64_t kThreads = 256, kMaxThreads = kThreads * 4096;
+    const int64_t threads = std::min(kMaxThreads, (b * hw + kThreads - 1) / kThreads * kThreads);
+    return mx::fast::precompiled_cuda_kernel(
+        std::string("ortmlx_nchw_to_nhwc_few_") + conv_cuda::kTag, cubin, {x}, {out_shape},
+        {mx::float32}, scalars, {static_cast<int>(threads), 1, 1}, {kThreads, 1, 1}, 0,
+        std::nullopt, /*ensure_row_contiguous=*/true, s)[0];
+  }
+  const int64_t ctiles = (c + 31) / 32;
+  if (ctiles > kMaxGrid) return std::nullopt;
+  return mx::fast::precompiled_cuda_kernel(
+      std::string("ortmlx_nchw_to_nhwc_tiled_") + conv_cuda::kTag, cubin, {x}, {out_shape},
+      {mx::float32}, scalars,
+      {static_cast<int>((hw + 31) / 32 * 32), static_cast<int>(ctiles * 8), static_cast<int>(b)},
+      {32, 8, 1}, 0, std::nullopt, /*ensure_row_contiguous=*/true, s)[0];
+#endif
+}
+
+}  // namespace ortmlx::ops

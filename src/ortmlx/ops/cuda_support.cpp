@@ -1,0 +1,26 @@
+#include "ortmlx/ops/cuda_support.h"
+
+#if ORTMLX_CUDA_KERNELS
+#include <cuda_runtime_api.h>
+#endif
+
+namespace ortmlx::ops {
+
+bool cuda_sm90_device() {
+#if ORTMLX_CUDA_KERNELS
+  static const bool ok = [] {
+    int major = 0;
+    return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess &&
+           major == 9;
+  }();
+  return ok;
+#else
+  return false;
+#endif
+}
+
+bool cuda_kernels_usable(mx::StreamOrDevice s) {
+  return mx::to_stream(s).device.type == mx::Device::gpu && cuda_sm90_device();
+}
+
+}  // namespace ortmlx::ops

@@ -1,0 +1,19 @@
+// What the hand-written CUDA kernels of the ops (sm_90 cubins embedded by the CUDA flavour,
+// cmake/EmbedCudaKernels.cmake, launched as MLX precompiled kernels) need to know before they
+// are chosen over MLX ops.
+#pragma once
+
+#include <mlx/utils.h>
+
+namespace ortmlx::ops {
+
+namespace mx = mlx::core;
+
+// True when this library carries the kernels (the CUDA flavour) and MLX's device (device 0, the
+// one it uses) is compute 9.x (H100, H200), the only code in them. Cached.
+bool cuda_sm90_device();
+
+// The stream runs on the GPU and cuda_sm90_device().
+bool cuda_kernels_usable(mx::StreamOrDevice s);
+
+}  // namespace ortmlx::ops
