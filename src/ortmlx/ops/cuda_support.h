@@ -3,6 +3,8 @@
 // are chosen over MLX ops.
 #pragma once
 
+#include <cstddef>
+
 #include <mlx/utils.h>
 
 namespace ortmlx::ops {
@@ -17,3 +19,12 @@ bool cuda_sm90_device();
 bool cuda_kernels_usable(mx::StreamOrDevice s);
 
 }  // namespace ortmlx::ops
+
+// Declares what cmake/EmbedCudaKernels.cmake defines for a cubin without a suffix in namespace
+// ortmlx::ops::NS: its bytes, their count and the tag its kernel names end with.
+#define ORTMLX_DECLARE_CUBIN(NS)      \
+  namespace ortmlx::ops::NS {         \
+  extern const unsigned char kData[]; \
+  extern const std::size_t kSize;     \
+  extern const char* const kTag;      \
+  }

@@ -13,15 +13,11 @@
 
 #include "ortmlx/ops/cuda_support.h"
 
-namespace ortmlx::ops {
-
 #if ORTMLX_CUDA_KERNELS
-namespace conv_cuda {  // generated: conv_cuda.cpp in the build folder
-extern const unsigned char kData[];
-extern const std::size_t kSize;
-extern const char* const kTag;
-}  // namespace conv_cuda
+ORTMLX_DECLARE_CUBIN(conv_cuda)  // generated: conv_cuda.cpp in the build folder
 #endif
+
+namespace ortmlx::ops {
 
 std::optional<mx::array> cuda_nchw_to_nhwc(const mx::array& x, mx::StreamOrDevice s) {
 #if !ORTMLX_CUDA_KERNELS

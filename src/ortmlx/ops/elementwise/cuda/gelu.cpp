@@ -15,15 +15,13 @@
 #include <mlx/fast.h>
 #include <mlx/ops.h>
 
+#if ORTMLX_CUDA_KERNELS
+ORTMLX_DECLARE_CUBIN(elementwise_cuda)  // generated: elementwise_cuda.cpp in the build folder
+#endif
+
 namespace ortmlx::ops {
 
 #if ORTMLX_CUDA_KERNELS
-namespace elementwise_cuda {  // generated: elementwise_cuda.cpp in the build folder
-extern const unsigned char kData[];
-extern const std::size_t kSize;
-extern const char* const kTag;
-}  // namespace elementwise_cuda
-
 namespace {
 const std::string& cubin() {
   static const std::string code(reinterpret_cast<const char*>(elementwise_cuda::kData),
