@@ -158,13 +158,18 @@ ClaimResult claim_scan(const ClaimContext& c) {
 
 // A one-element boolean (or integer) decided on the host. A traced value that depends on a
 // fused input cannot be: the plan runs eagerly (NotCompilable).
-bool host_scalar_true(const TranslationContext& ctx, const mx::array& v, const char* what) {
+// `v` as the boolean scalar the host will read, after the checks host_scalar_true makes.
+mx::array host_scalar_bool(const TranslationContext& ctx, const mx::array& v, const char* what) {
   if (v.size() != 1)
     throw std::runtime_error(std::string(what) + " must hold one element, got shape " +
                              shape_str(v.shape()));
   if (ctx.compiling() && v.is_tracer())
     throw NotCompilable(std::string(what) + " depends on a runtime value (read on the host)");
-  mx::array b = mx::astype(mx::reshape(v, {}), mx::bool_);
+  return mx::astype(mx::reshape(v, {}), mx::bool_);
+}
+
+bool host_scalar_true(const TranslationContext& ctx, const mx::array& v, const char* what) {
+  mx::array b = host_scalar_bool(ctx, v, what);
   mx::eval(b);
   return b.item<bool>();
 }
@@ -261,14 +266,19 @@ void translate_loop(TranslationContext& ctx, const NodeDesc& n) {
       scans[k].push_back(s);
     }
     // ORT's CPU EP reads the body's condition after every iteration, a given trip count or not.
-    cond = host_scalar_true(ctx, outs[0], "the Loop body's condition output");
-    if (!ctx.compiling()) {
-      // One iteration deep: evaluate what the next iteration builds on.
+    mx::array next = host_scalar_bool(ctx, outs[0], "the Loop body's condition output");
+    if (ctx.compiling()) {
+      mx::eval(next);
+    } else {
+      // One iteration deep: what the next iteration builds on is evaluated with the condition,
+      // one evaluation (a host synchronisation on a GPU) instead of two.
       std::vector<mx::array> live(carried);
       for (const auto& s : scans)
         if (!s.empty()) live.push_back(s.back());
+      live.push_back(next);
       mx::eval(live);
     }
+    cond = next.item<bool>();
   }
   for (size_t i = 0; i < carried_count; ++i) {
     check_declared(n, i, carried[i], "the Loop");
