@@ -20,11 +20,8 @@ Slow (one std::thread per CUDA thread), so the shapes are small, but they cross 
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
@@ -32,24 +29,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 from ortmlx.contracts import attention_vjp_reference  # noqa: E402
 
+import emu_build  # noqa: E402  (beside this file)
+
 
 def build(out_dir=None):
-    # Named by the sources' hash: runs of different trees (or versions) never share a library.
-    sources = [os.path.join(HERE, f) for f in ("emu.h", "harness.cpp")] + [
-        os.path.join(HERE, "..", "..", "src", "ortmlx", "ops", "attention_vjp", "cuda", f)
-        for f in ("kernels.cu", "warp_rows.cuh", "tiles.h")]
-    flags = ["-std=c++20", "-O2", "-fPIC", "-shared", "-pthread", "-Wno-unknown-pragmas"]
-    digest = hashlib.sha1(" ".join(flags).encode())
-    for f in sources:
-        with open(f, "rb") as src:
-            digest.update(src.read())
-    out = os.path.join(out_dir or tempfile.gettempdir(), f"avjp_emu_{os.getuid()}_{digest.hexdigest()[:12]}.so")
-    if not os.path.exists(out):  # built once per version; the rename keeps a parallel run whole
-        tmp = f"{out}.{os.getpid()}.tmp"
-        subprocess.run(["g++", *flags, "-include", os.path.join(HERE, "emu.h"), "-o", tmp,
-                        os.path.join(HERE, "harness.cpp")], check=True)
-        os.replace(tmp, out)
-    lib = ctypes.CDLL(out)
+    lib = emu_build.build("avjp_emu", "harness.cpp", [
+        os.path.join(emu_build.SRC, "attention_vjp", "cuda", f)
+        for f in ("kernels.cu", "warp_rows.cuh", "tiles.h")], out_dir)
     lib.avjp_emu.restype = ctypes.c_int
     lib.avjp_emu_mma_model.restype = ctypes.c_int
     return lib

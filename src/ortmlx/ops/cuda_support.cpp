@@ -1,5 +1,9 @@
 #include "ortmlx/ops/cuda_support.h"
 
+#include <cstdlib>
+
+#include "ortmlx/engine/options.h"
+
 #if ORTMLX_CUDA_KERNELS
 #include <cuda_runtime_api.h>
 #endif
@@ -17,6 +21,11 @@ bool cuda_sm90_device() {
 #else
   return false;
 #endif
+}
+
+bool opted_in(const char* name) {
+  const char* flag = std::getenv(name);
+  return flag != nullptr && parse_flag(flag);
 }
 
 bool cuda_kernels_usable(mx::StreamOrDevice s) {

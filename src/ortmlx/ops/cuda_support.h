@@ -18,6 +18,10 @@ bool cuda_sm90_device();
 // The stream runs on the GPU and cuda_sm90_device().
 bool cuda_kernels_usable(mx::StreamOrDevice s);
 
+// Whether the environment variable `name` holds a true flag (1, true, on, ...): the opt-in of a
+// kernel not yet run on a GPU. Read at each call; callers keep the answer.
+bool opted_in(const char* name);
+
 }  // namespace ortmlx::ops
 
 // Declares what cmake/EmbedCudaKernels.cmake defines for a cubin without a suffix in namespace

@@ -33,6 +33,7 @@
 #include "ortmlx/ops/common.h"
 #include "ortmlx/ops/matmul_cpu.h"
 #include "ortmlx/ops/ops.h"
+#include "ortmlx/ops/recurrent/cuda/recurrence.h"
 
 namespace ortmlx {
 namespace {
@@ -333,7 +334,14 @@ struct DirectionResult {
   std::vector<mx::array> ys;  // per time index (not step order)
   mx::array h_last;
   mx::array c_last;
+  std::optional<mx::array> y_all;  // (T, B, H) at once, from the CUDA kernel (ys then unused)
 };
+
+// The activations the recurrence kernel computes: sigmoid gates, tanh cell/candidate and output.
+bool default_activations(Cell cell, const ActSpec* act) {
+  return act[0].kind == Act::kSigmoid && act[1].kind == Act::kTanh &&
+         (cell != Cell::kLstm || act[2].kind == Act::kTanh);
+}
 
 void translate_recurrent(TranslationContext& ctx, const NodeDesc& n, Cell cell) {
   const auto s = ctx.stream();
@@ -448,7 +456,20 @@ void translate_recurrent(TranslationContext& ctx, const NodeDesc& n, Cell cell) 
         init_h ? mx::squeeze(mx::slice(*init_h, {d, 0, 0}, {d + 1, B, H}, s), 0, s) : zeros_bh;
     mx::array c =
         init_c ? mx::squeeze(mx::slice(*init_c, {d, 0, 0}, {d + 1, B, H}, s), 0, s) : zeros_bh;
-    DirectionResult res{std::vector<mx::array>(static_cast<size_t>(T), zeros_bh), h, c};
+    // The whole time loop as one CUDA kernel where it applies (opt-in; recurrent/cuda/).
+    if (cell != Cell::kRnn && !peep && !lens2 && !spec->input_forget &&
+        default_activations(cell, act) && cuda_recurrence_usable(H, GH, s)) {
+      RecurrenceInputs in{
+          cell == Cell::kGru, reverse, spec->linear_before_reset, xw_d, r_t, h, c, rb_h, *bound,
+          nan_to_bound};
+      RecurrenceOutputs out = cuda_recurrence(in, s);
+      results.push_back({{}, out.h_last, cell == Cell::kLstm ? out.c_last : c, out.y});
+      ctx.mark_fast(n, cell == Cell::kGru ? "GRU time loop -> one CUDA kernel"
+                                          : "LSTM time loop -> one CUDA kernel");
+      continue;
+    }
+    DirectionResult res{std::vector<mx::array>(static_cast<size_t>(T), zeros_bh), h, c,
+                        std::nullopt};
     for (int k = 0; k < T; ++k) {
       const int t = reverse ? T - 1 - k : k;
       mx::array g = step_gates(t);  // (B, GH)
@@ -524,8 +545,9 @@ void translate_recurrent(TranslationContext& ctx, const NodeDesc& n, Cell cell) 
   };
   if (wants_output(n, 0)) {
     std::vector<mx::array> per_dir;
-    for (const auto& r : results) per_dir.push_back(mx::stack(r.ys, 0, s));  // (T, B, H)
-    mx::array y = mx::stack(per_dir, 1, s);                                  // (T, ND, B, H)
+    for (const auto& r : results)
+      per_dir.push_back(r.y_all ? *r.y_all : mx::stack(r.ys, 0, s));  // (T, B, H)
+    mx::array y = mx::stack(per_dir, 1, s);                           // (T, ND, B, H)
     if (spec->batch_major) y = mx::transpose(y, {2, 0, 1, 3}, s);
     ctx.bind_output(n, 0, y);
   }

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
@@ -12,7 +11,6 @@
 #include <mlx/fast.h>
 #include <mlx/ops.h>
 
-#include "ortmlx/engine/options.h"
 #include "ortmlx/ops/cuda_support.h"
 
 #if ORTMLX_CUDA_KERNELS
@@ -26,10 +24,7 @@ namespace {
 // Opt-in for now (ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL=1, read once): the kernels have not yet run
 // on a GPU, and the CPU suite never reaches them.
 bool enabled() {
-  static const bool on = [] {
-    const char* flag = std::getenv("ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL");
-    return flag != nullptr && parse_flag(flag);
-  }();
+  static const bool on = opted_in("ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL");
   return on;
 }
 }  // namespace
