@@ -8,28 +8,18 @@ than gate columns (the strided loops). Needs g++ (C++20); runs on any flavour.""
 from __future__ import annotations
 
 import ctypes
-import os
-import shutil
-import sys
 
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tools", "avjp_cuda_emu"))
-import emu_build  # noqa: E402  (tools/avjp_cuda_emu/emu_build.py)
+from cuda_emu import build_or_skip
 
 FLT_MAX = float(np.finfo(np.float32).max)
 
 
 @pytest.fixture(scope="module")
 def emu():
-    if shutil.which("g++") is None:
-        pytest.skip("the CUDA kernel emulation needs g++")
-    lib = emu_build.build("rnn_emu", "recurrence_harness.cpp",
-                          [os.path.join(emu_build.SRC, "recurrent", "cuda", "kernels.cu")])
-    lib.rnn_emu.restype = ctypes.c_int
-    return lib
+    return build_or_skip("rnn_emu", "recurrence_harness.cpp", "recurrent/cuda/kernels.cu", "rnn_emu")
 
 
 def sigmoid(v):

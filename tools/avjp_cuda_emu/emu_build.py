@@ -1,6 +1,7 @@
 """Builds a harness of CUDA kernels for the host emulation (emu.h) into a shared library, once
 per version of its sources, and loads it with ctypes. Used by check.py (the AttentionVJP
-kernels) and tests/ops/test_recurrent_cuda_emu.py (the LSTM/GRU recurrence kernel)."""
+kernels), tests/ops/test_recurrent_cuda_emu.py (the LSTM/GRU recurrence kernel) and
+tests/ops/test_conv_cuda_emu.py (the NCHW -> NHWC kernels)."""
 from __future__ import annotations
 
 import ctypes

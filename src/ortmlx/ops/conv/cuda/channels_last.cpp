@@ -21,8 +21,8 @@ namespace ortmlx::ops {
 
 #if ORTMLX_CUDA_KERNELS
 namespace {
-// Opt-in for now (ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL=1, read once): the kernels have not yet run
-// on a GPU, and the CPU suite never reaches them.
+// Opt-in for now (ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL=1, read once): the kernels have run on the
+// CPU emulation (tests/ops/test_conv_cuda_emu.py) but not yet on a GPU.
 bool enabled() {
   static const bool on = opted_in("ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL");
   return on;
@@ -56,13 +56,14 @@ std::optional<mx::array> cuda_nchw_to_nhwc(const mx::array& x, mx::StreamOrDevic
         {mx::float32}, scalars, {static_cast<int>(threads), 1, 1}, {kThreads, 1, 1}, 0,
         std::nullopt, /*ensure_row_contiguous=*/true, s)[0];
   }
+  constexpr int kTileBytes = 32 * 33 * static_cast<int>(sizeof(float));
   const int64_t ctiles = (c + 31) / 32;
   if (ctiles > kMaxGrid) return std::nullopt;
   return mx::fast::precompiled_cuda_kernel(
       std::string("ortmlx_nchw_to_nhwc_tiled_") + conv_cuda::kTag, cubin, {x}, {out_shape},
       {mx::float32}, scalars,
       {static_cast<int>((hw + 31) / 32 * 32), static_cast<int>(ctiles * 8), static_cast<int>(b)},
-      {32, 8, 1}, 0, std::nullopt, /*ensure_row_contiguous=*/true, s)[0];
+      {32, 8, 1}, kTileBytes, std::nullopt, /*ensure_row_contiguous=*/true, s)[0];
 #endif
 }
 

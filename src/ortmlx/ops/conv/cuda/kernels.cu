@@ -8,6 +8,8 @@
 #define CV_CAT2(a, b) a##b
 #define CV_CAT(a, b) CV_CAT2(a, b)
 
+extern __shared__ float conv_smem[];  // the tiled kernel's 32 x 33 tile (dynamic: 4,224 bytes)
+
 // Few channels (images): a thread per pixel reads its c values (consecutive threads, consecutive
 // pixels: coalesced per channel) and writes them side by side (a warp writes 32 c consecutive
 // floats). Grid-stride over the b * hw pixels.
@@ -30,7 +32,7 @@ extern "C" __global__ void __launch_bounds__(256)
 extern "C" __global__ void __launch_bounds__(256)
     CV_CAT(ortmlx_nchw_to_nhwc_tiled_, ORTMLX_CONV_TAG)(const float* x, float* y, int b, int c,
                                                         int hw) {
-  __shared__ float tile[32][33];  // +1: the transposed reads hit 32 banks
+  float(*tile)[33] = reinterpret_cast<float(*)[33]>(conv_smem);  // +1: reads hit 32 banks
   const int p0 = static_cast<int>(blockIdx.x) * 32, c0 = static_cast<int>(blockIdx.y) * 32;
   const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
   const long long base = static_cast<long long>(blockIdx.z) * c * hw;
