@@ -457,7 +457,7 @@ void translate_recurrent(TranslationContext& ctx, const NodeDesc& n, Cell cell) 
     mx::array c =
         init_c ? mx::squeeze(mx::slice(*init_c, {d, 0, 0}, {d + 1, B, H}, s), 0, s) : zeros_bh;
     // The whole time loop as one CUDA kernel where it applies (opt-in; recurrent/cuda/).
-    if (cell != Cell::kRnn && !peep && !lens2 && !spec->input_forget &&
+    if (cell != Cell::kRnn && B > 0 && !peep && !lens2 && !spec->input_forget &&
         default_activations(cell, act) && cuda_recurrence_usable(H, GH, s)) {
       RecurrenceInputs in{
           cell == Cell::kGru, reverse, spec->linear_before_reset, xw_d, r_t, h, c, rb_h, *bound,
