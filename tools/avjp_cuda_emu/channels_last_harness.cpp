@@ -1,45 +1,19 @@
 // Runs the NCHW -> NHWC kernels (src/ortmlx/ops/conv/cuda/kernels.cu) on the CPU emulation
 // (emu.h) with the grids the host side (channels_last.cpp) launches. Called from
 // tests/ops/test_conv_cuda_emu.py through ctypes.
-#include <functional>
-#include <thread>
-#include <vector>
-
 alignas(16) float conv_smem[32 * 33];  // the tiled kernel's dynamic shared memory
 
 #include "../../src/ortmlx/ops/conv/cuda/kernels.cu"
-
-namespace {
-void launch(EmuDim3 grid, EmuDim3 block, const std::function<void()>& body) {
-  const int threads = block.x * block.y;
-  std::barrier<> bar(threads);
-  emu_barrier = &bar;
-  blockDim = block;
-  gridDim = grid;
-  for (int bz = 0; bz < grid.z; ++bz)
-    for (int by = 0; by < grid.y; ++by)
-      for (int bx = 0; bx < grid.x; ++bx) {
-        std::vector<std::thread> ts;
-        for (int t = 0; t < threads; ++t)
-          ts.emplace_back([&, t] {
-            threadIdx = {t % block.x, t / block.x, 0};
-            blockIdx = {bx, by, bz};
-            body();
-          });
-        for (auto& th : ts) th.join();
-      }
-}
-}  // namespace
 
 // few: the per-pixel kernel with `threads` threads in all (a grid-stride loop beyond); else the
 // tiled one.
 extern "C" int nhwc_emu(const float* x, float* y, int b, int c, int hw, int few, int threads) {
   if (few) {
-    launch({(threads + 255) / 256, 1, 1}, {256, 1, 1},
-           [&] { ortmlx_nchw_to_nhwc_few_dev(x, y, b, c, hw); });
+    emu_launch({(threads + 255) / 256, 1, 1}, {256, 1, 1},
+               [&] { ortmlx_nchw_to_nhwc_few_dev(x, y, b, c, hw); });
   } else {
-    launch({(hw + 31) / 32, (c + 31) / 32, b}, {32, 8, 1},
-           [&] { ortmlx_nchw_to_nhwc_tiled_dev(x, y, b, c, hw); });
+    emu_launch({(hw + 31) / 32, (c + 31) / 32, b}, {32, 8, 1},
+               [&] { ortmlx_nchw_to_nhwc_tiled_dev(x, y, b, c, hw); });
   }
   return 0;
 }

@@ -41,7 +41,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 struct EmuDim3 {
   int x = 0, y = 0, z = 0;
@@ -214,3 +218,31 @@ inline void cp_async_wait() {}
 using std::isfinite;
 using std::isnan;
 using std::min;
+
+// Runs `body` (a kernel call) as every thread of every block of `grid`, one block after another,
+// each block's threads as std::threads sharing __syncthreads' barrier and, per warp of 32, a
+// warp barrier (threads numbered x fastest, as CUDA numbers lanes).
+inline void emu_launch(EmuDim3 grid, EmuDim3 block, const std::function<void()>& body) {
+  const int threads = block.x * block.y * block.z;
+  std::barrier<> bar(threads);
+  emu_barrier = &bar;
+  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  for (int w = 0; w * 32 < threads; ++w) {
+    warps.push_back(std::make_unique<std::barrier<>>(std::min(32, threads - 32 * w)));
+    emu_warp_barrier[w] = warps.back().get();
+  }
+  blockDim = block;
+  gridDim = grid;
+  for (int bz = 0; bz < grid.z; ++bz)
+    for (int by = 0; by < grid.y; ++by)
+      for (int bx = 0; bx < grid.x; ++bx) {
+        std::vector<std::thread> ts;
+        for (int t = 0; t < threads; ++t)
+          ts.emplace_back([&, t] {
+            threadIdx = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
+            blockIdx = {bx, by, bz};
+            body();
+          });
+        for (auto& th : ts) th.join();
+      }
+}

@@ -1,35 +1,13 @@
 // Runs the three passes of kernels.cu on the CPU emulation (emu.h), with the grids the host side
 // (src/ortmlx/ops/attention_vjp/cuda/fused.cpp) launches. Called from check.py through ctypes.
 #include <functional>
-#include <memory>
-#include <thread>
-#include <vector>
 
 #define AVJP_KERNELS_SOURCE
 #include "../../src/ortmlx/ops/attention_vjp/cuda/kernels.cu"
 
 namespace {
 void launch(int gx, int gy, const std::function<void()>& body) {
-  std::barrier<> bar(256);
-  emu_barrier = &bar;
-  std::vector<std::unique_ptr<std::barrier<>>> warps;
-  for (int w = 0; w < 256 / 32; ++w) {
-    warps.push_back(std::make_unique<std::barrier<>>(32));
-    emu_warp_barrier[w] = warps.back().get();
-  }
-  blockDim = {256, 1, 1};
-  gridDim = {gx, gy, 1};
-  for (int by = 0; by < gy; ++by)
-    for (int bx = 0; bx < gx; ++bx) {
-      std::vector<std::thread> ts;
-      for (int t = 0; t < 256; ++t)
-        ts.emplace_back([&, t] {
-          threadIdx = {t, 0, 0};
-          blockIdx = {bx, by, 0};
-          body();
-        });
-      for (auto& th : ts) th.join();
-    }
+  emu_launch({gx, gy, 1}, {256, 1, 1}, body);
 }
 }  // namespace
 
