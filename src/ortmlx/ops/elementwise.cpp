@@ -38,24 +38,23 @@ mx::array erf_accurate(const mx::array& x, mx::StreamOrDevice s) {
 mx::array gelu(const mx::array& x, bool tanh_approx, mx::StreamOrDevice s) {
   const mx::Dtype dt = x.dtype();
   mx::array xf = dt == mx::float32 ? x : mx::astype(x, mx::float32, s);
+  GeluForm form;  // (0.5 x) (1 + inner), the kernel's arithmetic and this path's
+  form.tanh_form = tanh_approx;
   if (cuda_gelu_supports(xf.size(), s)) {
-    GeluForm form;  // its defaults: this function's arithmetic below
-    form.tanh_form = tanh_approx;
     const mx::array y = cuda_gelu(xf, form, s);
     return dt == mx::float32 ? y : mx::astype(y, dt, s);
   }
   mx::array inner(0.0f);
   if (tanh_approx) {
-    const float k = std::sqrt(2.0f / static_cast<float>(M_PI));
     mx::array cube = mx::multiply(mx::multiply(xf, xf, s), xf, s);
-    mx::array t =
-        mx::multiply(mx::array(k), mx::add(xf, mx::multiply(mx::array(0.044715f), cube, s), s), s);
+    mx::array t = mx::multiply(mx::array(form.k),
+                               mx::add(xf, mx::multiply(mx::array(form.alpha), cube, s), s), s);
     inner = mx::tanh(t, s);
   } else {
-    inner = erf_accurate(mx::multiply(xf, mx::array(static_cast<float>(M_SQRT1_2)), s), s);
+    inner = erf_accurate(mx::multiply(xf, mx::array(form.c), s), s);
   }
-  mx::array y =
-      mx::multiply(mx::multiply(mx::array(0.5f), xf, s), mx::add(mx::array(1.0f), inner, s), s);
+  mx::array y = mx::multiply(mx::multiply(mx::array(form.half), xf, s),
+                             mx::add(mx::array(1.0f), inner, s), s);
   return dt == mx::float32 ? y : mx::astype(y, dt, s);
 }
 

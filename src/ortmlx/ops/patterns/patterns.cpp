@@ -453,20 +453,32 @@ bool rms_norm_chain(TranslationContext& ctx, const NodeDesc& n) {
   return true;
 }
 
-mx::array gelu_tail(const NodeDesc& n, const mx::array& x, const mx::array& a,
+// The chain's arithmetic as the matcher recorded it (the fused node's attributes).
+GeluForm chain_form(const NodeDesc& n, bool tanh_form) {
+  GeluForm f;
+  f.tanh_form = tanh_form;
+  f.divide = n.attr_int("divide", 1) != 0;
+  f.c = n.attr_float("c", 1.0f);
+  f.alpha = n.attr_float("a", 0.f);
+  f.k = n.attr_float("k", 0.f);
+  f.half_first = n.attr_int("tail", 0) != 0;
+  f.half = n.attr_float("half", 0.5f);
+  return f;
+}
+
+// (x * a) * half, or (x * half) * a.
+mx::array gelu_tail(const GeluForm& f, const mx::array& x, const mx::array& a,
                     mx::StreamOrDevice s) {
-  const mx::array half(n.attr_float("half", 0.5f));
-  if (n.attr_int("tail", 0) == 0) return mx::multiply(mx::multiply(x, a, s), half, s);
+  const mx::array half(f.half);
+  if (!f.half_first) return mx::multiply(mx::multiply(x, a, s), half, s);
   return mx::multiply(mx::multiply(x, half, s), a, s);
 }
 
 // The chain as one CUDA kernel (elementwise/cuda/gelu.h) where the build and device have it:
 // MLX would split it into several kernels (its fusion stops at a depth of 11 operations).
-bool gelu_chain_kernel(TranslationContext& ctx, const NodeDesc& n, GeluForm form) {
+bool gelu_chain_kernel(TranslationContext& ctx, const NodeDesc& n, const GeluForm& form) {
   const mx::array x = ctx.input(n, 0);
   if (x.dtype() != mx::float32 || !cuda_gelu_supports(x.size(), ctx.stream())) return false;
-  form.half_first = n.attr_int("tail", 0) != 0;
-  form.half = n.attr_float("half", 0.5f);
   ctx.bind_output(n, 0, cuda_gelu(x, form, ctx.stream()));
   ctx.mark_fast(n, form.tanh_form ? "GELU (tanh) chain -> one CUDA kernel"
                                   : "GELU (erf) chain -> one CUDA kernel");
@@ -474,32 +486,27 @@ bool gelu_chain_kernel(TranslationContext& ctx, const NodeDesc& n, GeluForm form
 }
 
 bool gelu_erf_chain(TranslationContext& ctx, const NodeDesc& n) {
-  GeluForm form;
-  form.divide = n.attr_int("divide", 1) != 0;
-  form.c = n.attr_float("c", 1.0f);
+  const GeluForm form = chain_form(n, /*tanh_form=*/false);
   if (gelu_chain_kernel(ctx, n, form)) return true;
   const auto s = ctx.stream();
   const mx::array x = ctx.input(n, 0);
-  const mx::array c(n.attr_float("c", 1.0f));
-  const mx::array u = n.attr_int("divide", 1) ? mx::divide(x, c, s) : mx::multiply(x, c, s);
+  const mx::array c(form.c);
+  const mx::array u = form.divide ? mx::divide(x, c, s) : mx::multiply(x, c, s);
   const mx::array a = mx::add(erf_accurate(u, s), mx::array(1.0f), s);
-  ctx.bind_output(n, 0, gelu_tail(n, x, a, s));
+  ctx.bind_output(n, 0, gelu_tail(form, x, a, s));
   ctx.mark_fast(n, "GELU (erf) chain -> one fused elementwise op");
   return true;
 }
 
 bool gelu_tanh_chain(TranslationContext& ctx, const NodeDesc& n) {
-  GeluForm form;
-  form.tanh_form = true;
-  form.alpha = n.attr_float("a", 0.f);
-  form.k = n.attr_float("k", 0.f);
+  const GeluForm form = chain_form(n, /*tanh_form=*/true);
   if (gelu_chain_kernel(ctx, n, form)) return true;
   const auto s = ctx.stream();
   const mx::array x = ctx.input(n, 0);
   const mx::array cube = mx::power(x, mx::array(3.0f), s);
-  const mx::array inner = mx::add(x, mx::multiply(cube, mx::array(n.attr_float("a", 0.f)), s), s);
-  const mx::array t = mx::tanh(mx::multiply(inner, mx::array(n.attr_float("k", 0.f)), s), s);
-  ctx.bind_output(n, 0, gelu_tail(n, x, mx::add(t, mx::array(1.0f), s), s));
+  const mx::array inner = mx::add(x, mx::multiply(cube, mx::array(form.alpha), s), s);
+  const mx::array t = mx::tanh(mx::multiply(inner, mx::array(form.k), s), s);
+  ctx.bind_output(n, 0, gelu_tail(form, x, mx::add(t, mx::array(1.0f), s), s));
   ctx.mark_fast(n, "GELU (tanh) chain -> one fused elementwise op");
   return true;
 }

@@ -2,6 +2,7 @@
 // flavour on an sm_90 device. Elsewhere it reports itself unavailable and callers keep MLX ops.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 
 #include <mlx/array.h>
@@ -19,9 +20,10 @@ struct GeluForm {
   bool tanh_form = false;
   bool divide = false;     // erf form: x / c, else x * c
   bool half_first = true;  // y = (x * half) * a, else (x * a) * half
-  float c = 0.70710678f;
+  // The defaults are ONNX Gelu's constants, which ops::gelu's MLX-op path reads from here too.
+  float c = static_cast<float>(M_SQRT1_2);
   float alpha = 0.044715f;
-  float k = 0.7978845608f;
+  float k = std::sqrt(2.0f / static_cast<float>(M_PI));
   float half = 0.5f;
 };
 
