@@ -1,11 +1,14 @@
 """Conv and ConvTranspose on the EP vs ORT CPU (float32; 1-D to 3-D, groups, dilations, strides,
 asymmetric pads, auto_pad, bias; weights as graph inputs and as initializers)."""
 
+import os
+
 import numpy as np
 import pytest
 
 from opcheck import check_error_on_ep, check_on_ep, drop_input_ranks, refusal, single_node_model
-from ortmlx.testing import random_array
+from ortmlx.testing import mlx_backend, random_array
+from pattern_check import run_pattern
 
 TOL = dict(rtol=1e-5, atol=1e-5)  # fp32 sums in a different order (as MatMul)
 
@@ -39,17 +42,26 @@ def test_conv(case, bias, rng):
     check_on_ep(single_node_model("Conv", inputs, attrs=attrs), inputs, **TOL)
 
 
+# On the GPU with ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL=1 (opt-in until the kernels have run on a
+# GPU) a graph input goes NHWC by a CUDA kernel; otherwise by MLX's transpose.
+NHWC_KERNEL = (mlx_backend() == "gpu"
+               and os.environ.get("ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL") == "1")
+
+
 @pytest.mark.parametrize("xs", [(3, 1, 5, 7), (2, 3, 33, 31), (1, 8, 9, 11), (2, 9, 7, 5),
                                 (1, 33, 6, 13), (2, 64, 17, 9)], ids=str)
 def test_conv_input_to_channels_last(xs, rng):
     """A graph input in NCHW goes channels-last before MLX's convolution: on the GPU by one of
     two kernels (a thread per pixel for at most 8 channels, 32 x 32 tiles above), elsewhere by
-    MLX's transpose. Channel counts on both sides of 8 and of tile edges, odd sizes."""
+    MLX's transpose (the report's path says which). Channel counts on both sides of 8 and of tile
+    edges, odd sizes."""
     x = random_array(rng, xs)
     # Weights scaled by 1/sqrt(fan-in): outputs of order 1, so TOL measures the summation order.
     w = (random_array(rng, (4, xs[1], 3, 3)) / np.sqrt(9 * xs[1])).astype(np.float32)
     inputs = {"x": x, "w": w}
-    check_on_ep(single_node_model("Conv", inputs, attrs={"pads": [1, 1, 1, 1]}), inputs, **TOL)
+    report = run_pattern(single_node_model("Conv", inputs, attrs={"pads": [1, 1, 1, 1]}), inputs,
+                         **TOL)
+    assert ("Conv input -> NHWC by one CUDA kernel" in report.paths()) == NHWC_KERNEL
 
 
 def test_conv_weights_as_initializers_and_kernel_shape(rng):

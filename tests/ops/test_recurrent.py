@@ -4,6 +4,7 @@ states, peepholes, output subsets, batch-major layout, refusals and bad inputs."
 from __future__ import annotations
 
 import itertools
+import os
 
 import numpy as np
 import onnx
@@ -12,7 +13,9 @@ from onnx import TensorProto, helper
 
 from opcheck import check_on_ep
 from ort_raises import check_raises_like_cpu
-from ortmlx.testing import EpRun, assert_ran_on_ep, make_model, random_array, run_cpu
+from ortmlx.testing import (EpRun, assert_ran_on_ep, make_model, mlx_backend, random_array,
+                            run_cpu)
+from pattern_check import run_pattern
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 N_OUT = {"RNN": 2, "GRU": 2, "LSTM": 3}
@@ -433,3 +436,25 @@ def test_overflowing_gate_inputs_clamp_like_cpu(op, bias, rng):
     want = run_cpu(model, feeds_of(ins))
     got = check_on_ep(model, feeds_of(ins), rtol=1e-4, atol=1e-3)
     assert all(np.isfinite(g).all() for g in got) and all(np.isfinite(w).all() for w in want)
+
+
+# On the GPU with ONNXRUNTIME_EP_MLX_RNN_KERNEL=1 (opt-in until the kernel has run on a GPU) an
+# LSTM or GRU direction with default activations is one CUDA kernel; otherwise MLX ops.
+RNN_KERNEL = mlx_backend() == "gpu" and os.environ.get("ONNXRUNTIME_EP_MLX_RNN_KERNEL") == "1"
+
+
+@pytest.mark.parametrize("op, attrs", [
+    ("LSTM", {"direction": "bidirectional"}),
+    ("LSTM", {"direction": "reverse", "clip": 0.8}),
+    ("GRU", {"direction": "bidirectional", "linear_before_reset": 1}),
+    ("GRU", {"direction": "forward"}),
+], ids=str)
+def test_recurrence_kernel_path(op, attrs, rng):
+    """The time loop as one CUDA kernel where opted in on the GPU (the report's path says so),
+    MLX ops elsewhere; ORT CPU's result either way."""
+    nd = 2 if attrs["direction"] == "bidirectional" else 1
+    ins = rnn_inputs(rng, op, T=7, B=3, I=5, H=6, nd=nd, init_h=True, init_c=op == "LSTM")
+    model = rnn_model(op, ins, {"hidden_size": 6, **attrs})
+    report = run_pattern(model, feeds_of(ins), rtol=1e-5, atol=1e-5)
+    assert (f"{op} time loop -> one CUDA kernel" in report.paths()) == RNN_KERNEL
+

@@ -261,10 +261,17 @@ namespace {
 // channels-last producer left (engine/layout.h; MLX sees the transposes cancel, no copy), else one
 // CUDA kernel where it applies (conv/cuda/channels_last.h), else MLX's transpose (its general
 // copy when the convolution makes it contiguous).
+bool input_takes_nhwc_kernel(const mx::array& x, mx::StreamOrDevice s) {
+  return x.ndim() == 4 && !channels_last_source(x) && cuda_nchw_to_nhwc_applies(x, s);
+}
 mx::array input_channels_last(const mx::array& x, mx::StreamOrDevice s) {
-  if (x.ndim() == 4 && !channels_last_source(x))
-    if (auto y = cuda_nchw_to_nhwc(x, s)) return *y;
+  if (input_takes_nhwc_kernel(x, s)) return cuda_nchw_to_nhwc(x, s);
   return mx::transpose(x, to_channels_last(x.ndim()), s);
+}
+// The report's path when the kernel takes a translator's X.
+void mark_nhwc_kernel(TranslationContext& ctx, const NodeDesc& n, const mx::array& x) {
+  if (input_takes_nhwc_kernel(x, ctx.stream()))
+    ctx.mark_fast(n, "Conv input -> NHWC by one CUDA kernel");
 }
 
 }  // namespace
@@ -313,6 +320,7 @@ void translate_conv(TranslationContext& ctx, const NodeDesc& n) {
       return mx::contiguous(mx::transpose(w, to_channels_last(rank), s), false, s);
     });
   const int groups = checked_int(n.attr_int("group", 1), "group");
+  mark_nhwc_kernel(ctx, n, x);
   mx::array y_cl = add_bias(ctx, n, conv_forward_cl(n, x, w, groups, w_cl, s));
   mx::array y = mx::transpose(y_cl, to_channels_first(rank), s);
   ctx.bind_output(n, 0, dt == mx::float32 ? y : mx::astype(y, dt, s));
@@ -328,6 +336,7 @@ void translate_conv_transpose(TranslationContext& ctx, const NodeDesc& n) {
   const size_t nd = rank - 2;
   check_kernel_shape(n, w);
   const int groups = checked_int(n.attr_int("group", 1), "group");
+  mark_nhwc_kernel(ctx, n, x);
   const int c_in = x.shape(1);
   if (w.shape(0) != c_in || c_in % groups != 0)
     throw std::runtime_error("W.shape[0] must equal the input channels, divisible by group");

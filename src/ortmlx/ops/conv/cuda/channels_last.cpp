@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,6 @@ ORTMLX_DECLARE_CUBIN(conv_cuda)  // generated: conv_cuda.cpp in the build folder
 
 namespace ortmlx::ops {
 
-#if ORTMLX_CUDA_KERNELS
 namespace {
 // Opt-in for now (ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL=1, read once): the kernels have run on the
 // CPU emulation (tests/ops/test_conv_cuda_emu.py) but not yet on a GPU.
@@ -27,27 +27,27 @@ bool enabled() {
   static const bool on = opted_in("ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL");
   return on;
 }
+constexpr int64_t kMaxGrid = 65535;  // the grid's y and z extents (channel tiles, batch)
+constexpr int64_t kFewChannels = 8;  // up to here a thread per pixel, beyond 32 x 32 tiles
 }  // namespace
-#endif
 
-std::optional<mx::array> cuda_nchw_to_nhwc(const mx::array& x, mx::StreamOrDevice s) {
+bool cuda_nchw_to_nhwc_applies(const mx::array& x, mx::StreamOrDevice s) {
+  return enabled() && x.ndim() == 4 && x.dtype() == mx::float32 && x.size() > 0 &&
+         static_cast<int64_t>(x.size()) <= std::numeric_limits<int>::max() &&
+         x.shape(0) <= kMaxGrid && (x.shape(1) + 31) / 32 <= kMaxGrid && cuda_kernels_usable(s);
+}
+
+mx::array cuda_nchw_to_nhwc(const mx::array& x, mx::StreamOrDevice s) {
+  if (!cuda_nchw_to_nhwc_applies(x, s))
+    throw std::runtime_error("NCHW -> NHWC kernel: not for this input or device");
 #if !ORTMLX_CUDA_KERNELS
-  (void)x;
-  (void)s;
-  return std::nullopt;
+  return x;  // unreachable: the kernels never apply without them
 #else
-  if (!enabled() || x.ndim() != 4 || x.dtype() != mx::float32 || x.size() == 0 ||
-      !cuda_kernels_usable(s))
-    return std::nullopt;
   const int64_t b = x.shape(0), c = x.shape(1), hw = int64_t{x.shape(2)} * x.shape(3);
-  constexpr int64_t kMaxGrid = 65535;  // the grid's y and z extents (channel tiles, batch)
-  if (static_cast<int64_t>(x.size()) > std::numeric_limits<int>::max() || b > kMaxGrid)
-    return std::nullopt;
   static const std::string cubin(reinterpret_cast<const char*>(conv_cuda::kData), conv_cuda::kSize);
   const std::vector<mx::fast::ScalarArg> scalars = {static_cast<int>(b), static_cast<int>(c),
                                                     static_cast<int>(hw)};
   const mx::Shape out_shape = {x.shape(0), x.shape(2), x.shape(3), x.shape(1)};
-  constexpr int kFewChannels = 8;
   if (c <= kFewChannels) {
     constexpr int64_t kThreads = 256, kMaxThreads = kThreads * 4096;
     const int64_t threads = std::min(kMaxThreads, (b * hw + kThreads - 1) / kThreads * kThreads);
@@ -58,7 +58,6 @@ std::optional<mx::array> cuda_nchw_to_nhwc(const mx::array& x, mx::StreamOrDevic
   }
   constexpr int kTileBytes = 32 * 33 * static_cast<int>(sizeof(float));
   const int64_t ctiles = (c + 31) / 32;
-  if (ctiles > kMaxGrid) return std::nullopt;
   return mx::fast::precompiled_cuda_kernel(
       std::string("ortmlx_nchw_to_nhwc_tiled_") + conv_cuda::kTag, cubin, {x}, {out_shape},
       {mx::float32}, scalars,
