@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include <mlx/utils.h>
 
@@ -25,10 +26,15 @@ bool opted_in(const char* name);
 }  // namespace ortmlx::ops
 
 // Declares what cmake/EmbedCudaKernels.cmake defines for a cubin without a suffix in namespace
-// ortmlx::ops::NS: its bytes, their count and the tag its kernel names end with.
-#define ORTMLX_DECLARE_CUBIN(NS)      \
-  namespace ortmlx::ops::NS {         \
-  extern const unsigned char kData[]; \
-  extern const std::size_t kSize;     \
-  extern const char* const kTag;      \
+// ortmlx::ops::NS: its bytes, their count and the tag its kernel names end with; and NS::cubin(),
+// the bytes as MLX's precompiled kernels take them (made once).
+#define ORTMLX_DECLARE_CUBIN(NS)                                                \
+  namespace ortmlx::ops::NS {                                                   \
+  extern const unsigned char kData[];                                           \
+  extern const std::size_t kSize;                                               \
+  extern const char* const kTag;                                                \
+  inline const std::string& cubin() {                                           \
+    static const std::string code(reinterpret_cast<const char*>(kData), kSize); \
+    return code;                                                                \
+  }                                                                             \
   }

@@ -44,7 +44,7 @@ mx::array cuda_nchw_to_nhwc(const mx::array& x, mx::StreamOrDevice s) {
   return x;  // unreachable: the kernels never apply without them
 #else
   const int64_t b = x.shape(0), c = x.shape(1), hw = int64_t{x.shape(2)} * x.shape(3);
-  static const std::string cubin(reinterpret_cast<const char*>(conv_cuda::kData), conv_cuda::kSize);
+  const std::string& cubin = conv_cuda::cubin();
   const std::vector<mx::fast::ScalarArg> scalars = {static_cast<int>(b), static_cast<int>(c),
                                                     static_cast<int>(hw)};
   const mx::Shape out_shape = {x.shape(0), x.shape(2), x.shape(3), x.shape(1)};

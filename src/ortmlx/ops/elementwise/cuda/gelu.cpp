@@ -21,16 +21,6 @@ ORTMLX_DECLARE_CUBIN(elementwise_cuda)  // generated: elementwise_cuda.cpp in th
 
 namespace ortmlx::ops {
 
-#if ORTMLX_CUDA_KERNELS
-namespace {
-const std::string& cubin() {
-  static const std::string code(reinterpret_cast<const char*>(elementwise_cuda::kData),
-                                elementwise_cuda::kSize);
-  return code;
-}
-}  // namespace
-#endif
-
 bool cuda_gelu_supports(size_t elements, mx::StreamOrDevice s) {
   return elements > 0 && elements <= static_cast<size_t>(std::numeric_limits<int>::max()) &&
          cuda_kernels_usable(s);
@@ -58,8 +48,9 @@ mx::array cuda_gelu(const mx::array& x, const GeluForm& form, mx::StreamOrDevice
                                                     form.k,
                                                     form.half};
   return mx::fast::precompiled_cuda_kernel(
-      std::string("ortmlx_gelu_") + elementwise_cuda::kTag, cubin(), {x}, {x.shape()},
-      {mx::float32}, scalars, {static_cast<int>(threads), 1, 1}, {kThreads, 1, 1}, 0, std::nullopt,
+      std::string("ortmlx_gelu_") + elementwise_cuda::kTag, elementwise_cuda::cubin(), {x},
+      {x.shape()}, {mx::float32}, scalars, {static_cast<int>(threads), 1, 1}, {kThreads, 1, 1}, 0,
+      std::nullopt,
       /*ensure_row_contiguous=*/true, s)[0];
 #endif
 }

@@ -43,8 +43,7 @@ RecurrenceOutputs cuda_recurrence(const RecurrenceInputs& in, mx::StreamOrDevice
 #else
   const int T = in.xw.shape(0), B = in.xw.shape(1), GH = in.xw.shape(2), H = in.rt.shape(0);
   if (!cuda_recurrence_usable(H, GH, s)) throw std::runtime_error("recurrence kernel: unusable");
-  static const std::string cubin(reinterpret_cast<const char*>(recurrent_cuda::kData),
-                                 recurrent_cuda::kSize);
+  const std::string& cubin = recurrent_cuda::cubin();
   const int threads = std::min(1024, (GH + 31) / 32 * 32);
   const mx::array rb_h = in.rb_h ? *in.rb_h : mx::zeros({1}, mx::float32, s);
   const std::vector<mx::fast::ScalarArg> scalars = {T,
