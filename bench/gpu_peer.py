@@ -406,7 +406,7 @@ def main() -> int:
     ap.add_argument("--mode-timeout-s", type=int, default=400,
                     help="a mode's child process is stopped after this long (its rows so far kept)")
     ap.add_argument("--knob", action="append", default=[],
-                    help="VAR=VALUE: one more exact-mode run with this environment variable set "
+                    help="VAR=VALUE[,VAR=VALUE...]: one more exact-mode run with these environment variables set "
                          "(e.g. MLX_MAX_OPS_PER_BUFFER=100, MLX_USE_CUDA_GRAPHS=0); repeatable")
     ap.add_argument("--knob-only", nargs="+", default=[],
                     help="the knob runs take only models whose name contains one of these")
@@ -428,8 +428,8 @@ def main() -> int:
         env = dict(os.environ)
         if mode == "tf32":
             env["ONNXRUNTIME_EP_MLX_TF32"] = "1"
-        if knob:
-            var, _, value = knob.partition("=")
+        for setting in (knob.split(",") if knob else []):  # VAR=VALUE[,VAR=VALUE...]
+            var, _, value = setting.partition("=")
             env[var] = value
         cmd = [sys.executable, __file__, "--worker", mode, "--json", str(path),
                "--repeats", str(args.repeats), "--rounds", str(args.rounds),

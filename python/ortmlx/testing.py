@@ -154,6 +154,13 @@ class EpRun:
 _BACKEND: str | None = None
 
 
+def kernel_enabled(variable: str) -> bool:
+    """Whether a kernel of ours that the environment variable switches is on, as the library
+    decides it (ops::kernel_enabled): on unless the variable holds a false flag (0, false, off)."""
+    value = os.environ.get(variable)
+    return value is None or value not in ("", "0", "false", "off", "FALSE", "OFF")
+
+
 def mlx_backend() -> str:
     """MLX's backend in this process as the EP reports it: "cpu" or "gpu" (cached). Tests use it
     where the EP's path choice differs by backend."""

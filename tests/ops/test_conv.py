@@ -1,13 +1,11 @@
 """Conv and ConvTranspose on the EP vs ORT CPU (float32; 1-D to 3-D, groups, dilations, strides,
 asymmetric pads, auto_pad, bias; weights as graph inputs and as initializers)."""
 
-import os
-
 import numpy as np
 import pytest
 
 from opcheck import check_error_on_ep, check_on_ep, drop_input_ranks, refusal, single_node_model
-from ortmlx.testing import mlx_backend, random_array
+from ortmlx.testing import kernel_enabled, mlx_backend, random_array
 from pattern_check import run_pattern
 
 TOL = dict(rtol=1e-5, atol=1e-5)  # fp32 sums in a different order (as MatMul)
@@ -42,10 +40,9 @@ def test_conv(case, bias, rng):
     check_on_ep(single_node_model("Conv", inputs, attrs=attrs), inputs, **TOL)
 
 
-# On the GPU with ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL=1 (opt-in until the kernels have run on a
-# GPU) a graph input goes NHWC by a CUDA kernel; otherwise by MLX's transpose.
-NHWC_KERNEL = (mlx_backend() == "gpu"
-               and os.environ.get("ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL") == "1")
+# On the GPU (unless ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL=0) a graph input goes NHWC by a CUDA
+# kernel; otherwise by MLX's transpose.
+NHWC_KERNEL = mlx_backend() == "gpu" and kernel_enabled("ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL")
 
 
 @pytest.mark.parametrize("xs", [(3, 1, 5, 7), (2, 3, 33, 31), (1, 8, 9, 11), (2, 9, 7, 5),

@@ -13,8 +13,8 @@ from onnx import TensorProto, helper
 
 from opcheck import check_on_ep
 from ort_raises import check_raises_like_cpu
-from ortmlx.testing import (EpRun, assert_ran_on_ep, make_model, mlx_backend, random_array,
-                            run_cpu)
+from ortmlx.testing import (EpRun, assert_ran_on_ep, kernel_enabled, make_model, mlx_backend,
+                            random_array, run_cpu)
 from pattern_check import run_pattern
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -438,9 +438,9 @@ def test_overflowing_gate_inputs_clamp_like_cpu(op, bias, rng):
     assert all(np.isfinite(g).all() for g in got) and all(np.isfinite(w).all() for w in want)
 
 
-# On the GPU with ONNXRUNTIME_EP_MLX_RNN_KERNEL=1 (opt-in until the kernel has run on a GPU) an
-# LSTM or GRU direction with default activations is one CUDA kernel; otherwise MLX ops.
-RNN_KERNEL = mlx_backend() == "gpu" and os.environ.get("ONNXRUNTIME_EP_MLX_RNN_KERNEL") == "1"
+# On the GPU (unless ONNXRUNTIME_EP_MLX_RNN_KERNEL=0) an LSTM or GRU direction with default
+# activations is one CUDA kernel; otherwise MLX ops.
+RNN_KERNEL = mlx_backend() == "gpu" and kernel_enabled("ONNXRUNTIME_EP_MLX_RNN_KERNEL")
 
 
 @pytest.mark.parametrize("op, attrs", [

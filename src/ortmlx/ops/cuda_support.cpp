@@ -23,9 +23,9 @@ bool cuda_sm90_device() {
 #endif
 }
 
-bool opted_in(const char* name) {
+bool kernel_enabled(const char* name) {
   const char* flag = std::getenv(name);
-  return flag != nullptr && parse_flag(flag);
+  return flag == nullptr || parse_flag(flag);
 }
 
 bool cuda_kernels_usable(mx::StreamOrDevice s) {

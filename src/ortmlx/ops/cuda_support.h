@@ -19,9 +19,10 @@ bool cuda_sm90_device();
 // The stream runs on the GPU and cuda_sm90_device().
 bool cuda_kernels_usable(mx::StreamOrDevice s);
 
-// Whether the environment variable `name` holds a true flag (1, true, on, ...): the opt-in of a
-// kernel not yet run on a GPU. Read at each call; callers keep the answer.
-bool opted_in(const char* name);
+// Whether the kernel the environment variable `name` switches is on: unless it holds a false flag
+// (0, false, off), the way to compare a kernel of ours with the MLX ops it replaces. Read at each
+// call; callers keep the answer.
+bool kernel_enabled(const char* name);
 
 }  // namespace ortmlx::ops
 

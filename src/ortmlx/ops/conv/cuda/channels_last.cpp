@@ -21,10 +21,9 @@ ORTMLX_DECLARE_CUBIN(conv_cuda)  // generated: conv_cuda.cpp in the build folder
 namespace ortmlx::ops {
 
 namespace {
-// Opt-in for now (ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL=1, read once): the kernels have run on the
-// CPU emulation (tests/ops/test_conv_cuda_emu.py) but not yet on a GPU.
+// On unless ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL=0 (read once).
 bool enabled() {
-  static const bool on = opted_in("ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL");
+  static const bool on = kernel_enabled("ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL");
   return on;
 }
 constexpr int64_t kMaxGrid = 65535;  // the grid's y and z extents (channel tiles, batch)

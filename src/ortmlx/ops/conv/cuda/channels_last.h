@@ -10,8 +10,8 @@ namespace ortmlx::ops {
 namespace mx = mlx::core;
 
 // Whether the kernels take x: (N, C, H, W) float32, non-empty, within the grid's limits, on a GPU
-// stream of an sm_90 device, and ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL set (opt-in until they have
-// run on a GPU). Otherwise the caller transposes with MLX.
+// stream of an sm_90 device, unless ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL=0. Otherwise the caller
+// transposes with MLX.
 bool cuda_nchw_to_nhwc_applies(const mx::array& x, mx::StreamOrDevice s);
 
 // x as a row-contiguous (N, H, W, C) array, where cuda_nchw_to_nhwc_applies(x, s).

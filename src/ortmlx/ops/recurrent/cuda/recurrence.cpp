@@ -22,10 +22,9 @@ namespace ortmlx::ops {
 namespace {
 constexpr int kMaxSharedBytes = 48 * 1024;  // without opting the kernel in to more
 
-// Opt-in for now (ONNXRUNTIME_EP_MLX_RNN_KERNEL=1, read once): the kernel has run on the CPU
-// emulation (tests/ops/test_recurrent_cuda_emu.py) but not yet on a GPU.
+// On unless ONNXRUNTIME_EP_MLX_RNN_KERNEL=0 (read once).
 bool enabled() {
-  static const bool on = opted_in("ONNXRUNTIME_EP_MLX_RNN_KERNEL");
+  static const bool on = kernel_enabled("ONNXRUNTIME_EP_MLX_RNN_KERNEL");
   return on;
 }
 }  // namespace

@@ -1,5 +1,5 @@
 // The time loop of one direction of LSTM or GRU as one CUDA kernel (kernels.cu), for the CUDA
-// flavour on sm_90 devices; opt-in (ONNXRUNTIME_EP_MLX_RNN_KERNEL=1) until it has run on a GPU.
+// flavour on sm_90 devices (on unless ONNXRUNTIME_EP_MLX_RNN_KERNEL=0).
 // Elsewhere it reports itself unavailable and ops/recurrent.cpp unrolls the loop into MLX ops.
 #pragma once
 
