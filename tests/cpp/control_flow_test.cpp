@@ -8,64 +8,14 @@
 #include <mlx/ops.h>
 
 #include "ortmlx/engine/executor.h"
-#include "ortmlx/engine/mlx_thread.h"
 #include "ortmlx/engine/plan.h"
+#include "plan_builder.h"
 
 namespace ortmlx {
 namespace {
 
 namespace mx = mlx::core;
-
-TensorInfo info(ElemType t, std::vector<int64_t> shape) {
-  TensorInfo i;
-  i.dtype = t;
-  i.has_shape = true;
-  i.shape = std::move(shape);
-  return i;
-}
-
-struct Builder {
-  GraphView g;
-  void input(const std::string& name, TensorInfo i) {
-    g.graph_inputs.push_back(name);
-    g.value_infos[name] = std::move(i);
-  }
-  void constant(const std::string& name, ElemType t, const void* data, size_t bytes,
-                std::vector<int64_t> shape) {
-    auto c = std::make_shared<ConstTensor>();
-    c->dtype = t;
-    c->shape = shape;
-    c->bytes.resize(bytes);
-    std::memcpy(c->bytes.data(), data, bytes);
-    g.constants[name] = c;
-    g.constant_names[name] = info(t, shape);
-    g.value_infos[name] = info(t, shape);
-  }
-  NodeView& node(const std::string& name, const std::string& op, std::vector<std::string> in,
-                 std::vector<std::string> out, ElemType out_type = ElemType::kFloat) {
-    NodeView n;
-    n.index = g.nodes.size();
-    n.name = name;
-    n.op_type = op;
-    n.since_version = 21;
-    n.inputs = std::move(in);
-    n.outputs = std::move(out);
-    for (const auto& o : n.outputs) g.value_infos[o] = info(out_type, {-1});
-    g.nodes.push_back(std::move(n));
-    return g.nodes.back();
-  }
-};
-
-template <typename F>
-auto on_mlx(F&& f) {
-  return MlxThread::get().run(std::forward<F>(f));
-}
-
-std::vector<float> values(const mx::array& a) {
-  std::vector<float> v(a.size());
-  std::memcpy(v.data(), a.data<float>(), a.nbytes());
-  return v;
-}
+using namespace ortmlx::testing;
 
 // out = If(c) then x + y (both outer scope) else -x; `c` a graph input or a constant.
 std::shared_ptr<Plan> if_plan(std::optional<bool> constant_cond) {
@@ -180,15 +130,22 @@ TEST(ControlFlow, TripCountPastTheUnrollLimitRunsEagerly) {
 
 TEST(ControlFlow, ErrorsNameTheBodyNode) {
   on_mlx([] {
-    Executor ex(if_plan(std::nullopt), {false, 4});
-    try {
-      // x and y of shapes that do not broadcast: the then branch's Add fails.
-      ex.run({mx::array({1.f, 2.f, 3.f}), mx::array({1.f, 2.f}), mx::array(true)});
-      FAIL() << "expected an error";
-    } catch (const NodeError& e) {
-      const std::string msg = e.what();
-      EXPECT_NE(msg.find("node 'if' (If)"), std::string::npos) << msg;
-      EXPECT_NE(msg.find("node 'then/add' (Add)"), std::string::npos) << msg;
+    // Eager, and with compilation on: the branch then runs as a compiled segment.
+    for (bool compile : {false, true}) {
+      Executor ex(if_plan(std::nullopt), {compile, 4});
+      try {
+        // x and y of shapes that do not broadcast: the then branch's Add fails.
+        ex.run({mx::array({1.f, 2.f, 3.f}), mx::array({1.f, 2.f}), mx::array(true)});
+        FAIL() << "expected an error";
+      } catch (const NodeError& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("node 'if' (If)"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("node 'then/add' (Add)"), std::string::npos) << msg;
+      }
+      // The input was at fault: the next run works.
+      RunResult r =
+          ex.run({mx::array({1.f, 2.f, 3.f}), mx::array({1.f, 2.f, 3.f}), mx::array(true)});
+      EXPECT_EQ(values(r.outputs[0]), (std::vector<float>{2.f, 4.f, 6.f}));
     }
   });
 }

@@ -107,6 +107,7 @@ void SessionReport::record_run(const std::string& fused_name, const RunRecord& r
     return;
   }
   counters_[run.compiled ? "compute.compiled" : "compute.eager"] += 1;
+  if (run.segment_calls) counters_["eager.segment"] += static_cast<int64_t>(run.segment_calls);
   counters_["input.wrap"] += static_cast<int64_t>(run.inputs_wrapped);
   counters_["input.copy"] += static_cast<int64_t>(run.inputs_copied);
   counters_["input.wrap_bytes"] += static_cast<int64_t>(run.bytes_wrapped);

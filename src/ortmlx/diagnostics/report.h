@@ -37,6 +37,7 @@ struct RunRecord {
   bool fallback = false;  // compiled path failed, eager produced the outputs
   size_t evictions = 0;
   size_t cache_entries = 0;  // compiled functions held by the fused node after the run
+  size_t segment_calls = 0;  // eager run: compiled segments called (engine/segments.h)
   double translate_s = 0, compile_s = 0, eval_s = 0, copy_s = 0;
   double queue_s = 0;         // waiting for the MLX thread (other sessions' work, hand-off)
   double total_s = 0;         // wall time of the Compute call (includes waiting for MLX)

@@ -127,11 +127,19 @@ ExecConfig ExecConfig::from(const EpOptions& options) {
   // backend it is graph-dependent (bench/results/engine.md): arithmetic chains 1.4x faster than
   // eager, transcendental-bound chains 0.75x (scalar JIT kernels): compile_fuse=0 for those.
   c.fuse = options.compile_fuse.value_or(true);
+  const char* segments = std::getenv("ONNXRUNTIME_EP_MLX_EAGER_SEGMENTS");
+  c.segments = segments == nullptr || parse_flag(segments);
   return c;
 }
 
 Executor::Executor(std::shared_ptr<const Plan> plan, ExecConfig config)
-    : plan_(std::move(plan)), config_(config), cache_(config.cache_size) {
+    : plan_(std::move(plan)),
+      config_(config),
+      cache_(config.cache_size),
+      segments_(config.compile && config.segments
+                    ? std::make_unique<SegmentStore>(config.cache_size, config.fuse)
+                    : nullptr),
+      segments_enabled_(segments_ != nullptr) {
   output_producers_.assign(plan_->output_names.size(), nullptr);
   for (size_t i = 0; i < plan_->output_names.size(); ++i)
     for (const auto& node : plan_->nodes)
@@ -211,15 +219,21 @@ std::vector<mx::array> Executor::trace(const std::vector<mx::array>& inputs,
                     std::to_string(inputs.size()));
   TranslationContext ctx(plan);
   ctx.set_compiling(compiling);
+  SegmentStore* segments = compiling || !segments_enabled_ ? nullptr : segments_.get();
+  ctx.set_segments(segments);
   for (size_t i = 0; i < inputs.size(); ++i) ctx.bind(plan.input_names[i], inputs[i]);
-  for (const auto& node : plan.nodes) {
+  // Elementwise nodes on NCHW views of channels-last data run channels-last (layout.h).
+  const bool layout = plan.options.fast_patterns.value_or(true);
+  const SegmentStore::NodeFn translate_node = [layout](TranslationContext& c,
+                                                       const NodeDesc& node) {
+    if (!(layout && translate_channels_last(c, node))) node.entry->translate(c, node);
+  };
+  const SegmentStore::NodeFn run_node = [&](TranslationContext& c, const NodeDesc& node) {
     const double start_us = sink ? TraceSink::now_us() : 0.0;
     try {
-      // Elementwise nodes on NCHW views of channels-last data run channels-last (layout.h).
-      if (!(plan.options.fast_patterns.value_or(true) && translate_channels_last(ctx, node)))
-        node.entry->translate(ctx, node);
+      translate_node(c, node);
       for (size_t i = 0; i < node.outputs.size(); ++i)
-        if (!node.outputs[i].empty() && !ctx.has(node.outputs[i]))
+        if (!node.outputs[i].empty() && !c.has(node.outputs[i]))
           throw std::runtime_error("translator did not produce output '" + node.outputs[i] + "'");
     } catch (const NodeError&) {
       throw;
@@ -228,11 +242,17 @@ std::vector<mx::array> Executor::trace(const std::vector<mx::array>& inputs,
     } catch (const std::exception& e) {
       throw NodeError(node.label() + ": " + e.what());
     }
-    if (sink) trace_node(*sink, node, ctx, start_us);
-    if (produced)
+    if (sink) trace_node(*sink, node, c, start_us);
+  };
+  if (segments)
+    segments->translate(ctx, plan, run_node, translate_node);
+  else
+    for (const auto& node : plan.nodes) run_node(ctx, node);
+  // Values inside a compiled segment that nothing after it reads are not bound: not listed.
+  if (produced)
+    for (const auto& node : plan.nodes)
       for (const auto& out : node.outputs)
-        if (!out.empty()) produced->emplace_back(&node, ctx.resolve(out));
-  }
+        if (auto v = out.empty() ? std::nullopt : ctx.bound(out)) produced->emplace_back(&node, *v);
   std::vector<mx::array> outputs;
   outputs.reserve(plan.output_names.size());
   for (size_t i = 0; i < plan.output_names.size(); ++i) {
@@ -253,6 +273,43 @@ std::vector<mx::array> Executor::trace(const std::vector<mx::array>& inputs,
 }
 
 RunResult Executor::run_eager(const std::vector<mx::array>& inputs, TraceSink* sink) {
+  if (!segments_enabled_) return run_eager_once(inputs, sink);
+  std::string failure;
+  bool memory = false;
+  try {
+    RunResult r = run_eager_once(inputs, sink);
+    r.stats.segment_calls = segments_->take_calls();
+    return r;
+  } catch (const OutOfMemoryError&) {
+    memory = true;
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  segments_->take_calls();
+  // Without segments. Memory is not the segments' fault, but the error then names the node that
+  // builds the tensor (a segment's inner values are not listed). Otherwise, if this run fails too,
+  // the input is at fault and its error is the answer.
+  segments_enabled_ = false;
+  RunResult r;
+  try {
+    r = run_eager_once(inputs, sink);
+  } catch (...) {
+    segments_enabled_ = true;
+    throw;
+  }
+  if (memory) {
+    segments_enabled_ = true;
+    return r;
+  }
+  segments_.reset();
+  std::cerr << "[ortmlx] fused node '" << plan_->name
+            << "': compiled segments of the eager run failed, running every node on its own from "
+               "now on: "
+            << failure << std::endl;
+  return r;
+}
+
+RunResult Executor::run_eager_once(const std::vector<mx::array>& inputs, TraceSink* sink) {
   RunResult r;
   std::vector<std::pair<const NodeDesc*, mx::array>> produced;
   std::vector<TranslationContext::Check> checks;

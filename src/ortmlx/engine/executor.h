@@ -8,7 +8,10 @@
 // run fails too, its error is reported and compilation stays on (bad input is not a compile
 // problem).
 // Eager path (ONNXRUNTIME_EP_MLX_NO_COMPILE / NO_GENERAL_COMPILE, or after a fallback): every run
-// translates each node through a TranslationContext, then evaluates.
+// translates each node through a TranslationContext, then evaluates. Where compilation is on but
+// the plan cannot be traced whole (it reads runtime values on the host), the runs of nodes between
+// those reads are compiled segments (engine/segments.h); a run that fails with segments and
+// succeeds without them switches them off for the plan (logged once on stderr).
 // Runtime checks (TranslationContext::require): each check is one bool computed in the graph; the
 // executor evaluates them with the outputs (one stacked array, an extra output of the compiled
 // function) and throws NodeError naming the node when one is false. A failed check is the input's
@@ -35,6 +38,7 @@
 #include "ortmlx/engine/compile_cache.h"
 #include "ortmlx/engine/footprint.h"
 #include "ortmlx/engine/plan.h"
+#include "ortmlx/engine/segments.h"
 #include "ortmlx/engine/translation_context.h"
 
 namespace ortmlx {
@@ -62,6 +66,8 @@ struct ExecConfig {
   bool compile = true;     // use the shape-keyed compiled path
   size_t cache_size = 16;  // compiled functions kept (LRU)
   bool fuse = true;        // let mlx::compile generate fused kernels
+  // compiled segments in eager runs (engine/segments.h; ONNXRUNTIME_EP_MLX_EAGER_SEGMENTS=0: off)
+  bool segments = true;
   // From the session's options; `fuse` auto-resolves against MLX's default device.
   static ExecConfig from(const EpOptions& options);
 };
@@ -77,6 +83,7 @@ struct RunStats {
   double translate_s = 0;    // graph build: eager translation, or compiled replay
   double compile_s = 0;      // trace + mlx::compile (first call of a compiled function)
   double eval_s = 0;         // mlx::eval of the outputs
+  size_t segment_calls = 0;  // eager run: compiled segments called (engine/segments.h)
 };
 
 struct RunResult {
@@ -115,7 +122,10 @@ class Executor {
   const CompileCache& cache() const { return cache_; }
 
  private:
+  // The eager run: with compiled segments where they are on; a failure with them is retried
+  // without, and switches them off when that succeeds.
   RunResult run_eager(const std::vector<mlx::core::array>& inputs, TraceSink* sink);
+  RunResult run_eager_once(const std::vector<mlx::core::array>& inputs, TraceSink* sink);
   // False (with `failure` set) when the compiled path could not produce the outputs;
   // `out_of_memory` tells that memory, not compilation, was the reason.
   bool run_compiled(const std::vector<mlx::core::array>& inputs, TraceSink* sink, RunResult& r,
@@ -133,7 +143,10 @@ class Executor {
   CompileCache cache_;
   bool compile_disabled_ = false;
   std::string disabled_reason_;
-  bool not_compilable_ = false;        // the last compiled attempt failed with NotCompilable
+  bool not_compilable_ = false;  // the last compiled attempt failed with NotCompilable
+  // Compiled segments of eager runs: on where compilation is (mutable: trace() is const).
+  std::unique_ptr<SegmentStore> segments_;
+  bool segments_enabled_ = false;
   TraceSink* current_sink_ = nullptr;  // sink of the run in progress (read by compiled traces)
   // The node that produces each fused output (null for a fused input passed through).
   std::vector<const NodeDesc*> output_producers_;

@@ -4,6 +4,8 @@
 
 #include <mlx/transforms.h>
 
+#include "ortmlx/engine/segments.h"
+
 namespace ortmlx {
 
 namespace mx = mlx::core;
@@ -14,13 +16,39 @@ TranslationContext::TranslationContext(const Plan& plan, mx::StreamOrDevice stre
 TranslationContext::TranslationContext(const Plan& body, TranslationContext& enclosing)
     : plan_(body), stream_(enclosing.stream_), enclosing_(&enclosing), root_(enclosing.root_) {}
 
+TranslationContext::TranslationContext(const Plan& plan, const TranslationContext& eager, Sealed)
+    : plan_(plan), stream_(eager.stream_), enclosing_(&eager), sealed_(true), compiling_(true) {}
+
 mx::array TranslationContext::resolve(const std::string& name) const {
   auto it = values_.find(name);
   if (it != values_.end()) return it->second;
   auto c = plan_.constant_arrays.find(name);
   if (c != plan_.constant_arrays.end()) return c->second;
-  if (enclosing_) return enclosing_->resolve(name);
+  if (enclosing_) return sealed_ ? enclosing_->resolve_constant(name) : enclosing_->resolve(name);
   throw std::runtime_error("value '" + name + "' is not available in fused node " + plan_.name);
+}
+
+mx::array TranslationContext::resolve_constant(const std::string& name) const {
+  // A value bound in a scope shadows the constants of the scopes around it.
+  if (values_.count(name))
+    throw std::runtime_error("value '" + name +
+                             "' is a runtime value that the compiled segment does not take");
+  auto c = plan_.constant_arrays.find(name);
+  if (c != plan_.constant_arrays.end()) return c->second;
+  if (enclosing_) return enclosing_->resolve_constant(name);
+  throw std::runtime_error("value '" + name + "' is not available in fused node " + plan_.name);
+}
+
+bool TranslationContext::has_constant(const std::string& name) const {
+  if (values_.count(name)) return false;
+  return plan_.constant_arrays.count(name) || (enclosing_ && enclosing_->has_constant(name));
+}
+
+std::optional<mx::array> TranslationContext::runtime_value(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it != values_.end()) return it->second;
+  if (plan_.constant_arrays.count(name)) return std::nullopt;
+  return enclosing_ && !sealed_ ? enclosing_->runtime_value(name) : std::nullopt;
 }
 
 mx::array TranslationContext::input(const NodeDesc& node, size_t i) const {
@@ -31,7 +59,7 @@ mx::array TranslationContext::input(const NodeDesc& node, size_t i) const {
 
 bool TranslationContext::has(const std::string& name) const {
   return values_.count(name) || plan_.constant_arrays.count(name) ||
-         (enclosing_ && enclosing_->has(name));
+         (enclosing_ && (sealed_ ? enclosing_->has_constant(name) : enclosing_->has(name)));
 }
 
 void TranslationContext::bind(const std::string& name, mx::array value) {
@@ -80,6 +108,15 @@ void TranslationContext::mark_fast(const NodeDesc& node, std::string label) {
   root_->marks_.push_back({node.name, std::move(label), true});
 }
 
+void TranslationContext::add_marks(const std::vector<PathMark>& marks) {
+  root_->marks_.insert(root_->marks_.end(), marks.begin(), marks.end());
+}
+
+void TranslationContext::add_check(Check check, mx::array ok) {
+  root_->check_values_.push_back(std::move(ok));
+  root_->checks_.push_back(std::move(check));
+}
+
 void TranslationContext::mark_composed(const NodeDesc& node, std::string reason) {
   root_->marks_.push_back({node.name, std::move(reason), false});
 }
@@ -117,18 +154,25 @@ std::vector<mx::array> translate_body(TranslationContext& enclosing, const Plan&
                              std::to_string(inputs.size()));
   TranslationContext ctx(body, enclosing);
   for (size_t i = 0; i < inputs.size(); ++i) ctx.bind(body.input_names[i], inputs[i]);
-  for (const auto& node : body.nodes) {
+  const SegmentStore::NodeFn translate_node = [](TranslationContext& c, const NodeDesc& node) {
+    node.entry->translate(c, node);
+  };
+  const SegmentStore::NodeFn run_node = [](TranslationContext& c, const NodeDesc& node) {
     try {
-      node.entry->translate(ctx, node);
+      node.entry->translate(c, node);
       for (const auto& out : node.outputs)
-        if (!out.empty() && !ctx.has(out))
+        if (!out.empty() && !c.has(out))
           throw std::runtime_error("translator did not produce output '" + out + "'");
     } catch (const NotCompilable& e) {
       throw NotCompilable(node.label() + ": " + e.what());
     } catch (const std::exception& e) {
       throw std::runtime_error(node.label() + ": " + e.what());
     }
-  }
+  };
+  if (SegmentStore* segments = ctx.segments())
+    segments->translate(ctx, body, run_node, translate_node);
+  else
+    for (const auto& node : body.nodes) run_node(ctx, node);
   std::vector<mx::array> outputs;
   outputs.reserve(body.output_names.size());
   for (const auto& name : body.output_names) outputs.push_back(ctx.resolve(name));

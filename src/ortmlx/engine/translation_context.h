@@ -23,6 +23,8 @@ class NotCompilable : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+class SegmentStore;
+
 class TranslationContext {
  public:
   TranslationContext(const Plan& plan, mlx::core::StreamOrDevice stream = {});
@@ -30,6 +32,12 @@ class TranslationContext {
   // the enclosing scopes (outer-scope values); runtime checks and path marks go to the outermost
   // context, which the executor reads.
   TranslationContext(const Plan& body, TranslationContext& enclosing);
+  // A compiled segment of `plan` inside the eager scope `eager` (engine/segments.h): a root of
+  // its own (compiling, its own path marks and checks) that takes constants from the enclosing
+  // scopes but never their runtime values, which a compiled function would keep as constants:
+  // the segment binds those it reads as its inputs, and resolving any other throws.
+  struct Sealed {};
+  TranslationContext(const Plan& plan, const TranslationContext& eager, Sealed);
   TranslationContext(const TranslationContext&) = delete;
   TranslationContext& operator=(const TranslationContext&) = delete;
 
@@ -38,6 +46,9 @@ class TranslationContext {
   // Input i of a node; throws with the node's label when absent.
   mlx::core::array input(const NodeDesc& node, size_t i) const;
   bool has(const std::string& name) const;
+  // The runtime value `name` resolves to (bound in this scope or an enclosing one), or nothing
+  // when it resolves to a constant or to nothing.
+  std::optional<mlx::core::array> runtime_value(const std::string& name) const;
   void bind(const std::string& name, mlx::core::array value);
   // The value bound to `name` by bind() (not a constant's), and its removal: for passes that
   // rebind a node's inputs around its translation (engine/layout.h).
@@ -66,6 +77,11 @@ class TranslationContext {
   bool compiling() const { return root_->compiling_; }
   void set_compiling(bool compiling) { root_->compiling_ = compiling; }
 
+  // The compiled segments of eager translation (engine/segments.h), set on the root by the
+  // executor; null: every node translates on its own.
+  SegmentStore* segments() const { return root_->compiling_ ? nullptr : root_->segments_; }
+  void set_segments(SegmentStore* store) { root_->segments_ = store; }
+
   // Records that a fused fast path ran (e.g. "onnax GEMM attention VJP"); read by diagnostics.
   void mark_fast(const NodeDesc& node, std::string label);
   // Records that a composed fallback ran where a fast path exists, with the reason.
@@ -76,6 +92,8 @@ class TranslationContext {
     bool fast;
   };
   const std::vector<PathMark>& path_marks() const { return root_->marks_; }
+  // Marks recorded when a compiled segment was traced, replayed by each call of it.
+  void add_marks(const std::vector<PathMark>& marks);
 
   // Records a runtime check: every element of `ok` (any shape and dtype; nonzero = true) must
   // hold on the live inputs, or the run fails with `message` after node's label. The check is
@@ -91,6 +109,8 @@ class TranslationContext {
   const std::vector<Check>& checks() const { return root_->checks_; }
   // One boolean scalar per check, in checks() order.
   const std::vector<mlx::core::array>& check_values() const { return root_->check_values_; }
+  // A check a compiled segment computed: its recorded node label and message, `ok` one bool.
+  void add_check(Check check, mlx::core::array ok);
 
   // Small helpers translators share.
   mlx::core::array reshape(const mlx::core::array& a, const mlx::core::Shape& shape) const;
@@ -101,8 +121,14 @@ class TranslationContext {
  private:
   const Plan& plan_;
   mlx::core::StreamOrDevice stream_;
+  // Constants (and, unless sealed_, values) not bound here resolve in the enclosing scopes.
+  mlx::core::array resolve_constant(const std::string& name) const;
+  bool has_constant(const std::string& name) const;
+
   const TranslationContext* enclosing_ = nullptr;  // null for the fused node's own scope
   TranslationContext* root_ = this;
+  bool sealed_ = false;  // a compiled segment: enclosing scopes give constants only
+  SegmentStore* segments_ = nullptr;
   std::map<std::string, mlx::core::array> values_;
   std::vector<PathMark> marks_;
   std::vector<Check> checks_;

@@ -285,6 +285,7 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
   rec.cache = cache_outcome_name(stats.cache);
   rec.fallback = stats.fallback;
   rec.cache_entries = stats.cache_entries;
+  rec.segment_calls = stats.segment_calls;
   rec.translate_s = stats.translate_s;
   rec.compile_s = stats.compile_s;
   rec.eval_s = stats.eval_s;
@@ -298,6 +299,7 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
         .add("cache", stats.compiled || stats.fallback ? cache_outcome_name(stats.cache) : "EAGER")
         .add("shape_key", stats.shape_key)
         .add("shape_keyed", plan.shape_keyed)
+        .add("segment_calls", stats.segment_calls)
         .add("queue_us", queue_us)
         .add("session", ep_.session_id());
     if (stats.fallback) args.add("fallback", stats.fallback_reason);
