@@ -530,3 +530,35 @@ def test_matmul_add_mlx_addmm(a_shape, b_shape, rng, monkeypatch):
     model = matmul_add(a_shape, b_shape, (b_shape[-1],))
     report = run_pattern(model, {"a": random_array(rng, a_shape)})
     assert taken(report, "matmul_add") == 1 and MM_ADD_PATH in report.paths()
+
+
+@pytest.mark.parametrize("chain", [False, True])
+def test_fast_layer_norm_after_a_residual_add(chain, rng):
+    """x = a + r (a residual connection) feeding a LayerNorm: the row shift then comes from a and
+    r's first elements (fusable with the Add); the same float32 values as shifting by x's own
+    first element, so rows near 1000 stay accurate, and x itself, a second output, is a + r
+    exactly. Reference: float64 numpy on x."""
+    shape = (3, 5, 64)
+    inner = layer_norm_chain(shape) if chain else layer_norm_op(shape)
+    g = inner.graph
+    add = h.make_node("Add", ["a", "r"], ["x"], name="residual")
+    ins = [h.make_tensor_value_info(n, T.FLOAT, list(shape)) for n in ("a", "r")]
+    outs = list(g.output) + [h.make_tensor_value_info("x", T.FLOAT, list(shape))]
+    model = make_model(h.make_graph([add, *g.node], "g", ins, outs, list(g.initializer)), opset=17)
+    a = (1000.0 + random_array(rng, shape, low=-0.05, high=0.05)).astype(np.float32)
+    r = random_array(rng, shape, low=-0.05, high=0.05)
+    run = EpRun(model, provider_options={"fast_patterns": "1"}, strict=True, optimization_level=OFF)
+    try:
+        got_y, got_x = run.run({"a": a, "r": r})
+        paths = run.report().paths()
+    finally:
+        run.close()
+    assert (LN_PATH if chain else "LayerNormalization -> mlx::fast::layer_norm") in paths
+    np.testing.assert_array_equal(got_x, a + r)
+    inits = {t.name: onnx.numpy_helper.to_array(t).astype(np.float64) for t in g.initializer}
+    x64 = (a + r).astype(np.float64)
+    mu = x64.mean(-1, keepdims=True)
+    var = ((x64 - mu) ** 2).mean(-1, keepdims=True)
+    want = (x64 - mu) / np.sqrt(var + 1e-5) * inits["gamma" if chain else "scale"] + \
+        inits["beta" if chain else "bias"]
+    np.testing.assert_allclose(got_y, want, rtol=1e-5, atol=1e-5)
