@@ -1,7 +1,8 @@
 // Compiled segments of eager runs (engine/segments.h): the nodes around a host read compile, a
 // node whose trace fails runs on its own, a segment takes the runtime values of enclosing scopes
 // as inputs (never as constants of its compiled function), runtime checks inside segments raise
-// naming their node, and the switch turns segments off.
+// naming their node, a segment meeting more shapes than its cache keeps goes node by node, and
+// the switch turns segments off.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -84,6 +85,21 @@ TEST(Segments, NodesAroundAHostReadRunAsCompiledSegments) {
       std::vector<float> want;
       for (float v : x) want.push_back(std::tanh(std::exp(v) + std::exp(x[0])));
       expect_near(values(r.outputs[0]), want);
+    }
+  });
+}
+
+TEST(Segments, MoreShapesThanTheCacheKeepsRunNodeByNode) {
+  on_mlx([] {
+    OpRegistry reg = registry();
+    Executor ex(around_plan(reg, "Exp", "AddFirst", "Tanh"), {true, 2});  // 2 shape keys kept
+    for (int n = 1; n <= 5; ++n) {
+      std::vector<float> x(static_cast<size_t>(n), 0.5f);
+      RunResult r = ex.run({vec(x)});
+      // The third shape is one more than the cache keeps: both segments go node by node.
+      EXPECT_EQ(r.stats.segment_calls, n <= 2 ? 2u : 0u) << n;
+      expect_near(values(r.outputs[0]),
+                  std::vector<float>(x.size(), std::tanh(2.f * std::exp(0.5f))));
     }
   });
 }

@@ -27,7 +27,8 @@ void add_reads(const NodeDesc& node, std::set<std::string>& out) {
 struct SegmentStore::PlanSegments {
   struct Segment {
     size_t begin = 0, end = 0;           // nodes [begin, end)
-    bool compiled = false;               // false: one node, translated on its own
+    bool compiled = false;               // false: its nodes translated one by one
+    size_t misses = 0;                   // shape keys traced
     std::vector<std::string> reads;      // values from outside the segment, first use first
     std::vector<std::string> live_outs;  // values it produces that are read after it
     std::unique_ptr<CompileCache> cache;
@@ -110,6 +111,13 @@ void SegmentStore::translate(TranslationContext& ctx, const Plan& plan, const No
       }
     const std::string key = shape_key(inputs);
     CompiledFn* fn = seg.cache->find(key);
+    if (!fn && ++seg.misses > cache_size_) {
+      // More shapes than the LRU keeps (data-dependent sizes, a sequence growing over a long
+      // Loop): every call would trace and compile. Its nodes run one by one from now on.
+      seg.compiled = false;
+      seg.cache.reset();
+      continue;
+    }
     if (!fn) {
       const size_t begin = seg.begin, end = seg.end;
       const std::vector<std::string> live_outs = seg.live_outs;

@@ -9,7 +9,9 @@
 // that later nodes, their bodies or the plan's outputs read. Control-flow nodes are never inside a
 // segment (their bodies, translated eagerly, get segments of their own). A node whose trace fails
 // (it reads a host value, or raises on its input) is split out of its segment and from then on
-// translates on its own, where it raises its error as in a plain eager run.
+// translates on its own, where it raises its error as in a plain eager run. A segment that meets
+// more shape keys than its LRU keeps (data-dependent sizes) would trace on every call: its nodes
+// then run one by one.
 //
 // Not thread-safe: used on the MLX thread only, like the executor that owns it.
 #pragma once
