@@ -534,9 +534,8 @@ def test_matmul_add_mlx_addmm(a_shape, b_shape, rng, monkeypatch):
 
 @pytest.mark.parametrize("chain", [False, True])
 def test_fast_layer_norm_after_a_residual_add(chain, rng):
-    """x = a + r (a residual connection) feeding a LayerNorm: the row shift then comes from a and
-    r's first elements (fusable with the Add); the same float32 values as shifting by x's own
-    first element, so rows near 1000 stay accurate, and x itself, a second output, is a + r
+    """x = a + r (a residual connection, as in every transformer block) feeding a LayerNorm, with x
+    also an output: the fast path's row shift keeps rows near 1000 accurate, and x itself is a + r
     exactly. Reference: float64 numpy on x."""
     shape = (3, 5, 64)
     inner = layer_norm_chain(shape) if chain else layer_norm_op(shape)

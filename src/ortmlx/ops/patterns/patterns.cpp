@@ -28,12 +28,10 @@
 #include <cmath>
 #include <optional>
 #include <set>
-#include <string_view>
 #include <utility>
 #include <vector>
 
 #include <mlx/fast.h>
-#include <mlx/primitives.h>
 
 #include "ortmlx/ops/common.h"
 #include "ortmlx/ops/elementwise.h"
@@ -437,10 +435,9 @@ bool layer_norm_chain(TranslationContext& ctx, const NodeDesc& n) {
   if (x.dtype() != mx::float32 || x.ndim() < 1 || x.shape(-1) == 0 ||
       !fits_last_axis(ctx, n, 1, x) || !fits_last_axis(ctx, n, 2, x))
     return false;
-  ctx.bind_output(
-      n, 0,
-      shifted_fast_layer_norm(x, optional_input(ctx, n, 1), optional_input(ctx, n, 2),
-                              n.attr_float("epsilon", 0.0f), ctx.compiling(), ctx.stream()));
+  ctx.bind_output(n, 0,
+                  shifted_fast_layer_norm(x, optional_input(ctx, n, 1), optional_input(ctx, n, 2),
+                                          n.attr_float("epsilon", 0.0f), ctx.stream()));
   ctx.mark_fast(n, "LayerNorm chain -> mlx::fast::layer_norm");
   return true;
 }
@@ -609,30 +606,11 @@ std::shared_ptr<const OpEntry> make_entry(const std::string& pattern,
 }  // namespace
 
 mx::array shifted_fast_layer_norm(const mx::array& x, const std::optional<mx::array>& w,
-                                  const std::optional<mx::array>& b, float eps, bool fusable,
+                                  const std::optional<mx::array>& b, float eps,
                                   mx::StreamOrDevice s) {
   mx::Shape stop = x.shape();
   stop.back() = 1;
-  const mx::Shape start(x.ndim(), 0);
-  // Each row's first element. Slicing x needs x written out first: one kernel for the Add that
-  // makes x (a residual connection), one for the shift. Where x is such an Add of two float32
-  // arrays of its shape, the pivot is the same Add of their first elements, broadcast to x's
-  // shape: the same float32 values, and every op elementwise over one shape, which mlx::compile
-  // fuses into one kernel writing x and the shifted rows.
-  if (fusable && x.has_primitive() && std::string_view(x.primitive().name()) == "Add" &&
-      x.inputs().size() == 2) {
-    const mx::array& a = x.inputs()[0];
-    const mx::array& c = x.inputs()[1];
-    if (a.shape() == x.shape() && c.shape() == x.shape() && a.dtype() == mx::float32 &&
-        c.dtype() == mx::float32) {
-      auto first = [&](const mx::array& v) {
-        return mx::broadcast_to(mx::slice(v, start, stop, s), x.shape(), s);
-      };
-      const mx::array pivot = mx::add(first(a), first(c), s);
-      return mx::fast::layer_norm(mx::subtract(x, pivot, s), w, b, eps, s);
-    }
-  }
-  const mx::array pivot = mx::slice(x, start, stop, s);
+  const mx::array pivot = mx::slice(x, mx::Shape(x.ndim(), 0), stop, s);
   return mx::fast::layer_norm(mx::subtract(x, pivot, s), w, b, eps, s);
 }
 

@@ -44,12 +44,11 @@ bool fast_layer_norm_op_enabled(const EpOptions& options);
 // mx::fast::layer_norm over the last axis of float32 x, on rows shifted by their first element
 // first. LayerNorm is shift-invariant, and the shift keeps the fused kernel's plain float32 mean
 // from losing the spread of rows far from zero (a row near 1000 with spread 0.1 lost 1e-2
-// absolute unshifted, like ORT's CPU kernel; 5e-7 shifted). One elementwise op more, which
-// `fusable` (the graph is traced for mlx::compile) lets fuse with a residual Add that makes x.
+// absolute unshifted, like ORT's CPU kernel; 5e-7 shifted). One elementwise op more.
 mlx::core::array shifted_fast_layer_norm(const mlx::core::array& x,
                                          const std::optional<mlx::core::array>& w,
                                          const std::optional<mlx::core::array>& b, float eps,
-                                         bool fusable, mlx::core::StreamOrDevice s);
+                                         mlx::core::StreamOrDevice s);
 
 // Rewrites plan.nodes in place; returns the number of chains replaced, by pattern name
 // ("layer_norm", "rms_norm", "gelu_erf", "gelu_tanh", "attention", "matmul_add",
