@@ -82,31 +82,6 @@ TEST(ControlFlow, ConstantConditionStaysCompiled) {
   });
 }
 
-// Loop(M constant, no condition): x_{i+1} = x_i * w (w from the outer scope); scan output x_{i+1}.
-std::shared_ptr<Plan> loop_plan(int64_t trip) {
-  auto body = std::make_shared<GraphView>();
-  {
-    Builder b;
-    b.input("i", info(ElemType::kInt64, {}));
-    b.input("cond_in", info(ElemType::kBool, {}));
-    b.input("x_in", info(ElemType::kFloat, {2}));
-    b.g.value_infos["w"] = info(ElemType::kFloat, {2});
-    b.node("body/id", "Identity", {"cond_in"}, {"cond_out"}, ElemType::kBool);
-    b.node("body/mul", "Mul", {"x_in", "w"}, {"x_out"});
-    b.node("body/scan", "Identity", {"x_out"}, {"s"});
-    b.g.graph_outputs = {"cond_out", "x_out", "s"};
-    *body = std::move(b.g);
-  }
-  Builder b;
-  b.input("x", info(ElemType::kFloat, {2}));
-  b.input("w", info(ElemType::kFloat, {2}));
-  b.constant("M", ElemType::kInt64, &trip, sizeof(trip), {});
-  NodeView& n = b.node("loop", "Loop", {"M", "", "x"}, {"xf", "scan"});
-  n.has_subgraphs = true;
-  n.subgraphs["body"] = body;
-  return build_plan(b.g, "fused_loop", {"x", "w"}, {"xf", "scan"});
-}
-
 TEST(ControlFlow, ConstantTripCountUnrollsIntoTheCompiledGraph) {
   on_mlx([] {
     Executor ex(loop_plan(3), {true, 4});

@@ -22,11 +22,13 @@
 #include "ortmlx/engine/mlx_thread.h"
 #include "ortmlx/engine/options.h"
 #include "ortmlx/engine/plan.h"
+#include "plan_builder.h"
 
 namespace ortmlx {
 namespace {
 
 namespace mx = mlx::core;
+using ortmlx::testing::test_op;
 
 TensorInfo f32(std::vector<int64_t> shape) {
   TensorInfo t;
@@ -300,19 +302,10 @@ TEST(Engine, MlxDisableCompileMeansEager) {
 
 // Test ops: "NeedsData" reads its input's values (cannot be traced for compile); "Marked" records
 // a fast path; "EvalInside" evaluates an array while translating (forbidden under compile).
-OpEntry test_entry(const std::string& op, TranslateFn translate) {
-  OpEntry e;
-  e.domain = "test";
-  e.op_type = op;
-  e.claim = [](const ClaimContext&) { return ClaimResult::yes(); };
-  e.translate = std::move(translate);
-  return e;
-}
-
 OpRegistry test_registry() {
   OpRegistry reg;
   for (const auto& e : OpRegistry::global().entries()) reg.add(e);
-  OpEntry needs_data = test_entry("NeedsData", [](TranslationContext& ctx, const NodeDesc& n) {
+  OpEntry needs_data = test_op("NeedsData", [](TranslationContext& ctx, const NodeDesc& n) {
     if (ctx.compiling()) throw NotCompilable("needs the input's values on the host");
     mx::array x = ctx.input(n, 0);
     mx::eval(x);
@@ -320,19 +313,19 @@ OpRegistry test_registry() {
   });
   needs_data.shape_keyed = true;
   reg.add(needs_data);
-  reg.add(test_entry("Marked", [](TranslationContext& ctx, const NodeDesc& n) {
+  reg.add(test_op("Marked", [](TranslationContext& ctx, const NodeDesc& n) {
     ctx.mark_fast(n, "test_fast_kernel");
     ctx.mark_composed(n, "test composed reason");
     ctx.bind_output(n, 0, mx::negative(ctx.input(n, 0)));
   }));
   // Two runtime checks per node; the output stays memory-safe whatever the input.
-  reg.add(test_entry("Checked", [](TranslationContext& ctx, const NodeDesc& n) {
+  reg.add(test_op("Checked", [](TranslationContext& ctx, const NodeDesc& n) {
     mx::array x = ctx.input(n, 0);
     ctx.require(n, mx::less(x, mx::array(10.0f)), "x must be below 10");
     ctx.require(n, mx::greater(x, mx::array(-10.0f)), "x must be above -10");
     ctx.bind_output(n, 0, mx::add(x, mx::array(1.0f)));
   }));
-  reg.add(test_entry("EvalInside", [](TranslationContext& ctx, const NodeDesc& n) {
+  reg.add(test_op("EvalInside", [](TranslationContext& ctx, const NodeDesc& n) {
     mx::array y = mx::abs(ctx.input(n, 0));
     mx::eval(y);  // throws while tracing for compile
     ctx.bind_output(n, 0, y);

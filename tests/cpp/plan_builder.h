@@ -1,5 +1,6 @@
 // Helpers of the engine's C++ tests that build plans by hand: a graph builder (inputs, constants,
-// nodes that may hold subgraphs), tensor infos, reading float results, running on the MLX thread.
+// nodes that may hold subgraphs), tensor infos, reading float results, running on the MLX thread,
+// a Loop plan, and test ops.
 #pragma once
 
 #include <cstring>
@@ -12,6 +13,7 @@
 
 #include "ortmlx/engine/mlx_thread.h"
 #include "ortmlx/engine/plan.h"
+#include "ortmlx/registry/registry.h"
 
 namespace ortmlx::testing {
 
@@ -66,6 +68,41 @@ inline std::vector<float> values(const mx::array& a) {
   std::vector<float> v(a.size());
   std::memcpy(v.data(), a.data<float>(), a.nbytes());
   return v;
+}
+
+// Loop(M constant, no condition): x_{i+1} = x_i * w (w from the outer scope); scan output x_{i+1}.
+inline std::shared_ptr<Plan> loop_plan(int64_t trip) {
+  auto body = std::make_shared<GraphView>();
+  {
+    Builder b;
+    b.input("i", info(ElemType::kInt64, {}));
+    b.input("cond_in", info(ElemType::kBool, {}));
+    b.input("x_in", info(ElemType::kFloat, {2}));
+    b.g.value_infos["w"] = info(ElemType::kFloat, {2});
+    b.node("body/id", "Identity", {"cond_in"}, {"cond_out"}, ElemType::kBool);
+    b.node("body/mul", "Mul", {"x_in", "w"}, {"x_out"});
+    b.node("body/scan", "Identity", {"x_out"}, {"s"});
+    b.g.graph_outputs = {"cond_out", "x_out", "s"};
+    *body = std::move(b.g);
+  }
+  Builder b;
+  b.input("x", info(ElemType::kFloat, {2}));
+  b.input("w", info(ElemType::kFloat, {2}));
+  b.constant("M", ElemType::kInt64, &trip, sizeof(trip), {});
+  NodeView& n = b.node("loop", "Loop", {"M", "", "x"}, {"xf", "scan"});
+  n.has_subgraphs = true;
+  n.subgraphs["body"] = body;
+  return build_plan(b.g, "fused_loop", {"x", "w"}, {"xf", "scan"});
+}
+
+// A test op of domain "test" that every node claims.
+inline OpEntry test_op(const std::string& op, TranslateFn translate) {
+  OpEntry e;
+  e.domain = "test";
+  e.op_type = op;
+  e.claim = [](const ClaimContext&) { return ClaimResult::yes(); };
+  e.translate = std::move(translate);
+  return e;
 }
 
 }  // namespace ortmlx::testing

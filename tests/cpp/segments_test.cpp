@@ -20,15 +20,6 @@ namespace {
 namespace mx = mlx::core;
 using namespace ortmlx::testing;
 
-OpEntry test_op(const std::string& op, TranslateFn translate) {
-  OpEntry e;
-  e.domain = "test";
-  e.op_type = op;
-  e.claim = [](const ClaimContext&) { return ClaimResult::yes(); };
-  e.translate = std::move(translate);
-  return e;
-}
-
 // The global ops plus "AddFirst" (adds its input's first value, read on the host: it cannot be
 // traced) and "Checked" (a runtime check: every element below 10).
 OpRegistry registry() {
@@ -147,36 +138,9 @@ TEST(Segments, ChecksInsideSegmentsRaiseNamingTheirNode) {
   });
 }
 
-// Loop(300, no condition) past the unroll limit, so eager: x_{i+1} = x_i * w with w a runtime
-// input of the enclosing plan; scan output x_{i+1}.
-std::shared_ptr<Plan> eager_loop_plan() {
-  auto body = std::make_shared<GraphView>();
-  {
-    Builder b;
-    b.input("i", info(ElemType::kInt64, {}));
-    b.input("cond_in", info(ElemType::kBool, {}));
-    b.input("x_in", info(ElemType::kFloat, {2}));
-    b.g.value_infos["w"] = info(ElemType::kFloat, {2});
-    b.node("body/id", "Identity", {"cond_in"}, {"cond_out"}, ElemType::kBool);
-    b.node("body/mul", "Mul", {"x_in", "w"}, {"x_out"});
-    b.node("body/scan", "Identity", {"x_out"}, {"s"});
-    b.g.graph_outputs = {"cond_out", "x_out", "s"};
-    *body = std::move(b.g);
-  }
-  Builder b;
-  b.input("x", info(ElemType::kFloat, {2}));
-  b.input("w", info(ElemType::kFloat, {2}));
-  const int64_t trip = 300;
-  b.constant("M", ElemType::kInt64, &trip, sizeof(trip), {});
-  NodeView& n = b.node("loop", "Loop", {"M", "", "x"}, {"xf", "scan"});
-  n.has_subgraphs = true;
-  n.subgraphs["body"] = body;
-  return build_plan(b.g, "eager_loop", {"x", "w"}, {"xf", "scan"});
-}
-
 TEST(Segments, ABodySegmentTakesOuterRuntimeValuesAsInputs) {
   on_mlx([] {
-    Executor ex(eager_loop_plan(), {true, 4});
+    Executor ex(loop_plan(300), {true, 4});  // past the unroll limit: eager
     for (const auto& w : {std::vector<float>{1.f, -1.f}, std::vector<float>{0.5f, 2.f}}) {
       RunResult r = ex.run({vec({1.f, 1.f}), vec(w)});
       EXPECT_FALSE(r.stats.compiled);
