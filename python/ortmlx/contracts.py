@@ -268,12 +268,30 @@ def _body_nodes(rank, hq, hk, d, scale, causal, outputs, mask_kind, recompute):
     return b.nodes
 
 
+def _in_float32(nodes, inputs, outputs, io_type) -> list[onnx.NodeProto]:
+    """The float32 body wrapped for float16/bfloat16 tensors: its inputs Cast to float32 first
+    (exact), its outputs Cast back to `io_type` last (one rounding), float32 in between."""
+    renamed = {n: f"{n}_f32" for n in inputs}
+    for node in nodes:
+        node.input[:] = [renamed.get(n, n) for n in node.input]
+        node.output[:] = [renamed.get(n, f"{n}_f32" if n in outputs else n) for n in node.output]
+    head = [helper.make_node("Cast", [n], [renamed[n]], to=TensorProto.FLOAT) for n in inputs]
+    tail = [helper.make_node("Cast", [f"{n}_f32"], [n], to=io_type) for n in outputs]
+    return head + list(nodes) + tail
+
+
 def attention_vjp_function(name, rank, hq, hk, d, scale, causal, outputs, mask_kind,
-                           recompute=False, opset=21) -> onnx.FunctionProto:
-    """The model-local function (domain pkg.onnax) whose body is standard ONNX."""
+                           recompute=False, opset=21, io_type=TensorProto.FLOAT
+                           ) -> onnx.FunctionProto:
+    """The model-local function (domain pkg.onnax) whose body is standard ONNX. io_type FLOAT16
+    or BFLOAT16: tensors (and an additive mask) of that type, computed in float32."""
     inputs = ["Q", "K", "V"] + ([] if recompute else ["Y"]) + ["dY", "Mask"]
+    out_names = [OUTPUT_NAMES[o] for o in outputs]
     nodes = _body_nodes(rank, hq, hk, d, scale, causal, outputs, mask_kind, recompute)
-    return helper.make_function(DOMAIN, name, inputs, [OUTPUT_NAMES[o] for o in outputs], nodes,
+    if io_type != TensorProto.FLOAT:
+        floats = inputs if mask_kind == 2 else inputs[:-1]
+        nodes = _in_float32(nodes, floats, out_names, io_type)
+    return helper.make_function(DOMAIN, name, inputs, out_names, nodes,
                                 opset_imports=[helper.make_opsetid("", opset)])
 
 
@@ -284,7 +302,7 @@ def _tensor_shape(batch, seq, heads, d, rank):
 def attention_vjp_model(batch, sq, sk, hq, hk, d, rank=4, causal=False, mask_kind=0,
                         mask_shape=None, outputs=(0, 1, 2), recompute=False, scale=None,
                         fingerprint=None, dynamic_batch=False, name_override=None,
-                        dynamic_seq=False) -> onnx.ModelProto:
+                        dynamic_seq=False, dtype=np.float32) -> onnx.ModelProto:
     """A model with one AttentionVJP call node named "attention_vjp" plus its function.
 
     Graph inputs Q, K, V, [Y], dY, Mask; outputs the requested gradients (dQ, dK, dV in order).
@@ -292,8 +310,10 @@ def attention_vjp_model(batch, sq, sk, hq, hk, d, rank=4, causal=False, mask_kin
     (1, 1, sq, sk); a str entry is a symbolic dim). dynamic_batch / dynamic_seq declare those
     dims symbolic (B, Sq, Sk) on the tensor inputs and outputs. name_override replaces the
     contract name (for malformed names); the body still follows the given parameters.
-    The body handles any live B/Sq/Sk (including 0) and mask widths >= 1.
+    The body handles any live B/Sq/Sk (including 0) and mask widths >= 1. dtype float16 or
+    ml_dtypes.bfloat16: tensors, outputs and an additive mask of that type (float32 inside).
     """
+    io_type = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
     if scale is None:
         scale = 1.0 / math.sqrt(d)
     outputs = tuple(outputs)
@@ -307,20 +327,19 @@ def attention_vjp_model(batch, sq, sk, hq, hk, d, rank=4, causal=False, mask_kin
     kshape = _tensor_shape(bdim, kdim, hk, d, rank)
     shapes = {"Q": qshape, "K": kshape, "V": kshape, "Y": qshape, "dY": qshape}
     in_names = ["Q", "K", "V"] + ([] if recompute else ["Y"]) + ["dY"]
-    graph_inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shapes[n])
-                    for n in in_names]
+    graph_inputs = [helper.make_tensor_value_info(n, io_type, shapes[n]) for n in in_names]
     mdims = list(mask_shape)
     if dynamic_batch and len(mdims) == 4 and mdims[0] != 1:
         mdims[0] = "B"
-    mtype = TensorProto.FLOAT if mask_kind == 2 else TensorProto.BOOL
+    mtype = io_type if mask_kind == 2 else TensorProto.BOOL
     graph_inputs.append(helper.make_tensor_value_info("Mask", mtype, mdims))
     like = {0: qshape, 1: kshape, 2: kshape}
-    graph_outputs = [helper.make_tensor_value_info(OUTPUT_NAMES[o], TensorProto.FLOAT, like[o])
+    graph_outputs = [helper.make_tensor_value_info(OUTPUT_NAMES[o], io_type, like[o])
                      for o in outputs]
     node = helper.make_node(name, in_names + ["Mask"], [OUTPUT_NAMES[o] for o in outputs],
                             name=NODE_NAME, domain=DOMAIN)
     fn = attention_vjp_function(name, rank, hq, hk, d, scale, causal, outputs, mask_kind,
-                                recompute)
+                                recompute, io_type=io_type)
     graph = helper.make_graph([node], "attention_vjp", graph_inputs, graph_outputs)
     return make_model(graph, opset=21, extra_opsets={DOMAIN: 1}, functions=[fn])
 

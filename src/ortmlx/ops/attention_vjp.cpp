@@ -34,16 +34,16 @@ const char* input_name(const Config& c, size_t i) {
   return c.recompute && i >= 3 ? kInputNames[i + 1] : kInputNames[i];
 }
 
-// Checks one tensor input's live rank, dtype, head count and head size.
-void check_tensor(const Config& c, size_t i, const mx::array& a) {
+// Checks one tensor input's live rank, dtype (`io`, every tensor's), head count and head size.
+void check_tensor(const Config& c, size_t i, const mx::array& a, mx::Dtype io) {
   const int heads = c.heads_of_input(static_cast<int>(i));
   const bool ok =
-      a.dtype() == mx::float32 && a.ndim() == static_cast<size_t>(c.rank) &&
+      a.dtype() == io && a.ndim() == static_cast<size_t>(c.rank) &&
       (c.rank == 4 ? a.shape(1) == heads && a.shape(3) == c.d : a.shape(2) == heads * c.d);
   if (!ok)
     throw std::runtime_error(
         std::string("AttentionVJP input ") + input_name(c, i) + " has shape " +
-        shape_str(a.shape()) + "; expected float32 " +
+        shape_str(a.shape()) + "; expected " + ops::type_str(from_mlx_dtype(io)) + " " +
         (c.rank == 4 ? "(B, " + std::to_string(heads) + ", S, " + std::to_string(c.d) + ")"
                      : "(B, S, " + std::to_string(heads * c.d) + ")"));
 }
@@ -71,7 +71,18 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
 
   std::vector<mx::array> in;
   for (size_t i = 0; i <= tensors; ++i) in.push_back(ctx.input(node, i));
-  for (size_t i = 0; i < tensors; ++i) check_tensor(c, i, in[i]);
+  // float16/bfloat16 contracts run the float32 paths on their inputs made float32 (exact) and
+  // round the gradients to the input type once, at the end: float32 accumulation throughout.
+  const mx::Dtype io = in[0].dtype();
+  if (io != mx::float32 && io != mx::float16 && io != mx::bfloat16)
+    throw std::runtime_error("AttentionVJP input Q has type " + ops::type_str(from_mlx_dtype(io)) +
+                             "; expected float32, float16 or bfloat16");
+  for (size_t i = 0; i < tensors; ++i) check_tensor(c, i, in[i], io);
+  if (c.mask == 2 && in[tensors].dtype() != io)
+    throw std::runtime_error("AttentionVJP mask type mismatch");
+  if (io != mx::float32)
+    for (size_t i = 0; i < tensors + (c.mask == 2 ? 1 : 0); ++i)
+      in[i] = mx::astype(in[i], mx::float32, ctx.stream());
   const mx::array& q = in[0];
   const mx::array& k = in[1];
   const mx::array& mask = in[tensors];
@@ -99,8 +110,7 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
   if (b == 0 || sq == 0 || sk == 0) {
     // Every requested gradient is zeros of its input's shape (nothing to attend, or no one).
     for (size_t i = 0; i < c.outputs.size(); ++i)
-      ctx.bind(node.outputs[i],
-               ctx.zeros(in[static_cast<size_t>(c.outputs[i])].shape(), mx::float32));
+      ctx.bind(node.outputs[i], ctx.zeros(in[static_cast<size_t>(c.outputs[i])].shape(), io));
     return;
   }
 
@@ -211,7 +221,8 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
   } else {
     run_tiled();
   }
-  for (size_t i = 0; i < c.outputs.size(); ++i) ctx.bind(node.outputs[i], results[i]);
+  for (size_t i = 0; i < c.outputs.size(); ++i)
+    ctx.bind(node.outputs[i], io == mx::float32 ? results[i] : mx::astype(results[i], io, s));
 }
 
 }  // namespace

@@ -174,15 +174,23 @@ ClaimResult claim(const ClaimContext& ctx) {
                      " inputs and " + std::to_string(c.outputs.size()) + " outputs, got " +
                      std::to_string(ctx.num_inputs()) + " and " +
                      std::to_string(ctx.num_outputs()));
+  // float32, or float16/bfloat16 (computed in float32, the gradients rounded to the input type:
+  // docs/ATTENTION_VJP.md), one type for every tensor input.
+  const TensorInfo* first = ctx.input(0);
+  const ElemType io = first ? first->dtype : ElemType::kUndefined;
+  const bool io_ok =
+      io == ElemType::kFloat || io == ElemType::kFloat16 || io == ElemType::kBFloat16;
   for (int i = 0; i < c.tensor_inputs(); ++i) {
     const TensorInfo* info = ctx.input(static_cast<size_t>(i));
     const std::string which = "input " + std::to_string(i);
     ORTMLX_REQUIRE(info != nullptr, "AttentionVJP requires tensor inputs (" + which + ")");
-    ORTMLX_REQUIRE(info->dtype == ElemType::kFloat && info->has_shape &&
+    ORTMLX_REQUIRE(io_ok && info->dtype == io && info->has_shape &&
                        info->shape.size() == static_cast<size_t>(c.rank),
-                   "AttentionVJP requires rank-matched FP32 tensors (" + which + ": " +
-                       elem_type_name(info->dtype) + " rank " + std::to_string(info->rank()) +
-                       ", want float rank " + std::to_string(c.rank) + ")");
+                   "AttentionVJP requires rank-matched tensors of one type, FP32, FP16 or BF16 (" +
+                       which + ": " + elem_type_name(info->dtype) + " rank " +
+                       std::to_string(info->rank()) + ", want " +
+                       (io_ok ? elem_type_name(io) : std::string("float")) + " rank " +
+                       std::to_string(c.rank) + ")");
     const int64_t heads = c.heads_of_input(i);
     const int64_t width = c.rank == 3 ? heads * c.d : c.d;
     // Compared literally, as the seed does: a dynamic (-1) last dim is refused.
@@ -198,7 +206,7 @@ ClaimResult claim(const ClaimContext& ctx) {
   ORTMLX_REQUIRE(mask != nullptr, "AttentionVJP mask tensor required");
   ORTMLX_REQUIRE(mask->has_shape && mask->shape.size() >= 1 && mask->shape.size() <= 4,
                  "AttentionVJP mask rank must be 1..4 (got " + std::to_string(mask->rank()) + ")");
-  const ElemType want = c.mask == 2 ? ElemType::kFloat : ElemType::kBool;
+  const ElemType want = c.mask == 2 ? io : ElemType::kBool;
   ORTMLX_REQUIRE(mask->dtype == want, std::string("AttentionVJP mask type mismatch (") +
                                           elem_type_name(mask->dtype) + ", mask kind " +
                                           std::to_string(c.mask) + " needs " +
