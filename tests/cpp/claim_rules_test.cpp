@@ -5,17 +5,12 @@
 #include <cstring>
 
 #include "ortmlx/registry/registry.h"
+#include "plan_builder.h"
 
 namespace ortmlx {
 namespace {
 
-TensorInfo info(ElemType t, std::vector<int64_t> shape) {
-  TensorInfo i;
-  i.dtype = t;
-  i.has_shape = true;
-  i.shape = std::move(shape);
-  return i;
-}
+using testing::info;
 
 struct OneNode {
   GraphView g;

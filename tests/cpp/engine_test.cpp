@@ -31,11 +31,7 @@ namespace mx = mlx::core;
 using ortmlx::testing::test_op;
 
 TensorInfo f32(std::vector<int64_t> shape) {
-  TensorInfo t;
-  t.dtype = ElemType::kFloat;
-  t.has_shape = true;
-  t.shape = std::move(shape);
-  return t;
+  return testing::info(ElemType::kFloat, std::move(shape));
 }
 
 // A small graph builder: nodes of the global registry plus custom test ops.

@@ -138,8 +138,7 @@ Executor::Executor(std::shared_ptr<const Plan> plan, ExecConfig config)
       cache_(config.cache_size),
       segments_(config.compile && config.segments
                     ? std::make_unique<SegmentStore>(config.cache_size, config.fuse)
-                    : nullptr),
-      segments_enabled_(segments_ != nullptr) {
+                    : nullptr) {
   output_producers_.assign(plan_->output_names.size(), nullptr);
   for (size_t i = 0; i < plan_->output_names.size(); ++i)
     for (const auto& node : plan_->nodes)
@@ -211,7 +210,8 @@ std::vector<mx::array> Executor::trace(const std::vector<mx::array>& inputs,
                                        std::vector<TranslationContext::PathMark>* marks,
                                        TraceSink* sink, bool compiling,
                                        std::vector<std::pair<const NodeDesc*, mx::array>>* produced,
-                                       std::vector<TranslationContext::Check>* checks) const {
+                                       std::vector<TranslationContext::Check>* checks,
+                                       SegmentStore* segments) const {
   const Plan& plan = *plan_;
   if (inputs.size() != plan.input_names.size())
     throw NodeError("fused node " + plan.name + " expected " +
@@ -219,7 +219,7 @@ std::vector<mx::array> Executor::trace(const std::vector<mx::array>& inputs,
                     std::to_string(inputs.size()));
   TranslationContext ctx(plan);
   ctx.set_compiling(compiling);
-  SegmentStore* segments = compiling || !segments_enabled_ ? nullptr : segments_.get();
+  if (compiling) segments = nullptr;
   ctx.set_segments(segments);
   for (size_t i = 0; i < inputs.size(); ++i) ctx.bind(plan.input_names[i], inputs[i]);
   // Elementwise nodes on NCHW views of channels-last data run channels-last (layout.h).
@@ -273,11 +273,11 @@ std::vector<mx::array> Executor::trace(const std::vector<mx::array>& inputs,
 }
 
 RunResult Executor::run_eager(const std::vector<mx::array>& inputs, TraceSink* sink) {
-  if (!segments_enabled_) return run_eager_once(inputs, sink);
+  if (!segments_) return run_eager_once(inputs, sink, nullptr);
   std::string failure;
   bool memory = false;
   try {
-    RunResult r = run_eager_once(inputs, sink);
+    RunResult r = run_eager_once(inputs, sink, segments_.get());
     r.stats.segment_calls = segments_->take_calls();
     return r;
   } catch (const OutOfMemoryError&) {
@@ -289,18 +289,8 @@ RunResult Executor::run_eager(const std::vector<mx::array>& inputs, TraceSink* s
   // Without segments. Memory is not the segments' fault, but the error then names the node that
   // builds the tensor (a segment's inner values are not listed). Otherwise, if this run fails too,
   // the input is at fault and its error is the answer.
-  segments_enabled_ = false;
-  RunResult r;
-  try {
-    r = run_eager_once(inputs, sink);
-  } catch (...) {
-    segments_enabled_ = true;
-    throw;
-  }
-  if (memory) {
-    segments_enabled_ = true;
-    return r;
-  }
+  RunResult r = run_eager_once(inputs, sink, nullptr);
+  if (memory) return r;
   segments_.reset();
   std::cerr << "[ortmlx] fused node '" << plan_->name
             << "': compiled segments of the eager run failed, running every node on its own from "
@@ -309,7 +299,8 @@ RunResult Executor::run_eager(const std::vector<mx::array>& inputs, TraceSink* s
   return r;
 }
 
-RunResult Executor::run_eager_once(const std::vector<mx::array>& inputs, TraceSink* sink) {
+RunResult Executor::run_eager_once(const std::vector<mx::array>& inputs, TraceSink* sink,
+                                   SegmentStore* segments) {
   RunResult r;
   std::vector<std::pair<const NodeDesc*, mx::array>> produced;
   std::vector<TranslationContext::Check> checks;
@@ -317,7 +308,7 @@ RunResult Executor::run_eager_once(const std::vector<mx::array>& inputs, TraceSi
   {
     TraceSpan span(sink, "mlx.translate", "ep.phase");
     if (sink) span.args().add("fused_node", plan_->name).add("compiled", false);
-    r.outputs = trace(inputs, &r.marks, sink, /*compiling=*/false, &produced, &checks);
+    r.outputs = trace(inputs, &r.marks, sink, /*compiling=*/false, &produced, &checks, segments);
   }
   r.stats.translate_s = seconds_since(t0);
   t0 = Clock::now();

@@ -109,11 +109,13 @@ class Executor {
   // `produced`, when set, receives each node's output arrays with their node (memory guard).
   // `checks`, when set, receives the runtime checks; when there are any, one more array follows
   // the outputs: a bool per check, in order.
+  // `segments`, when set (an eager trace), compiles the runs of nodes between host reads.
   std::vector<mlx::core::array> trace(
       const std::vector<mlx::core::array>& inputs, std::vector<TranslationContext::PathMark>* marks,
       TraceSink* sink = nullptr, bool compiling = false,
       std::vector<std::pair<const NodeDesc*, mlx::core::array>>* produced = nullptr,
-      std::vector<TranslationContext::Check>* checks = nullptr) const;
+      std::vector<TranslationContext::Check>* checks = nullptr,
+      SegmentStore* segments = nullptr) const;
 
   // Whether the next run may use the compiled path.
   bool compile_enabled() const { return config_.compile && !compile_disabled_; }
@@ -125,7 +127,8 @@ class Executor {
   // The eager run: with compiled segments where they are on; a failure with them is retried
   // without, and switches them off when that succeeds.
   RunResult run_eager(const std::vector<mlx::core::array>& inputs, TraceSink* sink);
-  RunResult run_eager_once(const std::vector<mlx::core::array>& inputs, TraceSink* sink);
+  RunResult run_eager_once(const std::vector<mlx::core::array>& inputs, TraceSink* sink,
+                           SegmentStore* segments);
   // False (with `failure` set) when the compiled path could not produce the outputs;
   // `out_of_memory` tells that memory, not compilation, was the reason.
   bool run_compiled(const std::vector<mlx::core::array>& inputs, TraceSink* sink, RunResult& r,
@@ -144,9 +147,9 @@ class Executor {
   bool compile_disabled_ = false;
   std::string disabled_reason_;
   bool not_compilable_ = false;  // the last compiled attempt failed with NotCompilable
-  // Compiled segments of eager runs: on where compilation is (mutable: trace() is const).
+  // Compiled segments of eager runs: present where compilation is on, dropped for good when a
+  // run fails with them and succeeds without.
   std::unique_ptr<SegmentStore> segments_;
-  bool segments_enabled_ = false;
   TraceSink* current_sink_ = nullptr;  // sink of the run in progress (read by compiled traces)
   // The node that produces each fused output (null for a fused input passed through).
   std::vector<const NodeDesc*> output_producers_;

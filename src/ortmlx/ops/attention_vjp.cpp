@@ -78,7 +78,7 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
     throw std::runtime_error("AttentionVJP input Q has type " + ops::type_str(from_mlx_dtype(io)) +
                              "; expected float32, float16 or bfloat16");
   for (size_t i = 0; i < tensors; ++i) check_tensor(c, i, in[i], io);
-  if (c.mask == 2 && in[tensors].dtype() != io)
+  if (c.mask == 2 ? in[tensors].dtype() != io : in[tensors].dtype() != mx::bool_)
     throw std::runtime_error("AttentionVJP mask type mismatch");
   if (io != mx::float32)
     for (size_t i = 0; i < tensors + (c.mask == 2 ? 1 : 0); ++i)
@@ -88,8 +88,6 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
   const mx::array& mask = in[tensors];
   if (mask.ndim() < 1 || mask.ndim() > 4)
     throw std::runtime_error("AttentionVJP mask rank must be 1..4, got " + shape_str(mask.shape()));
-  if (c.mask == 2 ? mask.dtype() != mx::float32 : mask.dtype() != mx::bool_)
-    throw std::runtime_error("AttentionVJP mask type mismatch");
 
   const int b = q.shape(0);
   const int sq = c.rank == 4 ? q.shape(2) : q.shape(1);
