@@ -158,7 +158,30 @@ def kernel_enabled(variable: str) -> bool:
     """Whether a kernel of ours that the environment variable switches is on, as the library
     decides it (ops::kernel_enabled): on unless the variable holds a false flag (0, false, off)."""
     value = os.environ.get(variable)
-    return value is None or value not in ("", "0", "false", "off", "FALSE", "OFF")
+    return value is None or true_flag(value)
+
+
+def cudnn_conv(flops: float) -> bool:
+    """Whether a float32 Conv of `flops` (2 * output elements * C/groups * kernel size) runs on
+    cuDNN in NCHW in this process (ops/conv/cuda/cudnn_conv.h): on the GPU unless
+    ONNXRUNTIME_EP_MLX_CUDNN_CONV is a false flag, MLX's CUDA graphs are on
+    (ONNXRUNTIME_EP_MLX_CUDA_GRAPHS, else MLX_USE_CUDA_GRAPHS) or the convolution has fewer FLOPs
+    than ONNXRUNTIME_EP_MLX_CUDNN_CONV_MIN_FLOPS (default 2^28), as the library decides."""
+    if mlx_backend() != "gpu" or not kernel_enabled("ONNXRUNTIME_EP_MLX_CUDNN_CONV"):
+        return False
+    graphs = os.environ.get("ONNXRUNTIME_EP_MLX_CUDA_GRAPHS", os.environ.get("MLX_USE_CUDA_GRAPHS"))
+    if graphs is not None and true_flag(graphs):
+        return False
+    try:
+        least = float(os.environ.get("ONNXRUNTIME_EP_MLX_CUDNN_CONV_MIN_FLOPS", ""))
+    except ValueError:
+        least = float(2 ** 28)
+    return flops >= (least if least >= 0 else float(2 ** 28))
+
+
+def true_flag(value: str) -> bool:
+    """A flag's value as the library reads it (parse_flag): false for "", 0, false, off."""
+    return value not in ("", "0", "false", "off", "FALSE", "OFF")
 
 
 def mlx_backend() -> str:

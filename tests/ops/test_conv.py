@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from opcheck import check_error_on_ep, check_on_ep, drop_input_ranks, refusal, single_node_model
-from ortmlx.testing import kernel_enabled, mlx_backend, random_array
+from ortmlx.testing import cudnn_conv, kernel_enabled, mlx_backend, random_array
 from pattern_check import run_pattern
 
 TOL = dict(rtol=1e-5, atol=1e-5)  # fp32 sums in a different order (as MatMul)
@@ -40,9 +40,38 @@ def test_conv(case, bias, rng):
     check_on_ep(single_node_model("Conv", inputs, attrs=attrs), inputs, **TOL)
 
 
-# On the GPU (unless ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL=0) a graph input goes NHWC by a CUDA
-# kernel; otherwise by MLX's transpose.
-NHWC_KERNEL = mlx_backend() == "gpu" and kernel_enabled("ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL")
+# On the GPU float32 Conv runs on cuDNN in NCHW (ops/conv/cuda/cudnn_conv.h) from
+# ONNXRUNTIME_EP_MLX_CUDNN_CONV_MIN_FLOPS FLOPs up (0 here: every case) unless
+# ONNXRUNTIME_EP_MLX_CUDNN_CONV=0; MLX's convolutions take the rest.
+CUDNN_PATH = "Conv NCHW on cuDNN (algorithm timed per shape)"
+
+
+@pytest.mark.parametrize("case", CONV_CASES, ids=str)
+def test_conv_path(case, rng, monkeypatch):
+    """Which convolution ran, per the report: with no FLOP floor, cuDNN on NCHW tensors on the
+    GPU (1-D as 2-D, unequal pads added to X first, groups, dilations, 3-D), MLX's channels-last
+    convolution elsewhere; the values match ORT CPU either way."""
+    monkeypatch.setenv("ONNXRUNTIME_EP_MLX_CUDNN_CONV_MIN_FLOPS", "0")
+    xs, ws, attrs = case
+    inputs = {"x": random_array(rng, xs), "w": random_array(rng, ws), "b": random_array(rng, (ws[0],))}
+    report = run_pattern(single_node_model("Conv", inputs, attrs=attrs), inputs, **TOL)
+    assert (CUDNN_PATH in report.paths()) == cudnn_conv(0), report.paths()
+
+
+def test_conv_below_the_flop_floor_keeps_mlx(rng, monkeypatch):
+    """A convolution below ONNXRUNTIME_EP_MLX_CUDNN_CONV_MIN_FLOPS keeps MLX's convolution."""
+    monkeypatch.setenv("ONNXRUNTIME_EP_MLX_CUDNN_CONV_MIN_FLOPS", str(2 ** 28))
+    inputs = {"x": random_array(rng, (1, 4, 9, 9)), "w": random_array(rng, (6, 4, 3, 3))}
+    report = run_pattern(single_node_model("Conv", inputs, attrs={"pads": [1, 1, 1, 1]}), inputs,
+                         **TOL)
+    assert CUDNN_PATH not in report.paths()
+
+
+# Where MLX's convolution runs on the GPU (these cases are below the FLOP floor; unless
+# ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL=0) a graph input goes NHWC by a CUDA kernel; otherwise by
+# MLX's transpose.
+NHWC_KERNEL = (mlx_backend() == "gpu" and not cudnn_conv(2 * 4 * 64 * 33 * 31 * 9)
+               and kernel_enabled("ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL"))
 
 
 @pytest.mark.parametrize("xs", [(3, 1, 5, 7), (2, 3, 33, 31), (1, 8, 9, 11), (2, 9, 7, 5),

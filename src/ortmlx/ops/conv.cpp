@@ -24,6 +24,7 @@
 #include "ortmlx/ops/common.h"
 #include "ortmlx/ops/conv.h"
 #include "ortmlx/ops/conv/cuda/channels_last.h"
+#include "ortmlx/ops/conv/cuda/cudnn_conv.h"
 #include "ortmlx/ops/ops.h"
 
 namespace ortmlx {
@@ -276,32 +277,101 @@ void mark_nhwc_kernel(TranslationContext& ctx, const NodeDesc& n, const mx::arra
 
 }  // namespace
 
-mx::array ops::conv_forward_cl(const NodeDesc& n, const mx::array& x, const mx::array& w,
-                               int groups, const std::optional<mx::array>& w_cl,
-                               mx::StreamOrDevice s) {
+namespace {
+
+// Checks X and W against each other and the node (rank, kernel_shape, channels and groups) and
+// returns the geometry and the output's spatial sizes.
+ConvGeometry checked_geometry(const NodeDesc& n, const mx::array& x, const mx::array& w, int groups,
+                              mx::Shape& out_spatial) {
   check_conv_rank(n, x, w);
-  const size_t rank = x.ndim();
   check_kernel_shape(n, w);
   const int c_in = x.shape(1), m = w.shape(0);
   if (groups < 1 || c_in % groups != 0 || m % groups != 0 || int64_t{w.shape(1)} * groups != c_in)
     throw std::runtime_error("channels do not match group * W.shape[1] (or M % group != 0)");
-  const ConvGeometry g = conv_geometry(n, x, w);
-  // Output spatial sizes (for the empty cases MLX does not handle).
-  mx::Shape out_shape{x.shape(0)};
-  for (size_t i = 0; i + 2 < rank; ++i) {
+  ConvGeometry g = conv_geometry(n, x, w);
+  out_spatial.clear();
+  for (size_t i = 0; i + 2 < x.ndim(); ++i) {
     const int64_t in = int64_t{x.shape(2 + static_cast<int>(i))} + g.pad_lo[i] + g.pad_hi[i];
     const int64_t span = static_cast<int64_t>(w.shape(2 + static_cast<int>(i)) - 1) * g.dil[i] + 1;
     if (in < span) throw std::runtime_error("kernel is larger than the padded input");
-    out_shape.push_back(checked_int((in - span) / g.stride[i] + 1, "output dim"));
+    out_spatial.push_back(checked_int((in - span) / g.stride[i] + 1, "output dim"));
   }
-  out_shape.push_back(m);
-  if (x.shape(0) == 0 || c_in == 0) return mx::zeros(out_shape, x.dtype(), s);
+  return g;
+}
+
+}  // namespace
+
+mx::array ops::conv_forward_cl(const NodeDesc& n, const mx::array& x, const mx::array& w,
+                               int groups, const std::optional<mx::array>& w_cl,
+                               mx::StreamOrDevice s) {
+  mx::Shape out_shape;
+  const ConvGeometry g = checked_geometry(n, x, w, groups, out_shape);
+  const size_t rank = x.ndim();
+  out_shape.insert(out_shape.begin(), x.shape(0));
+  out_shape.push_back(w.shape(0));
+  if (x.shape(0) == 0 || x.shape(1) == 0) return mx::zeros(out_shape, x.dtype(), s);
   mx::array xc = input_channels_last(x, s);
   mx::array wc =
       w_cl ? *w_cl : mx::contiguous(mx::transpose(w, to_channels_last(rank), s), false, s);
   return conv_nd(xc, wc, g.stride, g.pad_lo, g.pad_hi, g.dil, std::vector<int>(rank - 2, 1), groups,
                  /*flip=*/false, s);
 }
+
+namespace {
+
+// Conv in ONNX's layout on cuDNN (conv/cuda/cudnn_conv.h), bias included, where it applies: 2-D
+// and 3-D, and 1-D as 2-D of unit height; pads cuDNN cannot take (unequal at the two ends) are
+// added to X first, beyond the part common to both ends. nullopt where it does not apply.
+std::optional<mx::array> conv_nchw_cudnn(TranslationContext& ctx, const NodeDesc& n,
+                                         const mx::array& x, const mx::array& w, int groups) {
+  const auto s = ctx.stream();
+  mx::Shape spatial;
+  const ConvGeometry g = checked_geometry(n, x, w, groups, spatial);
+  const bool one_d = x.ndim() == 3;
+  mx::array xn = x, wn = w;
+  CudnnConvGeometry cg;
+  cg.groups = groups;
+  std::vector<int> extra_lo, extra_hi;
+  if (one_d) {  // (N, C, L) -> (N, C, 1, L)
+    xn = mx::expand_dims(x, 2, s);
+    wn = mx::expand_dims(w, 2, s);
+    cg = {{0}, {1}, {1}, groups};
+    extra_lo.push_back(0);
+    extra_hi.push_back(0);
+    spatial.insert(spatial.begin(), 1);
+  }
+  for (size_t i = 0; i < g.pad_lo.size(); ++i) {
+    const int common = std::min(g.pad_lo[i], g.pad_hi[i]);
+    cg.pads.push_back(common);
+    cg.strides.push_back(g.stride[i]);
+    cg.dilations.push_back(g.dil[i]);
+    extra_lo.push_back(g.pad_lo[i] - common);
+    extra_hi.push_back(g.pad_hi[i] - common);
+  }
+  mx::Shape out_shape{x.shape(0), w.shape(0)};
+  out_shape.insert(out_shape.end(), spatial.begin(), spatial.end());
+  if (!cudnn_conv_applies(xn, wn, out_shape, s)) return std::nullopt;
+  if (std::any_of(extra_lo.begin(), extra_lo.end(), [](int p) { return p != 0; }) ||
+      std::any_of(extra_hi.begin(), extra_hi.end(), [](int p) { return p != 0; })) {
+    std::vector<int> axes;
+    for (size_t i = 2; i < xn.ndim(); ++i) axes.push_back(static_cast<int>(i));
+    xn = mx::pad(xn, axes, mx::Shape(extra_lo.begin(), extra_lo.end()),
+                 mx::Shape(extra_hi.begin(), extra_hi.end()), mx::array(0.0f), "constant", s);
+  }
+  mx::array y = cudnn_conv(xn, wn, cg, out_shape, s);
+  if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+    mx::array b = widen(ctx.input(n, 2), s);
+    if (b.ndim() != 1 || b.shape(0) != w.shape(0))
+      throw std::runtime_error("B must have one value per output channel");
+    mx::Shape per_channel(y.ndim() - 1, 1);
+    per_channel[0] = b.shape(0);
+    y = mx::add(y, mx::reshape(b, per_channel, s), s);
+  }
+  ctx.mark_fast(n, "Conv NCHW on cuDNN (algorithm timed per shape)");
+  return one_d ? mx::squeeze(y, 2, s) : y;
+}
+
+}  // namespace
 
 namespace {
 
@@ -312,6 +382,11 @@ void translate_conv(TranslationContext& ctx, const NodeDesc& n) {
   mx::array w = widen(ctx.input(n, 1), s);
   check_conv_rank(n, x, w);
   const size_t rank = x.ndim();
+  const int groups = checked_int(n.attr_int("group", 1), "group");
+  auto bind = [&](const mx::array& y) {
+    ctx.bind_output(n, 0, dt == mx::float32 ? y : mx::astype(y, dt, s));
+  };
+  if (auto y = conv_nchw_cudnn(ctx, n, x, w, groups)) return bind(*y);
   // A constant weight is transposed (and made contiguous, as the convolution kernels need it)
   // once per plan instead of on every run.
   std::optional<mx::array> w_cl;
@@ -319,11 +394,9 @@ void translate_conv(TranslationContext& ctx, const NodeDesc& n) {
     w_cl = ctx.derived_constant(n.inputs[1] + "#channels_last", [&] {
       return mx::contiguous(mx::transpose(w, to_channels_last(rank), s), false, s);
     });
-  const int groups = checked_int(n.attr_int("group", 1), "group");
   mark_nhwc_kernel(ctx, n, x);
   mx::array y_cl = add_bias(ctx, n, conv_forward_cl(n, x, w, groups, w_cl, s));
-  mx::array y = mx::transpose(y_cl, to_channels_first(rank), s);
-  ctx.bind_output(n, 0, dt == mx::float32 ? y : mx::astype(y, dt, s));
+  bind(mx::transpose(y_cl, to_channels_first(rank), s));
 }
 
 void translate_conv_transpose(TranslationContext& ctx, const NodeDesc& n) {

@@ -66,6 +66,12 @@ class BlockCache {
     return true;
   }
 
+  // p is no longer the caller's to release (its memory went elsewhere): neither kept nor live.
+  void forget(void* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.erase(p);
+  }
+
   // Every kept block, no longer kept, for the caller to free.
   std::vector<void*> drain() {
     std::lock_guard<std::mutex> lock(mu_);

@@ -51,6 +51,10 @@ struct Upload {
   const void* src;  // device pointer, dst.nbytes() bytes
 };
 mlx::core::array new_device_array(const mlx::core::Shape& shape, mlx::core::Dtype dtype);
+// The buffer behind new_device_array, for the EP's own MLX primitives (their outputs and
+// workspaces): `bytes` from the default pool, taken in the order of the CUDA stream `stream`
+// (a cudaStream_t) and given back in that order when MLX drops the buffer.
+mlx::core::allocator::Data device_block(size_t bytes, void* stream);
 void upload(const std::vector<Upload>& uploads);
 // Copies an evaluated, row-contiguous array into device memory at `dst` (a.nbytes() bytes).
 void to_device(const mlx::core::array& a, void* dst);

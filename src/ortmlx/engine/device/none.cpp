@@ -37,6 +37,9 @@ void copy_bytes(void*, const void*, size_t) {
 mlx::core::array new_device_array(const mlx::core::Shape&, mlx::core::Dtype) {
   no_gpu();
 }
+mlx::core::allocator::Data device_block(size_t, void*) {
+  no_gpu();
+}
 void upload(const std::vector<Upload>&) {
   no_gpu();
 }
