@@ -16,6 +16,17 @@ void* block(std::uintptr_t i) {
   return reinterpret_cast<void*>(0x1000 * (i + 1));
 }
 
+TEST(BlockCache, ForgottenBlockIsNeitherKeptNorReleasable) {
+  // A block whose memory went elsewhere (MLX moved the buffer to unified memory and freed the
+  // device block itself): the cache must never hand it out again.
+  BlockCache cache(1 << 20);
+  cache.track(block(1), 1024);
+  cache.forget(block(1));
+  EXPECT_FALSE(cache.release(block(1)));
+  EXPECT_EQ(cache.reuse(1024), nullptr);
+  EXPECT_EQ(cache.kept_bytes(), 0u);
+}
+
 TEST(BlockCache, RoundsUpToTheGranule) {
   EXPECT_EQ(BlockCache::rounded(0), BlockCache::kGranule);
   EXPECT_EQ(BlockCache::rounded(1), BlockCache::kGranule);
