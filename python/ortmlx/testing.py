@@ -179,6 +179,13 @@ def cudnn_conv(flops: float) -> bool:
     return flops >= (least if least >= 0 else float(2 ** 28))
 
 
+def layer_norm_kernel() -> bool:
+    """Whether the fast LayerNorm runs as one CUDA kernel of ours in this process
+    (ops/norm/cuda/layer_norm.h): on the GPU when ONNXRUNTIME_EP_MLX_LAYER_NORM_KERNEL opts in."""
+    value = os.environ.get("ONNXRUNTIME_EP_MLX_LAYER_NORM_KERNEL")
+    return value is not None and true_flag(value) and mlx_backend() == "gpu"
+
+
 def true_flag(value: str) -> bool:
     """A flag's value as the library reads it (parse_flag): false for "", 0, false, off."""
     return value not in ("", "0", "false", "off", "FALSE", "OFF")

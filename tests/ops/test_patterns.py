@@ -12,10 +12,22 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from ortmlx.testing import EpRun, make_model, mlx_backend, random_array
+from ortmlx.testing import EpRun, layer_norm_kernel, make_model, mlx_backend, random_array
 from pattern_check import OFF, run_pattern
 
 LN_PATH = "LayerNorm chain -> mlx::fast::layer_norm"
+LN_OP_PATH = "LayerNormalization -> mlx::fast::layer_norm"
+LN_KERNEL = layer_norm_kernel()
+
+
+def ln_path(mlx_path, residual=False):
+    """The report's path of a fast LayerNorm: one CUDA kernel of ours where opted in on the GPU
+    (with the residual Add that feeds it folded in, when there is one), else `mlx_path`."""
+    if not LN_KERNEL:
+        return mlx_path
+    return ("LayerNorm (residual Add folded in) -> one CUDA kernel" if residual
+            else "LayerNorm -> one CUDA kernel")
+
 RMS_PATH = "RMSNorm chain -> mlx::fast::rms_norm"
 # On the GPU (the CUDA flavour on an sm_90 device, where the GPU suite runs) a GELU chain is one
 # hand-written kernel; elsewhere MLX ops.
@@ -141,7 +153,7 @@ def test_layer_norm_chain(opset, square, affine, rng):
     x = random_array(rng, (2, 5, 16), low=-3, high=3) + 4.0  # a row mean away from 0
     report = run_pattern(layer_norm_chain((2, 5, 16), opset, square, affine), {"x": x})
     assert taken(report, "layer_norm") == 1
-    assert LN_PATH in report.paths()
+    assert ln_path(LN_PATH) in report.paths()
 
 
 def test_rows_of_one_and_many_shapes(rng):
@@ -187,7 +199,7 @@ def test_gelu_tanh_chain(rng):
 def test_layer_norm_over_another_axis_is_not_taken(rng):
     x = random_array(rng, (2, 6, 5))
     report = run_pattern(layer_norm_chain((2, 6, 5), affine=False, axis=1), {"x": x})
-    assert taken(report, "layer_norm") == 0 and LN_PATH not in report.paths()
+    assert taken(report, "layer_norm") == 0 and ln_path(LN_PATH) not in report.paths()
     assert taken(report, "rms_norm") == 0
 
 
@@ -238,7 +250,7 @@ def test_scalar_scale_takes_the_composed_path(rng):
     report = run_pattern(model, {"x": x})
     assert taken(report, "layer_norm") == 1
     composed = "LayerNorm chain: scale/shift not a vector of the last axis"
-    assert composed in report.paths() and LN_PATH not in report.paths()
+    assert composed in report.paths() and ln_path(LN_PATH) not in report.paths()
 
 
 def test_several_chains_in_one_graph(rng):
@@ -285,7 +297,7 @@ def layer_norm_op(shape, axis=-1, stats=False):
 def test_layer_norm_op_fast_kernel_when_asked(rng):
     x = random_array(rng, (3, 7, 32), low=-2, high=2) + 10.0
     report = run_pattern(layer_norm_op((3, 7, 32)), {"x": x}, {"fast_patterns": "1"})
-    assert "LayerNormalization -> mlx::fast::layer_norm" in report.paths()
+    assert ln_path(LN_OP_PATH) in report.paths()
 
 
 def test_layer_norm_op_default_path_on_cpu(rng):
@@ -316,7 +328,7 @@ def test_fast_layer_norm_keeps_large_mean_rows_accurate(chain, rng):
         paths = run.report().paths()
     finally:
         run.close()
-    assert (LN_PATH if chain else "LayerNormalization -> mlx::fast::layer_norm") in paths
+    assert ln_path(LN_PATH if chain else LN_OP_PATH) in paths
     inits = {t.name: onnx.numpy_helper.to_array(t).astype(np.float64)
              for t in model.graph.initializer}
     x64 = x.astype(np.float64)
@@ -552,7 +564,7 @@ def test_fast_layer_norm_after_a_residual_add(chain, rng):
         paths = run.report().paths()
     finally:
         run.close()
-    assert (LN_PATH if chain else "LayerNormalization -> mlx::fast::layer_norm") in paths
+    assert ln_path(LN_PATH if chain else LN_OP_PATH, residual=True) in paths
     np.testing.assert_array_equal(got_x, a + r)
     inits = {t.name: onnx.numpy_helper.to_array(t).astype(np.float64) for t in g.initializer}
     x64 = (a + r).astype(np.float64)
@@ -561,3 +573,28 @@ def test_fast_layer_norm_after_a_residual_add(chain, rng):
     want = (x64 - mu) / np.sqrt(var + 1e-5) * inits["gamma" if chain else "scale"] + \
         inits["beta" if chain else "bias"]
     np.testing.assert_allclose(got_y, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("bias_first", [True, False])
+def test_layer_norm_of_a_transformer_residual(bias_first, rng):
+    """y = LayerNorm((h @ W + b) + r), the residual sum also read by the next residual Add and
+    returned: what a transformer block writes. Where the one-kernel LayerNorm is opted in on the
+    GPU, it computes the sum as the graph does (its Add order, bias first) and the sum's other
+    readers take it from the kernel; values match ORT CPU on every path."""
+    shape, e = (2, 6, 48), 48
+    wts = (rng.standard_normal((e, e)) / np.sqrt(e)).astype(np.float32)
+    inits = [onnx.numpy_helper.from_array(wts, "w"), const("b", rng.standard_normal(e)),
+             const("scale", rng.uniform(0.5, 1.5, e)), const("shift", rng.standard_normal(e))]
+    mm_add = ["mm", "b"] if bias_first else ["b", "mm"]
+    nodes = [h.make_node("MatMul", ["h", "w"], ["mm"], name="proj"),
+             h.make_node("Add", mm_add, ["mmb"], name="bias"),
+             h.make_node("Add", ["mmb", "r"], ["x"], name="residual"),
+             h.make_node("LayerNormalization", ["x", "scale", "shift"], ["y"], name="norm",
+                         axis=-1, epsilon=1e-5),
+             h.make_node("Add", ["x", "y"], ["next"], name="next_residual")]
+    ins = [h.make_tensor_value_info(n, T.FLOAT, list(shape)) for n in ("h", "r")]
+    outs = [h.make_tensor_value_info(n, T.FLOAT, list(shape)) for n in ("y", "next", "x")]
+    model = make_model(h.make_graph(nodes, "block", ins, outs, inits), opset=17)
+    feeds = {"h": random_array(rng, shape), "r": random_array(rng, shape)}
+    report = run_pattern(model, feeds, {"fast_patterns": "1"})
+    assert ln_path(LN_OP_PATH, residual=True) in report.paths()

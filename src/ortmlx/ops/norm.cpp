@@ -179,8 +179,8 @@ void translate_layer_norm(TranslationContext& ctx, const NodeDesc& n) {
       (!has_bias || last_axis_vector(ctx.input(n, 2)))) {
     std::optional<mx::array> b;
     if (has_bias) b = ctx.input(n, 2);
-    ctx.bind_output(n, 0, patterns::shifted_fast_layer_norm(x, scale, b, eps, s));
-    ctx.mark_fast(n, "LayerNormalization -> mlx::fast::layer_norm");
+    patterns::bind_fast_layer_norm(ctx, n, x, scale, b, eps,
+                                   "LayerNormalization -> mlx::fast::layer_norm");
     return;
   }
 

@@ -37,6 +37,7 @@
 #include "ortmlx/ops/elementwise.h"
 #include "ortmlx/ops/elementwise/cuda/gelu.h"
 #include "ortmlx/ops/matmul_cpu.h"
+#include "ortmlx/ops/norm/cuda/layer_norm.h"
 #include "ortmlx/ops/patterns/patterns_internal.h"
 
 namespace ortmlx::ops::patterns {
@@ -435,10 +436,8 @@ bool layer_norm_chain(TranslationContext& ctx, const NodeDesc& n) {
   if (x.dtype() != mx::float32 || x.ndim() < 1 || x.shape(-1) == 0 ||
       !fits_last_axis(ctx, n, 1, x) || !fits_last_axis(ctx, n, 2, x))
     return false;
-  ctx.bind_output(n, 0,
-                  shifted_fast_layer_norm(x, optional_input(ctx, n, 1), optional_input(ctx, n, 2),
-                                          n.attr_float("epsilon", 0.0f), ctx.stream()));
-  ctx.mark_fast(n, "LayerNorm chain -> mlx::fast::layer_norm");
+  bind_fast_layer_norm(ctx, n, x, optional_input(ctx, n, 1), optional_input(ctx, n, 2),
+                       n.attr_float("epsilon", 0.0f), "LayerNorm chain -> mlx::fast::layer_norm");
   return true;
 }
 
@@ -612,6 +611,23 @@ mx::array shifted_fast_layer_norm(const mx::array& x, const std::optional<mx::ar
   stop.back() = 1;
   const mx::array pivot = mx::slice(x, mx::Shape(x.ndim(), 0), stop, s);
   return mx::fast::layer_norm(mx::subtract(x, pivot, s), w, b, eps, s);
+}
+
+void bind_fast_layer_norm(TranslationContext& ctx, const NodeDesc& n, const mx::array& x,
+                          const std::optional<mx::array>& w, const std::optional<mx::array>& b,
+                          float eps, const char* mlx_path) {
+  const auto s = ctx.stream();
+  if (!cuda_layer_norm_applies(x, s)) {
+    ctx.bind_output(n, 0, shifted_fast_layer_norm(x, w, b, eps, s));
+    ctx.mark_fast(n, mlx_path);
+    return;
+  }
+  const LayerNormSum parts = layer_norm_sum_parts(x);
+  LayerNormResult r = cuda_layer_norm(parts, w, b, eps, s);
+  if (r.sum) ctx.bind(n.inputs[0], *r.sum);
+  ctx.bind_output(n, 0, r.y);
+  ctx.mark_fast(n, r.sum ? "LayerNorm (residual Add folded in) -> one CUDA kernel"
+                         : "LayerNorm -> one CUDA kernel");
 }
 
 bool chains_enabled(const EpOptions& options) {

@@ -30,6 +30,10 @@
 #include "ortmlx/engine/options.h"
 #include "ortmlx/engine/plan.h"
 
+namespace ortmlx {
+class TranslationContext;
+}
+
 namespace ortmlx::ops::patterns {
 
 inline constexpr const char* kDomain = "ortmlx.pattern";
@@ -49,6 +53,17 @@ mlx::core::array shifted_fast_layer_norm(const mlx::core::array& x,
                                          const std::optional<mlx::core::array>& w,
                                          const std::optional<mlx::core::array>& b, float eps,
                                          mlx::core::StreamOrDevice s);
+
+// Output 0 of node n, the fast LayerNorm of its input 0 (x, float32, the last axis; w and b
+// optional vectors): on sm_90 GPUs, when opted in (ONNXRUNTIME_EP_MLX_LAYER_NORM_KERNEL=1), one
+// CUDA kernel of ours (ops/norm/cuda/layer_norm.h) that also computes the residual Add producing
+// x, whose output name is then bound to the kernel's sum (the same float32 values) so the graph's
+// other readers of that sum take it from there; else shifted_fast_layer_norm. Marks the path
+// taken (`mlx_path` for the latter).
+void bind_fast_layer_norm(TranslationContext& ctx, const NodeDesc& n, const mlx::core::array& x,
+                          const std::optional<mlx::core::array>& w,
+                          const std::optional<mlx::core::array>& b, float eps,
+                          const char* mlx_path);
 
 // Rewrites plan.nodes in place; returns the number of chains replaced, by pattern name
 // ("layer_norm", "rms_norm", "gelu_erf", "gelu_tanh", "attention", "matmul_add",

@@ -158,6 +158,26 @@ const void* address(const mx::array& a) {
   return static_cast<const char*>(buf->data) + a.offset();
 }
 
+// Two CUDA events for timing the candidates, destroyed with the scope (also on an exception).
+struct TimingEvents {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  TimingEvents() {
+    if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) {
+      (void)cudaGetLastError();
+      release();
+      throw std::runtime_error("cuDNN convolution: cudaEventCreate failed");
+    }
+  }
+  TimingEvents(const TimingEvents&) = delete;
+  TimingEvents& operator=(const TimingEvents&) = delete;
+  ~TimingEvents() { release(); }
+  void release() {
+    if (start != nullptr) (void)cudaEventDestroy(start);
+    if (stop != nullptr) (void)cudaEventDestroy(stop);
+    start = stop = nullptr;
+  }
+};
+
 // A plan per shape and geometry, built and timed on first use (the handle's mutex held).
 std::shared_ptr<const ConvPlan> plan_for(const mx::array& x, const mx::array& w, mx::array& y,
                                          const CudnnConvGeometry& g, cudaStream_t stream) {
@@ -166,9 +186,10 @@ std::shared_ptr<const ConvPlan> plan_for(const mx::array& x, const mx::array& w,
   for (const auto* v : {&g.pads, &g.strides, &g.dilations})
     key.insert(key.end(), v->begin(), v->end());
   key.push_back(g.groups);
-  static std::map<std::vector<int64_t>, std::shared_ptr<const ConvPlan>> plans;
+  // Never destroyed (descriptors outlive no library they need at exit), like MLX's caches.
+  static auto* plans = new std::map<std::vector<int64_t>, std::shared_ptr<const ConvPlan>>();
   constexpr size_t kMaxPlans = 1024;  // shape-polymorphic models: start over past this many
-  if (auto it = plans.find(key); it != plans.end()) return it->second;
+  if (auto it = plans->find(key); it != plans->end()) return it->second;
 
   const CudnnApi& a = cudnn();
   const bool tf32 = device::tf32_enabled();
@@ -216,21 +237,18 @@ std::shared_ptr<const ConvPlan> plan_for(const mx::array& x, const mx::array& w,
   // process pays for loading its module (CUDA's lazy loading): on an H100 it ranked the slowest
   // kernel first for ResNet-sized layers. So the search above only names the candidates (and
   // loads their kernels); each is then timed here, warm, and the fastest kept, with the math
-  // type the search reports for it (as ORT's CUDA EP runs it). In exact mode the search ran
-  // under FMA math only, so the candidates are FMA kernels (the fp32 "f32f32_f32f32_f32" xmma
-  // engines report default math); the tests hold every result to fp32 tolerances.
+  // type the search reports for it (as ORT's CUDA EP runs it). Exact mode searched under FMA math
+  // only and keeps only candidates reported so (all of them on an H100), never TF32.
   const float one = 1.0f, zero = 0.0f;
   constexpr int kTimedRuns = 3;
   float best_ms = 0.0f;
   bool found = false;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw std::runtime_error("cuDNN convolution: cudaEventCreate failed");
-  }
+  const TimingEvents events;
+  cudaEvent_t start = events.start, stop = events.stop;
   for (int i = 0; i < returned; ++i) {
     const auto& r = perf[i];
     if (r.status != CUDNN_STATUS_SUCCESS || r.memory > ws_bytes) continue;
+    if (!tf32 && r.mathType != CUDNN_FMA_MATH) continue;
     check(a.cudnnSetConvolutionMathType(cd, r.mathType), "cudnnSetConvolutionMathType");
     auto run = [&] {
       return a.cudnnConvolutionForward(handle(), &one, p->x.get(), address(x), wd, address(w), cd,
@@ -251,8 +269,6 @@ std::shared_ptr<const ConvPlan> plan_for(const mx::array& x, const mx::array& w,
     p->math = r.mathType;
     found = true;
   }
-  (void)cudaEventDestroy(start);
-  (void)cudaEventDestroy(stop);
   if (!found) throw std::runtime_error("cuDNN convolution: no algorithm runs this shape");
   check(a.cudnnSetConvolutionMathType(cd, p->math), "cudnnSetConvolutionMathType");
   if (const char* log = std::getenv("ONNXRUNTIME_EP_MLX_CUDNN_CONV_LOG"); log && parse_flag(log)) {
@@ -268,8 +284,8 @@ std::shared_ptr<const ConvPlan> plan_for(const mx::array& x, const mx::array& w,
     (void)cudaGetLastError();
     throw std::runtime_error("cuDNN convolution: the algorithm search failed on the device");
   }
-  if (plans.size() >= kMaxPlans) plans.clear();
-  plans.emplace(key, p);
+  if (plans->size() >= kMaxPlans) plans->clear();
+  plans->emplace(key, p);
   return p;
 }
 
