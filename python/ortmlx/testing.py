@@ -181,9 +181,9 @@ def cudnn_conv(flops: float) -> bool:
 
 def layer_norm_kernel() -> bool:
     """Whether the fast LayerNorm runs as one CUDA kernel of ours in this process
-    (ops/norm/cuda/layer_norm.h): on the GPU when ONNXRUNTIME_EP_MLX_LAYER_NORM_KERNEL opts in."""
-    value = os.environ.get("ONNXRUNTIME_EP_MLX_LAYER_NORM_KERNEL")
-    return value is not None and true_flag(value) and mlx_backend() == "gpu"
+    (ops/norm/cuda/layer_norm.h): on the GPU unless ONNXRUNTIME_EP_MLX_LAYER_NORM_KERNEL is a
+    false flag."""
+    return mlx_backend() == "gpu" and kernel_enabled("ONNXRUNTIME_EP_MLX_LAYER_NORM_KERNEL")
 
 
 def true_flag(value: str) -> bool:

@@ -21,8 +21,8 @@ LN_KERNEL = layer_norm_kernel()
 
 
 def ln_path(mlx_path, residual=False):
-    """The report's path of a fast LayerNorm: one CUDA kernel of ours where opted in on the GPU
-    (with the residual Add that feeds it folded in, when there is one), else `mlx_path`."""
+    """The report's path of a fast LayerNorm: one CUDA kernel of ours on the GPU (with the
+    residual Add that feeds it folded in, when there is one), else `mlx_path`."""
     if not LN_KERNEL:
         return mlx_path
     return ("LayerNorm (residual Add folded in) -> one CUDA kernel" if residual
@@ -578,8 +578,8 @@ def test_fast_layer_norm_after_a_residual_add(chain, rng):
 @pytest.mark.parametrize("bias_first", [True, False])
 def test_layer_norm_of_a_transformer_residual(bias_first, rng):
     """y = LayerNorm((h @ W + b) + r), the residual sum also read by the next residual Add and
-    returned: what a transformer block writes. Where the one-kernel LayerNorm is opted in on the
-    GPU, it computes the sum as the graph does (its Add order, bias first) and the sum's other
+    returned: what a transformer block writes. Where the one-kernel LayerNorm runs (the GPU), it
+    computes the sum as the graph does (its Add order, bias first) and the sum's other
     readers take it from the kernel; values match ORT CPU on every path."""
     shape, e = (2, 6, 48), 48
     wts = (rng.standard_normal((e, e)) / np.sqrt(e)).astype(np.float32)

@@ -55,7 +55,7 @@ mlx::core::array shifted_fast_layer_norm(const mlx::core::array& x,
                                          mlx::core::StreamOrDevice s);
 
 // Output 0 of node n, the fast LayerNorm of its input 0 (x, float32, the last axis; w and b
-// optional vectors): on sm_90 GPUs, when opted in (ONNXRUNTIME_EP_MLX_LAYER_NORM_KERNEL=1), one
+// optional vectors): on sm_90 GPUs (unless ONNXRUNTIME_EP_MLX_LAYER_NORM_KERNEL=0), one
 // CUDA kernel of ours (ops/norm/cuda/layer_norm.h) that also computes the residual Add producing
 // x, whose output name is then bound to the kernel's sum (the same float32 values) so the graph's
 // other readers of that sum take it from there; else shifted_fast_layer_norm. Marks the path

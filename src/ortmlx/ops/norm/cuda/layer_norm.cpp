@@ -3,7 +3,6 @@
 #include "ortmlx/ops/norm/cuda/layer_norm.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -14,7 +13,6 @@
 #include <mlx/ops.h>
 #include <mlx/primitives.h>
 
-#include "ortmlx/engine/options.h"
 #include "ortmlx/ops/cuda_support.h"
 
 #if ORTMLX_CUDA_KERNELS
@@ -25,12 +23,9 @@ namespace ortmlx::ops {
 
 namespace {
 
-// Opt-in (read once) until the kernel has run on a GPU.
+// On unless ONNXRUNTIME_EP_MLX_LAYER_NORM_KERNEL=0 (read once).
 bool enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("ONNXRUNTIME_EP_MLX_LAYER_NORM_KERNEL");
-    return v != nullptr && parse_flag(v);
-  }();
+  static const bool on = kernel_enabled("ONNXRUNTIME_EP_MLX_LAYER_NORM_KERNEL");
   return on;
 }
 

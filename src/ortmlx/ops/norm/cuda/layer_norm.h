@@ -1,6 +1,6 @@
 // LayerNorm of float32 rows in one CUDA kernel (kernels.cu), with the residual Add that feeds it
-// folded in: the fast LayerNorm path of the CUDA flavour on sm_90, opt-in
-// (ONNXRUNTIME_EP_MLX_LAYER_NORM_KERNEL=1) until it has run on a GPU.
+// folded in: the fast LayerNorm path of the CUDA flavour on sm_90
+// (ONNXRUNTIME_EP_MLX_LAYER_NORM_KERNEL=0 keeps MLX's fast path).
 #pragma once
 
 #include <optional>
@@ -21,7 +21,7 @@ struct LayerNormSum {
 };
 
 // Whether the kernel runs rows of float32 `x` (rank >= 1, the last axis normalised) on `s`: the
-// CUDA flavour on an sm_90 GPU stream, opted in, at most 2^31 - 1 elements.
+// CUDA flavour on an sm_90 GPU stream, the kernel not switched off, at most 2^31 - 1 elements.
 bool cuda_layer_norm_applies(const mx::array& x, mx::StreamOrDevice s);
 
 // X as the kernel takes it: when X is MLX's Add of two arrays of its shape (the residual Add of
