@@ -350,7 +350,8 @@ std::optional<mx::array> conv_nchw_cudnn(TranslationContext& ctx, const NodeDesc
   }
   mx::Shape out_shape{x.shape(0), w.shape(0)};
   out_shape.insert(out_shape.end(), spatial.begin(), spatial.end());
-  if (!cudnn_conv_applies(xn, wn, out_shape, s)) return std::nullopt;
+  // Padded first (a lazy op, dropped unevaluated when cuDNN does not apply): the shape cuDNN runs
+  // is the padded one.
   if (std::any_of(extra_lo.begin(), extra_lo.end(), [](int p) { return p != 0; }) ||
       std::any_of(extra_hi.begin(), extra_hi.end(), [](int p) { return p != 0; })) {
     std::vector<int> axes;
@@ -358,6 +359,7 @@ std::optional<mx::array> conv_nchw_cudnn(TranslationContext& ctx, const NodeDesc
     xn = mx::pad(xn, axes, mx::Shape(extra_lo.begin(), extra_lo.end()),
                  mx::Shape(extra_hi.begin(), extra_hi.end()), mx::array(0.0f), "constant", s);
   }
+  if (!cudnn_conv_applies(xn, wn, cg, out_shape, s)) return std::nullopt;
   mx::array y = cudnn_conv(xn, wn, cg, out_shape, s);
   if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
     mx::array b = widen(ctx.input(n, 2), s);

@@ -25,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include <mlx/backend/cuda/allocator.h>
 #include <mlx/backend/cuda/device.h>
@@ -178,14 +179,42 @@ struct TimingEvents {
   }
 };
 
-// A plan per shape and geometry, built and timed on first use (the handle's mutex held).
-std::shared_ptr<const ConvPlan> plan_for(const mx::array& x, const mx::array& w, mx::array& y,
-                                         const CudnnConvGeometry& g, cudaStream_t stream) {
-  std::vector<int64_t> key(x.shape().begin(), x.shape().end());
-  key.insert(key.end(), w.shape().begin(), w.shape().end());
+using PlanKey = std::vector<int64_t>;
+
+PlanKey plan_key(const mx::Shape& x, const mx::Shape& w, const CudnnConvGeometry& g) {
+  PlanKey key(x.begin(), x.end());
+  key.insert(key.end(), w.begin(), w.end());
   for (const auto* v : {&g.pads, &g.strides, &g.dilations})
     key.insert(key.end(), v->begin(), v->end());
   key.push_back(g.groups);
+  return key;
+}
+
+// Shapes cuDNN failed to run (no algorithm, a failed call): later translations of them keep MLX's
+// convolution, so the run that failed is retried (the executor's plain rerun translates again)
+// and the session goes on without them. Guarded by its own mutex: translations ask from any
+// thread.
+std::mutex& failed_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::set<PlanKey>& failed_plans() {
+  static auto* failed = new std::set<PlanKey>();
+  return *failed;
+}
+bool failed_before(const PlanKey& key) {
+  std::lock_guard lock(failed_mutex());
+  return failed_plans().count(key) != 0;
+}
+void record_failure(const PlanKey& key) {
+  std::lock_guard lock(failed_mutex());
+  failed_plans().insert(key);
+}
+
+// A plan per shape and geometry, built and timed on first use (the handle's mutex held).
+std::shared_ptr<const ConvPlan> plan_for(const mx::array& x, const mx::array& w, mx::array& y,
+                                         const CudnnConvGeometry& g, cudaStream_t stream) {
+  const PlanKey key = plan_key(x.shape(), w.shape(), g);
   // Never destroyed (descriptors outlive no library they need at exit), like MLX's caches.
   static auto* plans = new std::map<std::vector<int64_t>, std::shared_ptr<const ConvPlan>>();
   constexpr size_t kMaxPlans = 1024;  // shape-polymorphic models: start over past this many
@@ -309,19 +338,24 @@ class CudnnConvolution final : public mx::UnaryPrimitive {
     encoder.set_input_array(w);
     encoder.set_output_array(out);
     std::lock_guard lock(handle_mutex());
-    const std::shared_ptr<const ConvPlan> plan = plan_for(x, w, out, g_, cs);
-    // Released in stream order after the convolution (graphs are off: cudnn_conv_applies).
-    std::optional<mx::allocator::Data> ws;
-    if (plan->workspace != 0) ws.emplace(device::device_block(plan->workspace, cs));
-    void* ws_ptr = ws ? static_cast<mx::cu::CudaBuffer*>(ws->buffer().ptr())->data : nullptr;
-    const float one = 1.0f, zero = 0.0f;
-    const CudnnApi& a = cudnn();
-    check(a.cudnnSetStream(handle(), cs), "cudnnSetStream");
-    check(
-        a.cudnnConvolutionForward(handle(), &one, plan->x.get(), address(x), plan->w.get(),
-                                  address(w), plan->conv.get(), plan->algo, ws_ptr, plan->workspace,
-                                  &zero, plan->y.get(), const_cast<void*>(address(out))),
-        "cudnnConvolutionForward");
+    try {
+      const std::shared_ptr<const ConvPlan> plan = plan_for(x, w, out, g_, cs);
+      // Released in stream order after the convolution (graphs are off: cudnn_conv_applies).
+      std::optional<mx::allocator::Data> ws;
+      if (plan->workspace != 0) ws.emplace(device::device_block(plan->workspace, cs));
+      void* ws_ptr = ws ? static_cast<mx::cu::CudaBuffer*>(ws->buffer().ptr())->data : nullptr;
+      const float one = 1.0f, zero = 0.0f;
+      const CudnnApi& a = cudnn();
+      check(a.cudnnSetStream(handle(), cs), "cudnnSetStream");
+      check(a.cudnnConvolutionForward(handle(), &one, plan->x.get(), address(x), plan->w.get(),
+                                      address(w), plan->conv.get(), plan->algo, ws_ptr,
+                                      plan->workspace, &zero, plan->y.get(),
+                                      const_cast<void*>(address(out))),
+            "cudnnConvolutionForward");
+    } catch (const std::exception&) {
+      record_failure(plan_key(x.shape(), w.shape(), g_));
+      throw;
+    }
   }
 
   const char* name() const override { return "OrtmlxCudnnConvolution"; }
@@ -354,8 +388,8 @@ double cudnn_conv_min_flops() {
   return end != nullptr && *end == '\0' && parsed >= 0 ? parsed : kDefault;
 }
 
-bool cudnn_conv_applies(const mx::array& x, const mx::array& w, const mx::Shape& out_shape,
-                        mx::StreamOrDevice s) {
+bool cudnn_conv_applies(const mx::array& x, const mx::array& w, const CudnnConvGeometry& g,
+                        const mx::Shape& out_shape, mx::StreamOrDevice s) {
 #if ORTMLX_CUDA_KERNELS
   constexpr size_t kMaxInt = static_cast<size_t>(std::numeric_limits<int>::max());
   size_t out_size = 1;
@@ -365,7 +399,8 @@ bool cudnn_conv_applies(const mx::array& x, const mx::array& w, const mx::Shape&
       x.size() == 0 || w.size() == 0 || out_size == 0 || x.size() > kMaxInt || w.size() > kMaxInt ||
       out_size > kMaxInt)
     return false;
-  if (mx::to_stream(s).device.type != mx::Device::gpu || device::cuda_graphs_enabled())
+  if (mx::to_stream(s).device.type != mx::Device::gpu || device::cuda_graphs_enabled() ||
+      failed_before(plan_key(x.shape(), w.shape(), g)))
     return false;
   double flops = 2.0 * static_cast<double>(out_size) * w.shape(1);
   for (size_t i = 2; i < w.ndim(); ++i) flops *= w.shape(static_cast<int>(i));
@@ -373,6 +408,7 @@ bool cudnn_conv_applies(const mx::array& x, const mx::array& w, const mx::Shape&
 #else
   (void)x;
   (void)w;
+  (void)g;
   (void)out_shape;
   (void)s;
   return false;
@@ -381,7 +417,7 @@ bool cudnn_conv_applies(const mx::array& x, const mx::array& w, const mx::Shape&
 
 mx::array cudnn_conv(const mx::array& x, const mx::array& w, const CudnnConvGeometry& g,
                      const mx::Shape& out_shape, mx::StreamOrDevice s) {
-  if (!cudnn_conv_applies(x, w, out_shape, s))
+  if (!cudnn_conv_applies(x, w, g, out_shape, s))
     throw std::runtime_error("cuDNN convolution: not for these operands or device");
 #if ORTMLX_CUDA_KERNELS
   const mx::Stream stream = mx::to_stream(s);

@@ -37,10 +37,11 @@ double cudnn_conv_min_flops();
 // the output shape `out_shape` can take cuDNN on `s`: the CUDA flavour on a GPU stream, cuDNN's
 // library loaded in the process, MLX's CUDA graphs off (the EP's default: a graph launched later
 // than the workspace's stream-ordered release would read freed memory), no tensor empty or past
-// 2^31 elements, at least cudnn_conv_min_flops(), and ONNXRUNTIME_EP_MLX_CUDNN_CONV not a false
-// flag (0 keeps MLX's convolutions).
-bool cudnn_conv_applies(const mx::array& x, const mx::array& w, const mx::Shape& out_shape,
-                        mx::StreamOrDevice s);
+// 2^31 elements, at least cudnn_conv_min_flops(), not a shape and geometry cuDNN failed to run
+// before in this process (its error then failed that run; the rerun and later translations keep
+// MLX's convolution), and ONNXRUNTIME_EP_MLX_CUDNN_CONV not a false flag (0 keeps MLX's).
+bool cudnn_conv_applies(const mx::array& x, const mx::array& w, const CudnnConvGeometry& g,
+                        const mx::Shape& out_shape, mx::StreamOrDevice s);
 
 // Y (N, M, out...) = the cross-correlation of X with W under `g`, `out_shape` the caller's checked
 // output shape. X and W are made row-contiguous first (no copy when they are). The first
