@@ -37,25 +37,30 @@ struct GeluChain {
 
 }  // namespace
 
-// y[i] = GELU(x[i]) for i < n; 4 elements per thread and iteration when both pointers are 16-byte
-// aligned, a grid-stride loop over the rest.
+// y[i] = GELU(x[i]) for i < n, x[i] = m[i] + bias[i % cols] when `cols` > 0 (the projection's
+// bias folded in: MLX cannot fuse its Add into this kernel, so it would write the sum first), else
+// m[i]; 4 elements per thread and iteration when both pointers are 16-byte aligned, a grid-stride
+// loop over the rest.
 extern "C" __global__ void __launch_bounds__(kThreads)
-    EW_CAT(ortmlx_gelu_, ORTMLX_EW_TAG)(const float* x, float* y, int n, int tanh_form, int divide,
-                                        int tail, float c, float alpha, float k, float half) {
+    EW_CAT(ortmlx_gelu_, ORTMLX_EW_TAG)(const float* m, const float* bias, float* y, int n,
+                                        int cols, int tanh_form, int divide, int tail, float c,
+                                        float alpha, float k, float half) {
   const GeluChain f{tanh_form, divide, tail, c, alpha, k, half};
+  auto in = [&](long long idx, float v) { return cols > 0 ? v + bias[idx % cols] : v; };
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
   const long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   long long done = 0;  // elements handled by the vector loop
-  if ((reinterpret_cast<unsigned long long>(x) | reinterpret_cast<unsigned long long>(y)) % 16 ==
+  if ((reinterpret_cast<unsigned long long>(m) | reinterpret_cast<unsigned long long>(y)) % 16 ==
       0) {
     const long long n4 = n / 4;
-    const float4* x4 = reinterpret_cast<const float4*>(x);
+    const float4* m4 = reinterpret_cast<const float4*>(m);
     float4* y4 = reinterpret_cast<float4*>(y);
     for (long long j = i; j < n4; j += stride) {
-      const float4 v = x4[j];
-      y4[j] = make_float4(f(v.x), f(v.y), f(v.z), f(v.w));
+      const float4 v = m4[j];
+      const long long e = 4 * j;
+      y4[j] = make_float4(f(in(e, v.x)), f(in(e + 1, v.y)), f(in(e + 2, v.z)), f(in(e + 3, v.w)));
     }
     done = n4 * 4;
   }
-  for (long long j = done + i; j < n; j += stride) y[j] = f(x[j]);
+  for (long long j = done + i; j < n; j += stride) y[j] = f(in(j, m[j]));
 }

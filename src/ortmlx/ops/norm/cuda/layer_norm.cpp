@@ -3,7 +3,6 @@
 #include "ortmlx/ops/norm/cuda/layer_norm.h"
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -11,9 +10,9 @@
 
 #include <mlx/fast.h>
 #include <mlx/ops.h>
-#include <mlx/primitives.h>
 
 #include "ortmlx/ops/cuda_support.h"
+#include "ortmlx/ops/lazy_graph.h"
 
 #if ORTMLX_CUDA_KERNELS
 ORTMLX_DECLARE_CUBIN(norm_cuda)  // generated: norm_cuda.cpp in the build folder
@@ -27,37 +26,6 @@ namespace {
 bool enabled() {
   static const bool on = kernel_enabled("ONNXRUNTIME_EP_MLX_LAYER_NORM_KERNEL");
   return on;
-}
-
-bool is(const mx::array& a, const char* primitive) {
-  // By name: libmlx exports no RTTI for its primitives (engine/layout.cpp does the same).
-  return a.has_primitive() && std::strcmp(a.primitive().name(), primitive) == 0;
-}
-
-bool same_float_shape(const mx::array& a, const mx::array& x) {
-  return a.dtype() == mx::float32 && a.shape() == x.shape();
-}
-
-// The vector behind `a` when `a` is MLX's broadcast of a float32 vector of the last axis's size
-// (1-D, or with leading 1s) to x's shape.
-std::optional<mx::array> broadcast_vector(const mx::array& a, const mx::array& x) {
-  if (!is(a, "Broadcast") || a.inputs().size() != 1 || !same_float_shape(a, x)) return std::nullopt;
-  const mx::array& v = a.inputs()[0];
-  if (v.dtype() != mx::float32 || v.ndim() < 1 || v.shape(-1) != x.shape(-1) ||
-      static_cast<int64_t>(v.size()) != x.shape(-1))
-    return std::nullopt;
-  return v;
-}
-
-// m + bias with m of x's shape: the pair, else nullopt.
-std::optional<LayerNormSum> bias_add(const mx::array& a, const mx::array& x) {
-  if (!is(a, "Add") || a.inputs().size() != 2 || !same_float_shape(a, x)) return std::nullopt;
-  const mx::array &p = a.inputs()[0], &q = a.inputs()[1];
-  if (auto v = broadcast_vector(q, x); v && same_float_shape(p, x) && !broadcast_vector(p, x))
-    return LayerNormSum{p, v, std::nullopt};
-  if (auto v = broadcast_vector(p, x); v && same_float_shape(q, x) && !broadcast_vector(q, x))
-    return LayerNormSum{q, v, std::nullopt};
-  return std::nullopt;
 }
 
 // Threads per row's block: the row's width rounded up to whole warps, at most 256.
@@ -78,7 +46,7 @@ bool cuda_layer_norm_applies(const mx::array& x, mx::StreamOrDevice s) {
 }
 
 LayerNormSum layer_norm_sum_parts(const mx::array& x) {
-  if (!is(x, "Add") || x.inputs().size() != 2) return {x, std::nullopt, std::nullopt};
+  if (!made_by(x, "Add") || x.inputs().size() != 2) return {x, std::nullopt, std::nullopt};
   const mx::array &p = x.inputs()[0], &q = x.inputs()[1];
   if (!same_float_shape(p, x) || !same_float_shape(q, x) || broadcast_vector(p, x) ||
       broadcast_vector(q, x))

@@ -1,0 +1,42 @@
+#include "ortmlx/ops/lazy_graph.h"
+
+#include <cstdint>
+#include <cstring>
+
+#include <mlx/primitives.h>
+
+namespace ortmlx::ops {
+
+bool made_by(const mx::array& a, const char* primitive) {
+  return a.has_primitive() && std::strcmp(a.primitive().name(), primitive) == 0;
+}
+
+bool same_float_shape(const mx::array& a, const mx::array& like) {
+  return a.dtype() == mx::float32 && a.shape() == like.shape();
+}
+
+std::optional<mx::array> broadcast_vector(const mx::array& a, const mx::array& like) {
+  if (!made_by(a, "Broadcast") || a.inputs().size() != 1 || !same_float_shape(a, like) ||
+      like.ndim() < 1)
+    return std::nullopt;
+  const mx::array& v = a.inputs()[0];
+  if (v.dtype() != mx::float32 || v.ndim() < 1 || v.shape(-1) != like.shape(-1) ||
+      static_cast<int64_t>(v.size()) != like.shape(-1))
+    return std::nullopt;
+  return v;
+}
+
+std::optional<BiasAdd> bias_add(const mx::array& a, const mx::array& like) {
+  if (!made_by(a, "Add") || a.inputs().size() != 2 || !same_float_shape(a, like))
+    return std::nullopt;
+  const mx::array &p = a.inputs()[0], &q = a.inputs()[1];
+  if (auto v = broadcast_vector(q, like);
+      v && same_float_shape(p, like) && !broadcast_vector(p, like))
+    return BiasAdd{p, *v};
+  if (auto v = broadcast_vector(p, like);
+      v && same_float_shape(q, like) && !broadcast_vector(q, like))
+    return BiasAdd{q, *v};
+  return std::nullopt;
+}
+
+}  // namespace ortmlx::ops
