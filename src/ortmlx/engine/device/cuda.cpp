@@ -40,14 +40,6 @@ cudaStream_t copy_stream() {
   return stream;
 }
 
-// The device address of an evaluated MLX array (MLX's own gpu_ptr, which is not exported).
-// Reading the buffer struct never migrates it, unlike array::data().
-const void* device_address(const mx::array& a) {
-  auto* buf = static_cast<const mx::cu::CudaBuffer*>(a.buffer().ptr());
-  if (buf == nullptr || buf->data == nullptr) throw std::runtime_error("array has no buffer");
-  return static_cast<const char*>(buf->data) + a.offset();  // offset() is in bytes
-}
-
 // Free device memory, counting what the default pool holds reserved but unused.
 size_t pool_free_bytes() {
   size_t free_bytes = 0, total = 0;
@@ -177,6 +169,19 @@ void queue_copies(std::vector<void*>& dsts, std::vector<const void*>& srcs,
 }
 
 }  // namespace
+
+// MLX's own gpu_ptr, which is not exported. Reading the buffer struct never migrates the buffer,
+// unlike array::data().
+const void* device_address(const mx::array& a) {
+  auto* buf = static_cast<const mx::cu::CudaBuffer*>(a.buffer().ptr());
+  if (buf == nullptr || buf->data == nullptr) throw std::runtime_error("array has no buffer");
+  return static_cast<const char*>(buf->data) + a.offset();  // offset() is in bytes
+}
+
+void* device_address(const mx::allocator::Data& block) {
+  auto* buf = static_cast<mx::cu::CudaBuffer*>(block.buffer().ptr());
+  return buf == nullptr ? nullptr : buf->data;
+}
 
 bool gpu_io_available() {
   static const bool available = [] {

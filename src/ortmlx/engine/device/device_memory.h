@@ -55,6 +55,9 @@ mlx::core::array new_device_array(const mlx::core::Shape& shape, mlx::core::Dtyp
 // workspaces): `bytes` from the default pool, taken in the order of the CUDA stream `stream`
 // (a cudaStream_t) and given back in that order when MLX drops the buffer.
 mlx::core::allocator::Data device_block(size_t bytes, void* stream);
+// The device address of an evaluated MLX array's data, and of a block from device_block.
+const void* device_address(const mlx::core::array& a);
+void* device_address(const mlx::core::allocator::Data& block);
 void upload(const std::vector<Upload>& uploads);
 // Copies an evaluated, row-contiguous array into device memory at `dst` (a.nbytes() bytes).
 void to_device(const mlx::core::array& a, void* dst);

@@ -40,6 +40,12 @@ mlx::core::array new_device_array(const mlx::core::Shape&, mlx::core::Dtype) {
 mlx::core::allocator::Data device_block(size_t, void*) {
   no_gpu();
 }
+const void* device_address(const mlx::core::array&) {
+  no_gpu();
+}
+void* device_address(const mlx::core::allocator::Data&) {
+  no_gpu();
+}
 void upload(const std::vector<Upload>&) {
   no_gpu();
 }

@@ -27,7 +27,6 @@
 #include <optional>
 #include <set>
 
-#include <mlx/backend/cuda/allocator.h>
 #include <mlx/backend/cuda/device.h>
 #include <mlx/primitives.h>
 
@@ -39,6 +38,8 @@ namespace ortmlx::ops {
 
 #if ORTMLX_CUDA_KERNELS
 namespace {
+
+using device::device_address;
 
 // The cuDNN entry points this file calls, from the process's libcudnn.so.9.
 #define ORTMLX_CUDNN_FUNCTIONS(X)            \
@@ -152,13 +153,6 @@ size_t search_workspace(const ConvPlan& p) {
   return std::min(most, cap);
 }
 
-const void* address(const mx::array& a) {
-  auto* buf = static_cast<const mx::cu::CudaBuffer*>(a.buffer().ptr());
-  if (buf == nullptr || buf->data == nullptr)
-    throw std::runtime_error("cuDNN convolution: an operand has no device buffer");
-  return static_cast<const char*>(buf->data) + a.offset();
-}
-
 // Two CUDA events for timing the candidates, destroyed with the scope (also on an exception).
 struct TimingEvents {
   cudaEvent_t start = nullptr, stop = nullptr;
@@ -254,13 +248,13 @@ std::shared_ptr<const ConvPlan> plan_for(const mx::array& x, const mx::array& w,
   const size_t ws_bytes = search_workspace(*p);
   std::optional<mx::allocator::Data> ws;
   if (ws_bytes != 0) ws.emplace(device::device_block(ws_bytes, stream));
-  void* ws_ptr = ws ? static_cast<mx::cu::CudaBuffer*>(ws->buffer().ptr())->data : nullptr;
+  void* ws_ptr = ws ? device_address(*ws) : nullptr;
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int returned = 0;
-  check(a.cudnnFindConvolutionForwardAlgorithmEx(handle(), p->x.get(), address(x), wd, address(w),
-                                                 cd, p->y.get(), const_cast<void*>(address(y)),
-                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf,
-                                                 ws_ptr, ws_bytes),
+  check(a.cudnnFindConvolutionForwardAlgorithmEx(
+            handle(), p->x.get(), device_address(x), wd, device_address(w), cd, p->y.get(),
+            const_cast<void*>(device_address(y)), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf,
+            ws_ptr, ws_bytes),
         "cudnnFindConvolutionForwardAlgorithmEx");
   // cuDNN's own ranking comes from one run of each algorithm, and a kernel's first launch in the
   // process pays for loading its module (CUDA's lazy loading): on an H100 it ranked the slowest
@@ -280,9 +274,9 @@ std::shared_ptr<const ConvPlan> plan_for(const mx::array& x, const mx::array& w,
     if (!tf32 && r.mathType != CUDNN_FMA_MATH) continue;
     check(a.cudnnSetConvolutionMathType(cd, r.mathType), "cudnnSetConvolutionMathType");
     auto run = [&] {
-      return a.cudnnConvolutionForward(handle(), &one, p->x.get(), address(x), wd, address(w), cd,
-                                       r.algo, ws_ptr, r.memory, &zero, p->y.get(),
-                                       const_cast<void*>(address(y)));
+      return a.cudnnConvolutionForward(handle(), &one, p->x.get(), device_address(x), wd,
+                                       device_address(w), cd, r.algo, ws_ptr, r.memory, &zero,
+                                       p->y.get(), const_cast<void*>(device_address(y)));
     };
     bool ok = run() == CUDNN_STATUS_SUCCESS && cudaEventRecord(start, stream) == cudaSuccess;
     for (int k = 0; ok && k < kTimedRuns; ++k) ok = run() == CUDNN_STATUS_SUCCESS;
@@ -343,14 +337,14 @@ class CudnnConvolution final : public mx::UnaryPrimitive {
       // Released in stream order after the convolution (graphs are off: cudnn_conv_applies).
       std::optional<mx::allocator::Data> ws;
       if (plan->workspace != 0) ws.emplace(device::device_block(plan->workspace, cs));
-      void* ws_ptr = ws ? static_cast<mx::cu::CudaBuffer*>(ws->buffer().ptr())->data : nullptr;
+      void* ws_ptr = ws ? device_address(*ws) : nullptr;
       const float one = 1.0f, zero = 0.0f;
       const CudnnApi& a = cudnn();
       check(a.cudnnSetStream(handle(), cs), "cudnnSetStream");
-      check(a.cudnnConvolutionForward(handle(), &one, plan->x.get(), address(x), plan->w.get(),
-                                      address(w), plan->conv.get(), plan->algo, ws_ptr,
-                                      plan->workspace, &zero, plan->y.get(),
-                                      const_cast<void*>(address(out))),
+      check(a.cudnnConvolutionForward(handle(), &one, plan->x.get(), device_address(x),
+                                      plan->w.get(), device_address(w), plan->conv.get(),
+                                      plan->algo, ws_ptr, plan->workspace, &zero, plan->y.get(),
+                                      const_cast<void*>(device_address(out))),
             "cudnnConvolutionForward");
     } catch (const std::exception&) {
       record_failure(plan_key(x.shape(), w.shape(), g_));
