@@ -222,6 +222,23 @@ def bench_one(env, name: str, kind: str, build, args, tf32: bool, has_cuda: bool
         runners["mlx"] = dio
     except Exception as e:  # noqa: BLE001
         row["mlx"] = gm.failure(e)
+    if args.ab:  # a second MLX EP session, translated with VAR=VALUE set (same process, in turns)
+        var, _, value = args.ab.partition("=")
+        before = os.environ.get(var)
+        try:
+            os.environ[var] = value
+            sess_b = gm.ep_session(env, data)
+            dio_b = gm.DeviceIO(env, sess_b, feeds, out_specs)
+            dio_b.run()  # the translation reads the variable; later runs replay it
+            keep += [sess_b, dio_b]
+            runners["mlx_ab"] = dio_b
+        except Exception as e:  # noqa: BLE001
+            row["mlx_ab"] = gm.failure(e)
+        finally:
+            if before is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = before
     if not has_cuda:
         row["cuda"] = {"skipped": f"this onnxruntime has no {CUDA_EP}"}
     else:
@@ -272,7 +289,8 @@ def worker(args) -> int:
         row = bench_one(env, name, kind, build, args, tf32, has_cuda)
         row["seconds"] = round(time.time() - t0, 1)
         result["rows"].append(row)
-        print(f"[{args.worker}] {name}: mlx {fmt_ms(row.get('mlx'))} cuda "
+        ab = f" mlx[{args.ab}] {fmt_ms(row.get('mlx_ab'))}" if args.ab else ""
+        print(f"[{args.worker}] {name}: mlx {fmt_ms(row.get('mlx'))}{ab} cuda "
               f"{fmt_ms(row.get('cuda'))} ({row['seconds']} s)", flush=True)
         out.write_text(json.dumps(result, indent=1, default=str))
     return 0
@@ -307,6 +325,10 @@ def table(mode: dict) -> list[str]:
              "max err MLX EP | MLX partitions (fused / eager / nodes on EP) | "
              "MLX outside eval ms (translate / copy / queue) |",
              "|---|---|---|---|---|---|---|---|---|"]
+    ab = any("mlx_ab" in r for r in mode["rows"])
+    if ab:  # the same-process A/B session: its time and its ratio to the CUDA EP
+        lines[2] += f" MLX EP ms with {mode.get('ab')} | its ratio |"
+        lines[3] += "---|---|"
     for r in mode["rows"]:
         x = ratio(r)
         target = TARGET_RATIO.get(r["kind"])
@@ -324,6 +346,11 @@ def table(mode: dict) -> list[str]:
                      f"{f'{x:.2f}x' if x else '-'}{mark} | <= {target} | "
                      f"{fmt_err(r.get('cuda'))} | {fmt_err(r.get('mlx'))} | {parts} | "
                      f"{outside} |")
+        if ab:
+            b, c = r.get("mlx_ab", {}), r.get("cuda", {})
+            xb = (b["median_s"] / c["median_s"] if "median_s" in b and c.get("median_s")
+                  else None)
+            lines[-1] += f" {fmt_ms(b)} | {f'{xb:.2f}x' if xb else '-'} |"
     fails = [(r["model"], side, r[side]["error"]) for r in mode["rows"]
              for side in ("mlx", "cuda", "error") if isinstance(r.get(side), dict)
              and "error" in r[side]]
@@ -408,6 +435,9 @@ def main() -> int:
     ap.add_argument("--knob", action="append", default=[],
                     help="VAR=VALUE[,VAR=VALUE...]: one more exact-mode run with these environment variables set "
                          "(e.g. MLX_MAX_OPS_PER_BUFFER=100, MLX_USE_CUDA_GRAPHS=0); repeatable")
+    ap.add_argument("--ab", default="",
+                    help="VAR=VALUE: a second MLX EP session in the same process, translated with "
+                         "VAR=VALUE set (switches the library reads per translation), timed in turns")
     ap.add_argument("--knob-only", nargs="+", default=[],
                     help="the knob runs take only models whose name contains one of these")
     ap.add_argument("--quick", action="store_true")
@@ -436,6 +466,7 @@ def main() -> int:
                "--warmup", str(args.warmup),
                "--max-cell-s", str(args.max_cell_s), "--overhead-runs", str(args.overhead_runs)]
         cmd += (["--quick"] if args.quick else []) + (["--cpu-binding"] if args.cpu_binding else [])
+        cmd += (["--ab", args.ab] if args.ab else [])
         only = args.knob_only if knob and args.knob_only else args.only
         cmd += (["--only", *only] if only else [])
         try:
@@ -443,7 +474,7 @@ def main() -> int:
         except subprocess.TimeoutExpired:
             print(f"[{mode}] stopped after {args.mode_timeout_s} s; rows so far kept")
         if path.exists():
-            modes.append(json.loads(path.read_text()) | {"knob": knob})
+            modes.append(json.loads(path.read_text()) | {"knob": knob, "ab": args.ab})
             path.unlink()
     argv = sys.argv[1:]
     if "--out" in argv[:-1]:  # the folder is the caller's (a machine path): say OUT

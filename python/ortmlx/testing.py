@@ -169,14 +169,36 @@ def cudnn_conv(flops: float) -> bool:
     than ONNXRUNTIME_EP_MLX_CUDNN_CONV_MIN_FLOPS (default 2^28), as the library decides."""
     if mlx_backend() != "gpu" or not kernel_enabled("ONNXRUNTIME_EP_MLX_CUDNN_CONV"):
         return False
-    graphs = os.environ.get("ONNXRUNTIME_EP_MLX_CUDA_GRAPHS", os.environ.get("MLX_USE_CUDA_GRAPHS"))
-    if graphs is not None and true_flag(graphs):
+    if cuda_graphs():
         return False
     try:
         least = float(os.environ.get("ONNXRUNTIME_EP_MLX_CUDNN_CONV_MIN_FLOPS", ""))
     except ValueError:
         least = float(2 ** 28)
     return flops >= (least if least >= 0 else float(2 ** 28))
+
+
+def cublaslt_matmul() -> bool:
+    """Whether float32 products of at least two rows and two columns (batch dims each all 1 or
+    the whole batch) run on cuBLASLt with a plan per shape in this process
+    (ops/matmul/cuda/cublaslt_matmul.h): on the GPU where ONNXRUNTIME_EP_MLX_CUBLASLT_MATMUL is a
+    true flag (opt-in) and MLX's CUDA graphs are off, as the library decides."""
+    return (mlx_backend() == "gpu" and true_flag(os.environ.get("ONNXRUNTIME_EP_MLX_CUBLASLT_MATMUL", ""))
+            and not cuda_graphs())
+
+
+def cuda_graphs() -> bool:
+    """Whether MLX's CUDA graphs are on in this process (ONNXRUNTIME_EP_MLX_CUDA_GRAPHS, else
+    MLX_USE_CUDA_GRAPHS; off unless set), as the library decides (device::init_launch_mode)."""
+    graphs = os.environ.get("ONNXRUNTIME_EP_MLX_CUDA_GRAPHS", os.environ.get("MLX_USE_CUDA_GRAPHS"))
+    return graphs is not None and true_flag(graphs)
+
+
+def softmax_kernel() -> bool:
+    """Whether last-axis float32 Softmax runs as one CUDA kernel of ours in this process
+    (ops/norm/cuda/softmax.h): on the GPU where ONNXRUNTIME_EP_MLX_SOFTMAX_KERNEL is a true flag
+    (opt-in)."""
+    return mlx_backend() == "gpu" and true_flag(os.environ.get("ONNXRUNTIME_EP_MLX_SOFTMAX_KERNEL", ""))
 
 
 def layer_norm_kernel() -> bool:

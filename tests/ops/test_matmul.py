@@ -4,7 +4,9 @@ import pytest
 from onnx import helper
 
 from opcheck import NP_TO_ONNX, check_on_ep, refusal, single_node_model
-from ortmlx.testing import EpRun, assert_ran_on_ep, make_model, mlx_backend, random_array
+from ortmlx.testing import (EpRun, assert_ran_on_ep, cublaslt_matmul, make_model, mlx_backend,
+                            random_array)
+from pattern_check import run_pattern
 
 
 def run_on_ep(model, feeds):
@@ -243,6 +245,35 @@ def test_matmul_strided_operands(case, rng):
     b = random_array(rng, sb)
     model, names = transpose_matmul_model(a, b, pa, pb)
     check_on_ep(model, {"a": a, "b": b}, node_names=names, rtol=1e-5, atol=1e-5)
+
+
+CUBLASLT_PATH = "MatMul/Gemm on cuBLASLt (a plan and algorithm per shape)"
+
+
+@pytest.mark.parametrize("case", [
+    # (op, a shape, b shape, attributes, C shape or None, takes cuBLASLt on the GPU)
+    ("MatMul", (2, 3, 40), (40, 5), {}, None, True),  # the batch folds into the rows
+    ("MatMul", (2, 3, 40), (2, 40, 5), {}, None, True),  # strided batch
+    ("MatMul", (1, 3, 40), (4, 40, 5), {}, None, True),  # A the same for every batch
+    ("MatMul", (2, 1, 3, 40), (1, 4, 40, 5), {}, None, False),  # broadcast both ways: MLX's
+    ("MatMul", (1, 40), (40, 5), {}, None, False),  # one row: MLX's matrix-vector kernel
+    ("Gemm", (6, 40), (5, 40), {"transB": 1}, (5,), True),  # bias in the epilogue, B^T as is
+    ("Gemm", (40, 6), (40, 5), {"transA": 1, "alpha": 0.5}, (1, 5), True),
+    ("Gemm", (6, 40), (40, 5), {"alpha": -2.0}, None, True),
+    ("Gemm", (6, 40), (40, 5), {"beta": 0.5}, (5,), False),  # beta != 1: MLX's addmm
+    ("Gemm", (6, 40), (40, 5), {}, (6, 5), False),  # C not a row: MLX's addmm
+], ids=str)
+def test_matmul_cublaslt_path(case, rng):
+    """Which product ran, per the report: cuBLASLt with a plan per shape on the GPU where it
+    applies (alpha and a bias row in its epilogue), MLX's matmul elsewhere; the values match ORT
+    CPU either way."""
+    op, sa, sb, attrs, sc, applies = case
+    inputs = {"a": random_array(rng, sa), "b": random_array(rng, sb)}
+    if sc is not None:
+        inputs["c"] = random_array(rng, sc)
+    report = run_pattern(single_node_model(op, inputs, attrs=attrs), inputs, rtol=1e-5,
+                         atol=sum_atol(40))
+    assert (CUBLASLT_PATH in report.paths()) == (applies and cublaslt_matmul()), report.paths()
 
 
 def test_matmul_nan_and_inf_propagate(rng):

@@ -4,7 +4,8 @@ import pytest
 from onnx import helper
 
 from opcheck import check_on_ep, refusal, single_node_model
-from ortmlx.testing import EpRun, assert_ran_on_ep, make_model, random_array
+from ortmlx.testing import EpRun, assert_ran_on_ep, make_model, random_array, softmax_kernel
+from pattern_check import run_pattern
 
 
 def run_on_ep(model, feeds, node_names=("node",)):
@@ -161,6 +162,54 @@ def test_softmax_is_numerically_stable():
     x = np.array([[1000.0, 1001.0, 999.0], [-1000.0, -1000.5, -1e4], [88.0, 89.0, 90.0]], np.float32)
     got = check_on_ep(single_node_model("Softmax", {"x": x}, opset=13), {"x": x}, rtol=1e-5, atol=1e-7)
     assert np.isfinite(got[0]).all()
+
+
+SOFTMAX_KERNEL_PATH = "Softmax rows in one CUDA kernel (the scores' scale and mask folded in)"
+
+
+def scores_softmax_model(x_shape, scale_op, mask_shape, scale=0.125):
+    """Softmax(x [Mul|Div] c [+ mask]) over the last axis, as attention layers write their
+    scores; c a constant scalar, the mask a graph input (masked entries -inf)."""
+    nodes, ins, inits = [], [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, list(x_shape))], []
+    t = "x"
+    if scale_op:
+        inits.append(helper.make_tensor("c", onnx.TensorProto.FLOAT, [], [scale]))
+        nodes.append(helper.make_node(scale_op, [t, "c"], ["t1"], name="scale"))
+        t = "t1"
+    if mask_shape is not None:
+        ins.append(helper.make_tensor_value_info("mask", onnx.TensorProto.FLOAT, list(mask_shape)))
+        nodes.append(helper.make_node("Add", [t, "mask"], ["t2"], name="mask_add"))
+        t = "t2"
+    nodes.append(helper.make_node("Softmax", [t], ["y"], name="node", axis=-1))
+    graph = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info(
+        "y", onnx.TensorProto.FLOAT, list(x_shape))], inits)
+    return make_model(graph, opset=13)
+
+
+@pytest.mark.parametrize("case", [
+    # (scores shape, scale op, mask shape)
+    ((2, 3, 5, 48), None, None),
+    ((2, 3, 5, 48), "Mul", None),
+    ((2, 3, 5, 48), "Div", None),
+    ((2, 3, 5, 48), "Mul", (2, 1, 1, 48)),  # padding mask
+    ((2, 3, 5, 48), "Div", (1, 1, 5, 48)),  # causal mask
+    ((2, 3, 5, 48), None, (2, 3, 5, 48)),
+    ((4, 300), "Mul", (300,)),  # wider than a block's threads
+    ((3, 1), "Mul", None),
+], ids=str)
+def test_softmax_kernel_path(case, rng):
+    """Which softmax ran, per the report: on the GPU one CUDA kernel of ours with the scale and
+    the mask folded in, MLX's softmax elsewhere; the values match ORT CPU either way, masked
+    entries exactly 0."""
+    shape, scale_op, mask_shape = case
+    feeds = {"x": random_array(rng, shape, low=-5, high=5)}
+    if mask_shape is not None:
+        mask = random_array(rng, mask_shape)
+        mask[..., ::3] = -np.inf
+        feeds["mask"] = mask
+    report = run_pattern(scores_softmax_model(shape, scale_op, mask_shape), feeds, rtol=1e-5,
+                         atol=1e-7)
+    assert (SOFTMAX_KERNEL_PATH in report.paths()) == softmax_kernel(), report.paths()
 
 
 def test_softmax_float64_is_refused(rng):

@@ -104,3 +104,105 @@ def test_non_finite_rows(emu, rng):
     y, _ = run(emu, m)
     assert np.isnan(y[0]).all() and np.isnan(y[1]).all()
     np.testing.assert_allclose(y[2], reference(m[2:], None, None, 1e-5)[0], rtol=2e-5, atol=2e-5)
+
+
+# ---------------------------------------------------------------- the one-kernel Softmax
+
+SCALE, DIVIDES, MASK = 1, 2, 4
+
+
+@pytest.fixture(scope="module")
+def softmax_emu():
+    return build_or_skip("softmax_emu", "softmax_harness.cpp", "norm/cuda/kernels.cu",
+                         "softmax_emu")
+
+
+def mask_index(mask_shape, shape):
+    """The kernel's mask indexing as softmax.cpp derives it: T's leading dims merged into at most
+    three (size, stride) groups, and the stride along the row."""
+    nd, pad = len(shape), len(shape) - len(mask_shape)
+    stride, run_ = [0] * nd, 1
+    for d in range(nd - 1, pad - 1, -1):
+        if mask_shape[d - pad] != 1:
+            stride[d] = run_
+        run_ *= mask_shape[d - pad]
+    groups = []
+    for d in range(nd - 1):
+        if shape[d] == 1:
+            continue
+        if groups and groups[-1][1] == stride[d] * shape[d]:
+            groups[-1] = (groups[-1][0] * shape[d], stride[d])
+        else:
+            groups.append((shape[d], stride[d]))
+    assert len(groups) <= 3
+    groups = [(1, 0)] * (3 - len(groups)) + groups
+    return groups[1][0], groups[2][0], groups[0][1], groups[1][1], groups[2][1], stride[-1]
+
+
+def run_softmax(emu, x, scale=None, divides=False, mask=None):
+    cols = x.shape[-1]
+    rows = x.size // cols
+    flags = (SCALE if scale is not None else 0) | (DIVIDES if divides else 0) \
+        | (MASK if mask is not None else 0)
+    idx = mask_index(mask.shape, x.shape) if mask is not None else (1, 1, 0, 0, 0, 0)
+    m = np.ascontiguousarray(mask) if mask is not None else x
+    y = np.full_like(x, np.nan)
+    emu.softmax_emu(ptr(x), ptr(m), ptr(y), rows, cols, flags, *idx,
+                    ctypes.c_float(scale if scale is not None else 1.0))
+    return y
+
+
+def graph_scores(x, scale, divides, mask):
+    """The graph's float32 arithmetic before the Softmax."""
+    t = x
+    if scale is not None:
+        c = np.float32(scale)
+        t = (t / c if divides else t * c).astype(np.float32)
+    if mask is not None:
+        t = (t + mask).astype(np.float32)
+    return t
+
+
+def softmax64(t):
+    t64 = t.astype(np.float64)
+    e = np.exp(t64 - t64.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+@pytest.mark.parametrize("cols", [1, 5, 32, 33, 100, 256, 300, 512, 1000])
+@pytest.mark.parametrize("form", ["plain", "scale", "divide", "scale+mask"])
+def test_softmax_kernel(cols, form, softmax_emu, rng):
+    x = (3 * rng.standard_normal((2, 3, cols))).astype(np.float32)
+    scale = {"plain": None, "scale": 0.125, "divide": 8.0, "scale+mask": 0.35}[form]
+    mask = (rng.standard_normal((2, 1, cols)).astype(np.float32) if form == "scale+mask"
+            else None)
+    y = run_softmax(softmax_emu, x, scale, form == "divide", mask)
+    want = softmax64(graph_scores(x, scale, form == "divide", mask))
+    np.testing.assert_allclose(y, want, rtol=2e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("mask_shape", [(2, 1, 1, 48), (1, 1, 5, 48), (5, 48), (48,),
+                                        (2, 3, 5, 48), (2, 3, 1, 48), (1, 3, 5, 1)], ids=str)
+def test_softmax_mask_broadcasts(mask_shape, softmax_emu, rng):
+    """Attention masks over (batch, heads, queries, keys): padding, causal, per head, full, and a
+    column broadcast along the row."""
+    x = rng.standard_normal((2, 3, 5, 48)).astype(np.float32)
+    mask = rng.standard_normal(mask_shape).astype(np.float32)
+    y = run_softmax(softmax_emu, x, 0.125, False, mask)
+    want = softmax64(graph_scores(x, 0.125, False, np.broadcast_to(mask, x.shape)))
+    np.testing.assert_allclose(y, want, rtol=2e-6, atol=1e-7)
+
+
+def test_softmax_masked_and_non_finite_rows(softmax_emu, rng):
+    """-inf mask entries give exact zeros; a fully masked row, a NaN or a +inf score make the row
+    NaN (as ORT's kernel: exp(-inf - -inf), NaN in the sum); other rows are untouched."""
+    x = rng.standard_normal((4, 40)).astype(np.float32)
+    mask = np.zeros((4, 40), np.float32)
+    mask[0, 10:] = -np.inf
+    mask[1, :] = -np.inf
+    x[2, 3] = np.nan
+    x[3, 5] = np.inf
+    y = run_softmax(softmax_emu, x, None, False, mask)
+    np.testing.assert_array_equal(y[0, 10:], 0)
+    np.testing.assert_allclose(y[0, :10], softmax64(x[:1, :10])[0], rtol=2e-6, atol=1e-7)
+    assert np.isnan(y[1]).all() and np.isnan(y[2]).all() and np.isnan(y[3]).all()

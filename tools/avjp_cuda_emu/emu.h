@@ -93,6 +93,17 @@ inline int __shfl_xor_sync(unsigned, int v, int off) {
   __syncthreads();
   return r;
 }
+// Round-to-nearest products, sums and quotients that nvcc never contracts into an FMA (the host
+// compiler here does not contract across these calls either).
+inline float __fmul_rn(float a, float b) {
+  return a * b;
+}
+inline float __fadd_rn(float a, float b) {
+  return a + b;
+}
+inline float __fdiv_rn(float a, float b) {
+  return a / b;
+}
 inline float __int_as_float(int i) {
   float f;
   std::memcpy(&f, &i, sizeof f);

@@ -4,6 +4,7 @@
 // float32 products on MLX's CPU backend go through OpenBLAS (matmul_cpu.h): the mlx-cpu wheel's
 // matmul runs on the reference BLAS.
 #include "ortmlx/ops/common.h"
+#include "ortmlx/ops/matmul/cuda/cublaslt_matmul.h"
 #include "ortmlx/ops/matmul_cpu.h"
 #include "ortmlx/ops/op_args.h"
 #include "ortmlx/ops/ops.h"
@@ -14,6 +15,7 @@ namespace {
 using namespace ortmlx::ops;
 
 constexpr const char* kFloatOnly = "float16/bfloat16/float32 only; MLX matmul has no integer path";
+constexpr const char* kCublasLtPath = "MatMul/Gemm on cuBLASLt (a plan and algorithm per shape)";
 
 ClaimResult claim_matmul(const ClaimContext& c) {
   ORTMLX_REQUIRE(c.num_inputs() == 2, "expects 2 inputs");
@@ -42,6 +44,7 @@ void translate_matmul(TranslationContext& ctx, const NodeDesc& n) {
   if (a.shape(-1) != b.shape(-2))
     throw std::runtime_error("MatMul inner dimensions differ: " + std::to_string(a.shape(-1)) +
                              " vs " + std::to_string(b.shape(-2)));
+  if (cublaslt_matmul_applies(a, b, std::nullopt, s)) ctx.mark_fast(n, kCublasLtPath);
   mx::array y = matmul_any(a, b, s);
   if (a_vec && b_vec) {
     mx::Shape out(y.shape().begin(), y.shape().end() - 2);
@@ -102,6 +105,16 @@ void translate_gemm(TranslationContext& ctx, const NodeDesc& n) {
       ok = c.shape(i) == 1 || c.shape(i) == want;
     }
     if (!ok) throw std::runtime_error("Gemm C is not broadcastable to (M, N)");
+    // A row of N added to every row (a layer's bias): in cuBLASLt's epilogue on the GPU.
+    if (alpha != 0.0f && beta == 1.0f && c.ndim() >= 1 && c.shape(-1) == nn &&
+        c.size() == static_cast<size_t>(nn)) {
+      const mx::array bias = mx::reshape(c, {nn}, s);
+      if (cublaslt_matmul_applies(a, b, bias, s)) {
+        ctx.bind_output(n, 0, cublaslt_matmul(a, b, s, alpha, bias));
+        ctx.mark_fast(n, kCublasLtPath);
+        return;
+      }
+    }
     c = mx::broadcast_to(c, {m, nn}, s);
     if (alpha != 0.0f) {
       if (use_blas_matmul(s, a.dtype()) && c.dtype() == a.dtype() && b.dtype() == a.dtype())
@@ -118,6 +131,11 @@ void translate_gemm(TranslationContext& ctx, const NodeDesc& n) {
   }
   if (alpha != 0.0f && use_blas_matmul(s, a.dtype()) && b.dtype() == a.dtype()) {
     ctx.bind_output(n, 0, blas_matmul(a, b, s, alpha));
+    return;
+  }
+  if (alpha != 0.0f && cublaslt_matmul_applies(a, b, std::nullopt, s)) {
+    ctx.bind_output(n, 0, cublaslt_matmul(a, b, s, alpha));
+    ctx.mark_fast(n, kCublasLtPath);
     return;
   }
   mx::array y = matmul_any(a, b, s);

@@ -7,6 +7,7 @@
 // single-threaded and splits products above a few MFLOP over std::threads itself, by batch or by
 // blocks of rows (see single_threaded_blas for why).
 #include "ortmlx/ops/matmul_cpu.h"
+#include "ortmlx/ops/matmul/cuda/cublaslt_matmul.h"
 
 #include <algorithm>
 #include <atomic>
@@ -385,6 +386,7 @@ mx::array blas_matmul(const mx::array& a, const mx::array& b, mx::StreamOrDevice
 
 mx::array matmul_any(const mx::array& a, const mx::array& b, mx::StreamOrDevice s) {
   if (use_blas_matmul(s, a.dtype()) && b.dtype() == a.dtype()) return blas_matmul(a, b, s);
+  if (cublaslt_matmul_applies(a, b, std::nullopt, s)) return cublaslt_matmul(a, b, s);
   return mx::matmul(a, b, s);
 }
 

@@ -34,7 +34,8 @@ mlx::core::array blas_matmul(const mlx::core::array& a, const mlx::core::array& 
                              const std::optional<mlx::core::array>& c = std::nullopt,
                              float beta = 0.f);
 
-// mx::matmul, or blas_matmul() where use_blas_matmul() says so (a, b of rank >= 2, same dtype).
+// mx::matmul, or blas_matmul() where use_blas_matmul() says so (a, b of rank >= 2, same dtype), or
+// on the GPU cublaslt_matmul() where it applies (matmul/cuda/cublaslt_matmul.h).
 mlx::core::array matmul_any(const mlx::core::array& a, const mlx::core::array& b,
                             mlx::core::StreamOrDevice s);
 

@@ -21,6 +21,7 @@
 #include <mlx/fast.h>
 
 #include "ortmlx/ops/common.h"
+#include "ortmlx/ops/norm/cuda/softmax.h"
 #include "ortmlx/ops/norm_kernels.h"
 #include "ortmlx/ops/op_args.h"
 #include "ortmlx/ops/ops.h"
@@ -252,6 +253,12 @@ void translate_softmax(TranslationContext& ctx, const NodeDesc& n) {
     return;
   }
   if (!old_form) {
+    // The rows in one CUDA kernel, the scores' scale and mask read off the graph (CUDA flavour).
+    if (!kLog && axis == rank - 1 && cuda_softmax_applies(x, s)) {
+      ctx.bind_output(n, 0, cuda_softmax(softmax_score_parts(x), x.shape(), s));
+      ctx.mark_fast(n, "Softmax rows in one CUDA kernel (the scores' scale and mask folded in)");
+      return;
+    }
     ctx.bind_output(n, 0, run(x, axis));
     return;
   }

@@ -32,6 +32,7 @@
 
 #include "ortmlx/engine/device/device_memory.h"
 #include "ortmlx/engine/options.h"
+#include "ortmlx/ops/cuda_timing.h"
 #endif
 
 namespace ortmlx::ops {
@@ -153,26 +154,6 @@ size_t search_workspace(const ConvPlan& p) {
   return std::min(most, cap);
 }
 
-// Two CUDA events for timing the candidates, destroyed with the scope (also on an exception).
-struct TimingEvents {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  TimingEvents() {
-    if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) {
-      (void)cudaGetLastError();
-      release();
-      throw std::runtime_error("cuDNN convolution: cudaEventCreate failed");
-    }
-  }
-  TimingEvents(const TimingEvents&) = delete;
-  TimingEvents& operator=(const TimingEvents&) = delete;
-  ~TimingEvents() { release(); }
-  void release() {
-    if (start != nullptr) (void)cudaEventDestroy(start);
-    if (stop != nullptr) (void)cudaEventDestroy(stop);
-    start = stop = nullptr;
-  }
-};
-
 using PlanKey = std::vector<int64_t>;
 
 PlanKey plan_key(const mx::Shape& x, const mx::Shape& w, const CudnnConvGeometry& g) {
@@ -266,26 +247,19 @@ std::shared_ptr<const ConvPlan> plan_for(const mx::array& x, const mx::array& w,
   constexpr int kTimedRuns = 3;
   float best_ms = 0.0f;
   bool found = false;
-  const TimingEvents events;
-  cudaEvent_t start = events.start, stop = events.stop;
+  TimingEvents events("cuDNN convolution");
   for (int i = 0; i < returned; ++i) {
     const auto& r = perf[i];
     if (r.status != CUDNN_STATUS_SUCCESS || r.memory > ws_bytes) continue;
     if (!tf32 && r.mathType != CUDNN_FMA_MATH) continue;
     check(a.cudnnSetConvolutionMathType(cd, r.mathType), "cudnnSetConvolutionMathType");
-    auto run = [&] {
+    const float ms = events.time(stream, kTimedRuns, [&] {
       return a.cudnnConvolutionForward(handle(), &one, p->x.get(), device_address(x), wd,
                                        device_address(w), cd, r.algo, ws_ptr, r.memory, &zero,
-                                       p->y.get(), const_cast<void*>(device_address(y)));
-    };
-    bool ok = run() == CUDNN_STATUS_SUCCESS && cudaEventRecord(start, stream) == cudaSuccess;
-    for (int k = 0; ok && k < kTimedRuns; ++k) ok = run() == CUDNN_STATUS_SUCCESS;
-    float ms = 0.0f;
-    ok = ok && cudaEventRecord(stop, stream) == cudaSuccess &&
-         cudaEventSynchronize(stop) == cudaSuccess &&
-         cudaEventElapsedTime(&ms, start, stop) == cudaSuccess;
-    (void)cudaGetLastError();
-    if (!ok || (found && ms >= best_ms)) continue;
+                                       p->y.get(), const_cast<void*>(device_address(y))) ==
+             CUDNN_STATUS_SUCCESS;
+    });
+    if (ms < 0.0f || (found && ms >= best_ms)) continue;
     best_ms = ms;
     p->algo = r.algo;
     p->workspace = r.memory;

@@ -31,13 +31,10 @@ bool cuda_gelu_supports(size_t elements, mx::StreamOrDevice s) {
 
 #if ORTMLX_CUDA_KERNELS
 namespace {
-// Folding the projection's bias in: opt-in (read once) until it has run on a GPU.
+// Folding the projection's bias in: on unless ONNXRUNTIME_EP_MLX_GELU_BIAS_KERNEL=0, read at each
+// translation (bench/gpu_peer.py --ab compares both in one process).
 bool bias_fold_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("ONNXRUNTIME_EP_MLX_GELU_BIAS_KERNEL");
-    return v != nullptr && parse_flag(v);
-  }();
-  return on;
+  return kernel_enabled("ONNXRUNTIME_EP_MLX_GELU_BIAS_KERNEL");
 }
 }  // namespace
 #endif

@@ -80,3 +80,66 @@ extern "C" __global__ void __launch_bounds__(1024)
     if (flags & kWriteSum) sum[base + j] = x;
   }
 }
+
+// Softmax of float32 rows in one kernel, with the attention scores' scale and additive mask
+// folded in (host side: softmax.cpp). Why: the scaled, masked scores of an attention layer ran
+// as two kernels, the elementwise scale/mask (MLX's fused Multiply/Divide/Add) and MLX's softmax,
+// the scores written and read once more in between (a tensor of B*H*S^2 floats). Here one block
+// per row computes, in the graph's order,
+//   t = x * c  or  x / c   (c a kernel argument, when flagged)
+//   t = t + mask           (when flagged)
+//   y = exp(t - max(t)) / sum(exp(t - max(t)))
+// The mask is read through strides: the row index splits into (i0, i1, i2) over sizes
+// (rows / (d1 * d2), d1, d2), its row starts at i0 * m0 + i1 * m1 + i2 * m2 and steps mj along
+// the row (0 where it broadcasts).
+namespace {
+
+enum : int {
+  kHasScale = 1,
+  kScaleDivides = 2,  // t = x / c rather than x * c
+  kHasMask = 4,
+};
+
+// The maximum of v over the block, the same value in every thread (as block_sum). fmaxf skips a
+// NaN; a row holding one still comes out NaN, through its exp in the sum (as ORT's kernel).
+__device__ __forceinline__ float block_max(float v) {
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  __syncthreads();
+  if (lane == 0) norm_smem[warp] = v;
+  __syncthreads();
+  float total = norm_smem[0];
+  for (int w = 1; w < static_cast<int>(blockDim.x) / 32; ++w) total = fmaxf(total, norm_smem[w]);
+  return total;
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(1024)
+    NM_CAT(ortmlx_softmax_, ORTMLX_NORM_TAG)(const float* x, const float* mask, float* y, int rows,
+                                             int cols, int flags, int d1, int d2, int m0, int m1,
+                                             int m2, int mj, float c) {
+  const long long row = blockIdx.x;
+  if (row >= rows) return;  // uniform over the block
+  const long long base = row * cols;
+  long long mrow = 0;
+  if (flags & kHasMask) {
+    const long long i2 = row % d2, r1 = row / d2;
+    mrow = (r1 / d1) * m0 + (r1 % d1) * m1 + i2 * m2;
+  }
+  auto value = [&](int j) {
+    float t = x[base + j];
+    // Rounded as the graph's two ops are (no FMA contraction of the product and the sum).
+    if (flags & kHasScale) t = (flags & kScaleDivides) ? __fdiv_rn(t, c) : __fmul_rn(t, c);
+    if (flags & kHasMask) t = __fadd_rn(t, mask[mrow + static_cast<long long>(j) * mj]);
+    return t;
+  };
+  const int tid = static_cast<int>(threadIdx.x), step = static_cast<int>(blockDim.x);
+  float top = -INFINITY;
+  for (int j = tid; j < cols; j += step) top = fmaxf(top, value(j));
+  top = block_max(top);
+  float part = 0.f;
+  for (int j = tid; j < cols; j += step) part += expf(value(j) - top);
+  const float total = block_sum(part);
+  for (int j = tid; j < cols; j += step) y[base + j] = expf(value(j) - top) / total;
+}

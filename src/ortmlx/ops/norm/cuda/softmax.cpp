@@ -1,0 +1,186 @@
+// Host side of the one-kernel Softmax (kernels.cu): reading the scale and mask off the lazy graph,
+// and the launch as an MLX precompiled custom kernel on the node's stream.
+#include "ortmlx/ops/norm/cuda/softmax.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <mlx/fast.h>
+#include <mlx/ops.h>
+
+#include "ortmlx/engine/options.h"
+#include "ortmlx/ops/cuda_support.h"
+#include "ortmlx/ops/lazy_graph.h"
+
+#if ORTMLX_CUDA_KERNELS
+ORTMLX_DECLARE_CUBIN(norm_cuda)  // generated: norm_cuda.cpp in the build folder
+#endif
+
+namespace ortmlx::ops {
+
+namespace {
+
+constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+
+// Threads per row's block: the row's width rounded up to whole warps, at most 256.
+int row_threads(int cols) {
+  return std::clamp((cols + 31) / 32 * 32, 32, 256);
+}
+
+// The array `a` broadcasts from: `a` itself when it is a float32 array of like's shape and not
+// MLX's broadcast, the broadcast's float32 input when its dims (right-aligned) are 1 or like's.
+std::optional<mx::array> broadcast_source(const mx::array& a, const mx::array& like) {
+  if (!same_float_shape(a, like)) return std::nullopt;
+  if (!made_by(a, "Broadcast")) return a;
+  if (a.inputs().size() != 1) return std::nullopt;
+  const mx::array& src = a.inputs()[0];
+  if (src.dtype() != mx::float32 || src.ndim() > like.ndim()) return std::nullopt;
+  const size_t pad = like.ndim() - src.ndim();
+  for (size_t i = 0; i < src.ndim(); ++i)
+    if (src.shape(static_cast<int>(i)) != 1 &&
+        src.shape(static_cast<int>(i)) != like.shape(static_cast<int>(i + pad)))
+      return std::nullopt;
+  return src;
+}
+
+// The value of a broadcast one-element float32 constant (a scalar operand of a binary op, already
+// evaluated: an initializer). Read on the host once, at translation.
+std::optional<float> broadcast_scalar(const mx::array& a, const mx::array& like) {
+  auto src = broadcast_source(a, like);
+  if (!src || src->size() != 1 || (like.size() != 1 && !made_by(a, "Broadcast")) ||
+      !src->is_available())
+    return std::nullopt;
+  return src->item<float>();
+}
+
+// u = x * c | c * x | x / c, c a broadcast scalar and x a full float32 array of u's shape.
+bool split_scale(const mx::array& u, SoftmaxScores& p) {
+  const bool mul = made_by(u, "Multiply"), div = made_by(u, "Divide");
+  if ((!mul && !div) || u.inputs().size() != 2) return false;
+  for (int side = 0; side < (mul ? 2 : 1); ++side) {  // Divide: the divisor only
+    const mx::array& x = u.inputs()[side];
+    const mx::array& c = u.inputs()[1 - side];
+    auto scalar = broadcast_scalar(c, u);
+    if (!scalar || !same_float_shape(x, u) || made_by(x, "Broadcast")) continue;
+    p.x = x;
+    p.scale = scalar;
+    p.divides = div;
+    return true;
+  }
+  return false;
+}
+
+// The mask's row starts as the kernel indexes them: T's leading dims merged into at most three
+// groups (sizes d0, d1, d2; the mask's element strides m0, m1, m2) and its stride along the row.
+struct MaskIndex {
+  int d1 = 1, d2 = 1, m0 = 0, m1 = 0, m2 = 0, mj = 0;
+};
+
+std::optional<MaskIndex> mask_index(const mx::array& mask, const mx::Shape& shape) {
+  if (static_cast<int64_t>(mask.size()) > kMaxInt) return std::nullopt;
+  const int nd = static_cast<int>(shape.size());
+  const int pad = nd - static_cast<int>(mask.ndim());
+  // The mask's row-major strides over T's dims (0 where it broadcasts).
+  std::vector<int64_t> stride(static_cast<size_t>(nd), 0);
+  int64_t run = 1;
+  for (int d = nd - 1; d >= pad; --d) {
+    const int md = mask.shape(d - pad);
+    if (md != 1) stride[static_cast<size_t>(d)] = run;
+    run *= md;
+  }
+  std::vector<std::pair<int64_t, int64_t>> groups;  // (size, stride), outermost first
+  for (int d = 0; d + 1 < nd; ++d) {
+    const int64_t size = shape[d], st = stride[static_cast<size_t>(d)];
+    if (size == 1) continue;
+    if (!groups.empty() && groups.back().second == st * size) {
+      groups.back() = {groups.back().first * size, st};
+      continue;
+    }
+    groups.emplace_back(size, st);
+  }
+  if (groups.size() > 3) return std::nullopt;
+  while (groups.size() < 3) groups.insert(groups.begin(), {1, 0});
+  MaskIndex m;
+  m.d1 = static_cast<int>(groups[1].first);
+  m.d2 = static_cast<int>(groups[2].first);
+  m.m0 = static_cast<int>(groups[0].second);
+  m.m1 = static_cast<int>(groups[1].second);
+  m.m2 = static_cast<int>(groups[2].second);
+  m.mj = static_cast<int>(stride[static_cast<size_t>(nd - 1)]);
+  return m;
+}
+
+// Opt-in, read at each translation (bench/gpu_peer.py --ab): see softmax.h for why.
+bool enabled() {
+  const char* v = std::getenv("ONNXRUNTIME_EP_MLX_SOFTMAX_KERNEL");
+  return v != nullptr && parse_flag(v);
+}
+
+}  // namespace
+
+bool cuda_softmax_applies(const mx::array& t, mx::StreamOrDevice s) {
+  if (!enabled() || t.dtype() != mx::float32 || t.ndim() < 1 || t.size() == 0 ||
+      static_cast<int64_t>(t.size()) > kMaxInt)
+    return false;
+  const int cols = t.shape(-1);
+  const int64_t rows = static_cast<int64_t>(t.size()) / cols;
+  return rows * row_threads(cols) <= kMaxInt && cuda_kernels_usable(s);  // the grid's threads
+}
+
+SoftmaxScores softmax_score_parts(const mx::array& t) {
+  SoftmaxScores p{t, std::nullopt, false, std::nullopt};
+  if (made_by(t, "Add") && t.inputs().size() == 2) {
+    // The scores side: a scale op if either is one, else the side that is not a broadcast.
+    const mx::array &a = t.inputs()[0], &b = t.inputs()[1];
+    SoftmaxScores probe{t, std::nullopt, false, std::nullopt};
+    const bool a_scaled = split_scale(a, probe);
+    const bool b_scaled = !a_scaled && split_scale(b, probe);
+    for (const auto& [scores, mask] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
+      if ((a_scaled && scores != &a) || (b_scaled && scores != &b)) continue;
+      if (!same_float_shape(*scores, t) || made_by(*scores, "Broadcast")) continue;
+      auto src = broadcast_source(*mask, t);
+      if (!src || !mask_index(*src, t.shape())) continue;
+      p.x = *scores;
+      p.mask = *src;
+      break;
+    }
+  }
+  split_scale(p.x, p);
+  return p;
+}
+
+mx::array cuda_softmax(const SoftmaxScores& t, const mx::Shape& shape, mx::StreamOrDevice s) {
+  if (t.x.shape() != shape || !cuda_softmax_applies(t.x, s))
+    throw std::runtime_error("Softmax CUDA kernel: not for this input or device");
+#if !ORTMLX_CUDA_KERNELS
+  throw std::runtime_error("Softmax CUDA kernel: this build has no CUDA kernels");
+#else
+  const int cols = shape.back();
+  const int rows = static_cast<int>(t.x.size() / static_cast<size_t>(cols));
+  MaskIndex mi;
+  if (t.mask) {
+    auto m = mask_index(*t.mask, shape);
+    if (!m) throw std::runtime_error("Softmax CUDA kernel: the mask does not broadcast so");
+    mi = *m;
+  }
+  const int flags = (t.scale ? 1 : 0) | (t.scale && t.divides ? 2 : 0) | (t.mask ? 4 : 0);
+  const int threads = row_threads(cols);
+  const std::vector<mx::fast::ScalarArg> scalars = {
+      rows, cols, flags, mi.d1, mi.d2, mi.m0, mi.m1, mi.m2, mi.mj, t.scale.value_or(1.f)};
+  // An absent mask: x stands in (the kernel never reads it: its flags say so).
+  auto outs = mx::fast::precompiled_cuda_kernel(
+      std::string("ortmlx_softmax_") + norm_cuda::kTag, norm_cuda::cubin(),
+      {t.x, t.mask.value_or(t.x)}, {shape}, {mx::float32}, scalars, {rows * threads, 1, 1},
+      {threads, 1, 1}, 32 * static_cast<int>(sizeof(float)), std::nullopt,
+      /*ensure_row_contiguous=*/true, s);
+  return outs[0];
+#endif
+}
+
+}  // namespace ortmlx::ops
