@@ -17,7 +17,6 @@
 #if ORTMLX_CUDA_KERNELS
 #include <cuda_runtime.h>
 #include <cudnn.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -25,14 +24,13 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 
 #include <mlx/backend/cuda/device.h>
 #include <mlx/primitives.h>
 
 #include "ortmlx/engine/device/device_memory.h"
 #include "ortmlx/engine/options.h"
-#include "ortmlx/ops/cuda_timing.h"
+#include "ortmlx/ops/cuda_library_call.h"
 #endif
 
 namespace ortmlx::ops {
@@ -63,31 +61,7 @@ using device::device_address;
   X(cudnnFindConvolutionForwardAlgorithmEx)  \
   X(cudnnConvolutionForward)
 
-struct CudnnApi {
-#define ORTMLX_CUDNN_POINTER(name) decltype(&::name) name = nullptr;
-  ORTMLX_CUDNN_FUNCTIONS(ORTMLX_CUDNN_POINTER)
-#undef ORTMLX_CUDNN_POINTER
-  bool loaded = false;
-};
-
-// Looked up once; `loaded` only when every function was found.
-const CudnnApi& cudnn() {
-  static const CudnnApi api = [] {
-    CudnnApi a;
-    void* lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_NOLOAD);
-    if (lib == nullptr) lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) return a;
-    bool all = true;
-#define ORTMLX_CUDNN_LOOKUP(name)                                  \
-  a.name = reinterpret_cast<decltype(&::name)>(dlsym(lib, #name)); \
-  all = all && a.name != nullptr;
-    ORTMLX_CUDNN_FUNCTIONS(ORTMLX_CUDNN_LOOKUP)
-#undef ORTMLX_CUDNN_LOOKUP
-    a.loaded = all;
-    return a;
-  }();
-  return api;
-}
+ORTMLX_DECLARE_LIBRARY_API(CudnnApi, cudnn, ORTMLX_CUDNN_FUNCTIONS, "libcudnn.so.9")
 
 void check(cudnnStatus_t status, const char* what) {
   if (status != CUDNN_STATUS_SUCCESS)
@@ -165,25 +139,11 @@ PlanKey plan_key(const mx::Shape& x, const mx::Shape& w, const CudnnConvGeometry
   return key;
 }
 
-// Shapes cuDNN failed to run (no algorithm, a failed call): later translations of them keep MLX's
-// convolution, so the run that failed is retried (the executor's plain rerun translates again)
-// and the session goes on without them. Guarded by its own mutex: translations ask from any
-// thread.
-std::mutex& failed_mutex() {
-  static std::mutex m;
-  return m;
-}
-std::set<PlanKey>& failed_plans() {
-  static auto* failed = new std::set<PlanKey>();
+// Shapes cuDNN failed to run (no algorithm, a failed call): they keep MLX's convolution.
+// Never destroyed, like the plans.
+FailedShapes& failed_plans() {
+  static auto* failed = new FailedShapes();
   return *failed;
-}
-bool failed_before(const PlanKey& key) {
-  std::lock_guard lock(failed_mutex());
-  return failed_plans().count(key) != 0;
-}
-void record_failure(const PlanKey& key) {
-  std::lock_guard lock(failed_mutex());
-  failed_plans().insert(key);
 }
 
 // A plan per shape and geometry, built and timed on first use (the handle's mutex held).
@@ -321,7 +281,7 @@ class CudnnConvolution final : public mx::UnaryPrimitive {
                                       const_cast<void*>(device_address(out))),
             "cudnnConvolutionForward");
     } catch (const std::exception&) {
-      record_failure(plan_key(x.shape(), w.shape(), g_));
+      failed_plans().add(plan_key(x.shape(), w.shape(), g_));
       throw;
     }
   }
@@ -368,7 +328,7 @@ bool cudnn_conv_applies(const mx::array& x, const mx::array& w, const CudnnConvG
       out_size > kMaxInt)
     return false;
   if (mx::to_stream(s).device.type != mx::Device::gpu || device::cuda_graphs_enabled() ||
-      failed_before(plan_key(x.shape(), w.shape(), g)))
+      failed_plans().contains(plan_key(x.shape(), w.shape(), g)))
     return false;
   double flops = 2.0 * static_cast<double>(out_size) * w.shape(1);
   for (size_t i = 2; i < w.ndim(); ++i) flops *= w.shape(static_cast<int>(i));

@@ -19,20 +19,18 @@
 #if ORTMLX_CUDA_KERNELS
 #include <cublasLt.h>
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 
 #include <mlx/backend/cuda/device.h>
 #include <mlx/primitives.h>
 
 #include "ortmlx/engine/device/device_memory.h"
 #include "ortmlx/engine/options.h"
-#include "ortmlx/ops/cuda_timing.h"
+#include "ortmlx/ops/cuda_library_call.h"
 #endif
 
 namespace ortmlx::ops {
@@ -58,31 +56,7 @@ using device::device_address;
   X(cublasLtMatmulPreferenceDestroy)  \
   X(cublasLtMatmulPreferenceSetAttribute)
 
-struct CublasLtApi {
-#define ORTMLX_CUBLASLT_POINTER(name) decltype(&::name) name = nullptr;
-  ORTMLX_CUBLASLT_FUNCTIONS(ORTMLX_CUBLASLT_POINTER)
-#undef ORTMLX_CUBLASLT_POINTER
-  bool loaded = false;
-};
-
-// Looked up once; `loaded` only when every function was found.
-const CublasLtApi& cublaslt() {
-  static const CublasLtApi api = [] {
-    CublasLtApi a;
-    void* lib = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_NOLOAD);
-    if (lib == nullptr) lib = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) return a;
-    bool all = true;
-#define ORTMLX_CUBLASLT_LOOKUP(name)                               \
-  a.name = reinterpret_cast<decltype(&::name)>(dlsym(lib, #name)); \
-  all = all && a.name != nullptr;
-    ORTMLX_CUBLASLT_FUNCTIONS(ORTMLX_CUBLASLT_LOOKUP)
-#undef ORTMLX_CUBLASLT_LOOKUP
-    a.loaded = all;
-    return a;
-  }();
-  return api;
-}
+ORTMLX_DECLARE_LIBRARY_API(CublasLtApi, cublaslt, ORTMLX_CUBLASLT_FUNCTIONS, "libcublasLt.so.13")
 
 void check(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS)
@@ -196,8 +170,7 @@ Descriptor<cublasLtMatrixLayout_t> layout(uint64_t rows, uint64_t cols, int64_t 
   return owned;
 }
 
-// Shapes cuBLASLt failed to run: later translations of them keep MLX's matmul, so the run that
-// failed is retried (the executor's plain rerun translates again) and the session goes on.
+// Shapes cuBLASLt failed to run: they keep MLX's matmul.
 using ShapeKey = std::vector<int64_t>;
 ShapeKey shape_key(const mx::Shape& a, const mx::Shape& b, bool bias) {
   ShapeKey key(a.begin(), a.end());
@@ -206,21 +179,9 @@ ShapeKey shape_key(const mx::Shape& a, const mx::Shape& b, bool bias) {
   key.push_back(bias);
   return key;
 }
-std::mutex& failed_mutex() {
-  static std::mutex m;
-  return m;
-}
-std::set<ShapeKey>& failed_shapes() {
-  static auto* failed = new std::set<ShapeKey>();
+FailedShapes& failed_shapes() {
+  static auto* failed = new FailedShapes();  // never destroyed, like the plans
   return *failed;
-}
-bool failed_before(const ShapeKey& key) {
-  std::lock_guard lock(failed_mutex());
-  return failed_shapes().count(key) != 0;
-}
-void record_failure(const ShapeKey& key) {
-  std::lock_guard lock(failed_mutex());
-  failed_shapes().insert(key);
 }
 
 // The addresses and scalar of one call.
@@ -403,7 +364,7 @@ class CublasLtMatmul final : public mx::UnaryPrimitive {
       check(launch(*plan, plan->algo, plan->workspace, ws ? device_address(*ws) : nullptr, c, cs),
             "cublasLtMatmul");
     } catch (const std::exception&) {
-      record_failure(shape_key(a.shape(), b.shape(), bias_));
+      failed_shapes().add(shape_key(a.shape(), b.shape(), bias_));
       throw;
     }
   }
@@ -469,7 +430,7 @@ bool cublaslt_matmul_applies(const mx::array& a, const mx::array& b,
       batch * m * n > kMaxInt)
     return false;
   if (mx::to_stream(s).device.type != mx::Device::gpu || device::cuda_graphs_enabled() ||
-      failed_before(shape_key(a.shape(), b.shape(), bias.has_value())))
+      failed_shapes().contains(shape_key(a.shape(), b.shape(), bias.has_value())))
     return false;
   return cublaslt().loaded;
 #else
