@@ -139,7 +139,13 @@ def mask_index(mask_shape, shape):
     return groups[1][0], groups[2][0], groups[0][1], groups[1][1], groups[2][1], stride[-1]
 
 
-def run_softmax(emu, x, scale=None, divides=False, mask=None):
+def per_lane(cols):
+    """The kernel softmax.cpp launches for rows of `cols`: the warp kernel holding 4, 8, 16 or 32
+    columns a lane, or 0, the block-per-row kernel (rows over 1024)."""
+    return next((n for n in (4, 8, 16, 32) if cols <= 32 * n), 0)
+
+
+def run_softmax(emu, x, scale=None, divides=False, mask=None, kernel=None):
     cols = x.shape[-1]
     rows = x.size // cols
     flags = (SCALE if scale is not None else 0) | (DIVIDES if divides else 0) \
@@ -148,7 +154,8 @@ def run_softmax(emu, x, scale=None, divides=False, mask=None):
     m = np.ascontiguousarray(mask) if mask is not None else x
     y = np.full_like(x, np.nan)
     emu.softmax_emu(ptr(x), ptr(m), ptr(y), rows, cols, flags, *idx,
-                    ctypes.c_float(scale if scale is not None else 1.0))
+                    ctypes.c_float(scale if scale is not None else 1.0),
+                    per_lane(cols) if kernel is None else kernel)
     return y
 
 
@@ -169,9 +176,12 @@ def softmax64(t):
     return e / e.sum(-1, keepdims=True)
 
 
-@pytest.mark.parametrize("cols", [1, 5, 32, 33, 100, 256, 300, 512, 1000])
+@pytest.mark.parametrize("cols", [1, 5, 32, 33, 100, 128, 129, 256, 300, 512, 1000, 1024, 1025,
+                                  1500])
 @pytest.mark.parametrize("form", ["plain", "scale", "divide", "scale+mask"])
 def test_softmax_kernel(cols, form, softmax_emu, rng):
+    """Each width takes the kernel softmax.cpp picks (the warp kernels up to 1024 columns, a block
+    a row beyond); 2 x 3 rows: a partial block of warp rows."""
     x = (3 * rng.standard_normal((2, 3, cols))).astype(np.float32)
     scale = {"plain": None, "scale": 0.125, "divide": 8.0, "scale+mask": 0.35}[form]
     mask = (rng.standard_normal((2, 1, cols)).astype(np.float32) if form == "scale+mask"
@@ -206,3 +216,15 @@ def test_softmax_masked_and_non_finite_rows(softmax_emu, rng):
     np.testing.assert_array_equal(y[0, 10:], 0)
     np.testing.assert_allclose(y[0, :10], softmax64(x[:1, :10])[0], rtol=2e-6, atol=1e-7)
     assert np.isnan(y[1]).all() and np.isnan(y[2]).all() and np.isnan(y[3]).all()
+
+
+@pytest.mark.parametrize("kernel", [0, 4, 8, 16, 32])
+def test_softmax_kernels_agree_across_row_counts(kernel, softmax_emu, rng):
+    """Every kernel on the same rows (each wide enough for it), row counts around a block of 8;
+    scores near 200, where exp overflows unless the row maximum is taken out first."""
+    for rows in (1, 7, 8, 9, 17):
+        x = (200 + rng.standard_normal((rows, 100))).astype(np.float32)
+        mask = rng.standard_normal((1, 100)).astype(np.float32)
+        y = run_softmax(softmax_emu, x, 0.5, False, mask, kernel=kernel)
+        np.testing.assert_allclose(y, softmax64(graph_scores(x, 0.5, False, mask)), rtol=2e-6,
+                                   atol=1e-7)

@@ -84,8 +84,8 @@ extern "C" __global__ void __launch_bounds__(1024)
 // Softmax of float32 rows in one kernel, with the attention scores' scale and additive mask
 // folded in (host side: softmax.cpp). Why: the scaled, masked scores of an attention layer ran
 // as two kernels, the elementwise scale/mask (MLX's fused Multiply/Divide/Add) and MLX's softmax,
-// the scores written and read once more in between (a tensor of B*H*S^2 floats). Here one block
-// per row computes, in the graph's order,
+// the scores written and read once more in between (a tensor of B*H*S^2 floats). Here each row
+// (a warp's for rows up to 1024 wide, a block's beyond) computes, in the graph's order,
 //   t = x * c  or  x / c   (c a kernel argument, when flagged)
 //   t = t + mask           (when flagged)
 //   y = exp(t - max(t)) / sum(exp(t - max(t)))
@@ -115,25 +115,40 @@ __device__ __forceinline__ float block_max(float v) {
 
 }  // namespace
 
+// The row's scores as the graph computes them: t = x (*|/) c (+ mask), rounded as the two ops are
+// (no FMA contraction of the product and the sum).
+struct SoftmaxRow {
+  const float* x;
+  const float* mask;
+  long long base = 0, mrow = 0;
+  int flags = 0, mj = 0;
+  float c = 1.f;
+
+  __device__ SoftmaxRow(const float* x_, const float* mask_, long long row, int cols, int flags_,
+                        int d1, int d2, int m0, int m1, int m2, int mj_, float c_)
+      : x(x_), mask(mask_), base(row * cols), flags(flags_), mj(mj_), c(c_) {
+    if (flags & kHasMask) {
+      const long long i2 = row % d2, r1 = row / d2;
+      mrow = (r1 / d1) * m0 + (r1 % d1) * m1 + i2 * m2;
+    }
+  }
+  __device__ float operator()(int j) const {
+    float t = x[base + j];
+    if (flags & kHasScale) t = (flags & kScaleDivides) ? __fdiv_rn(t, c) : __fmul_rn(t, c);
+    if (flags & kHasMask) t = __fadd_rn(t, mask[mrow + static_cast<long long>(j) * mj]);
+    return t;
+  }
+};
+
+// Rows wider than the warp kernels take: one block per row (blockDim.x a multiple of 32, at most
+// 1024), three passes over the row (max, sum, write).
 extern "C" __global__ void __launch_bounds__(1024)
     NM_CAT(ortmlx_softmax_, ORTMLX_NORM_TAG)(const float* x, const float* mask, float* y, int rows,
                                              int cols, int flags, int d1, int d2, int m0, int m1,
                                              int m2, int mj, float c) {
   const long long row = blockIdx.x;
   if (row >= rows) return;  // uniform over the block
-  const long long base = row * cols;
-  long long mrow = 0;
-  if (flags & kHasMask) {
-    const long long i2 = row % d2, r1 = row / d2;
-    mrow = (r1 / d1) * m0 + (r1 % d1) * m1 + i2 * m2;
-  }
-  auto value = [&](int j) {
-    float t = x[base + j];
-    // Rounded as the graph's two ops are (no FMA contraction of the product and the sum).
-    if (flags & kHasScale) t = (flags & kScaleDivides) ? __fdiv_rn(t, c) : __fmul_rn(t, c);
-    if (flags & kHasMask) t = __fadd_rn(t, mask[mrow + static_cast<long long>(j) * mj]);
-    return t;
-  };
+  const SoftmaxRow value(x, mask, row, cols, flags, d1, d2, m0, m1, m2, mj, c);
   const int tid = static_cast<int>(threadIdx.x), step = static_cast<int>(blockDim.x);
   float top = -INFINITY;
   for (int j = tid; j < cols; j += step) top = fmaxf(top, value(j));
@@ -141,5 +156,57 @@ extern "C" __global__ void __launch_bounds__(1024)
   float part = 0.f;
   for (int j = tid; j < cols; j += step) part += expf(value(j) - top);
   const float total = block_sum(part);
-  for (int j = tid; j < cols; j += step) y[base + j] = expf(value(j) - top) / total;
+  for (int j = tid; j < cols; j += step) y[value.base + j] = expf(value(j) - top) / total;
 }
+
+// Rows of at most 32 * N columns: one warp per row, 8 rows a block (256 threads), the row read
+// once into registers (lane l holds columns l, l + 32, ...: each load instruction of the warp is
+// one coalesced run), reduced with warp shuffles only. Why: the block-per-row kernel above ran a
+// transformer's 512-wide score rows with 2 elements a thread and three dependent passes, latency-
+// bound; this is the layout ORT's own softmax uses for such rows. Every warp takes part in the
+// shuffles (a row past the end computes on -inf and stores nothing).
+template <int N>
+__device__ __forceinline__ void softmax_warp_row(const float* x, const float* mask, float* y,
+                                                 int rows, int cols, int flags, int d1, int d2,
+                                                 int m0, int m1, int m2, int mj, float c) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const long long row =
+      static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + static_cast<int>(threadIdx.x) / 32;
+  const bool live = row < rows;
+  const SoftmaxRow value(x, mask, live ? row : 0, cols, flags, d1, d2, m0, m1, m2, mj, c);
+  float v[N];
+  float top = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int j = lane + 32 * i;
+    v[i] = live && j < cols ? value(j) : -INFINITY;
+    top = fmaxf(top, v[i]);
+  }
+  for (int off = 16; off > 0; off >>= 1) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, off));
+  float total = 0.f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int j = lane + 32 * i;
+    v[i] = live && j < cols ? expf(v[i] - top) : 0.f;
+    total += v[i];
+  }
+  for (int off = 16; off > 0; off >>= 1) total += __shfl_xor_sync(0xffffffffu, total, off);
+  if (!live) return;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int j = lane + 32 * i;
+    if (j < cols) y[value.base + j] = v[i] / total;
+  }
+}
+
+#define NM_SOFTMAX_WARP(N)                                                                     \
+  extern "C" __global__ void __launch_bounds__(256)                                            \
+      NM_CAT(NM_CAT(ortmlx_softmax_w, N), NM_CAT(_, ORTMLX_NORM_TAG))(                         \
+          const float* x, const float* mask, float* y, int rows, int cols, int flags, int d1, \
+          int d2, int m0, int m1, int m2, int mj, float c) {                                   \
+    softmax_warp_row<N>(x, mask, y, rows, cols, flags, d1, d2, m0, m1, m2, mj, c);            \
+  }
+NM_SOFTMAX_WARP(4)
+NM_SOFTMAX_WARP(8)
+NM_SOFTMAX_WARP(16)
+NM_SOFTMAX_WARP(32)

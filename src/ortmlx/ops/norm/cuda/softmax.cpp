@@ -28,9 +28,27 @@ namespace {
 
 constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
 
-// Threads per row's block: the row's width rounded up to whole warps, at most 256.
-int row_threads(int cols) {
-  return std::clamp((cols + 31) / 32 * 32, 32, 256);
+// How the kernel is launched for rows of `cols`: rows of at most 1024 columns take a warp each
+// (8 rows a block of 256 threads), held in registers by the kernel compiled for `per_lane`
+// columns a lane (4, 8, 16 or 32); wider rows take a block each of their width in whole warps,
+// at most 256 threads. `threads`: the grid's total (MLX counts the grid in threads).
+struct Launch {
+  int per_lane = 0;  // 0: a block per row
+  int block = 256;
+  int64_t threads = 0;
+};
+
+Launch launch_for(int64_t rows, int cols) {
+  Launch l;
+  for (int n : {4, 8, 16, 32})
+    if (cols <= 32 * n) {
+      l.per_lane = n;
+      l.threads = (rows + 7) / 8 * 256;
+      return l;
+    }
+  l.block = std::clamp((cols + 31) / 32 * 32, 32, 256);
+  l.threads = rows * l.block;
+  return l;
 }
 
 // The array `a` broadcasts from: `a` itself when it is a float32 array of like's shape and not
@@ -130,7 +148,7 @@ bool cuda_softmax_applies(const mx::array& t, mx::StreamOrDevice s) {
     return false;
   const int cols = t.shape(-1);
   const int64_t rows = static_cast<int64_t>(t.size()) / cols;
-  return rows * row_threads(cols) <= kMaxInt && cuda_kernels_usable(s);  // the grid's threads
+  return launch_for(rows, cols).threads <= kMaxInt && cuda_kernels_usable(s);
 }
 
 SoftmaxScores softmax_score_parts(const mx::array& t) {
@@ -170,14 +188,18 @@ mx::array cuda_softmax(const SoftmaxScores& t, const mx::Shape& shape, mx::Strea
     mi = *m;
   }
   const int flags = (t.scale ? 1 : 0) | (t.scale && t.divides ? 2 : 0) | (t.mask ? 4 : 0);
-  const int threads = row_threads(cols);
+  const Launch l = launch_for(rows, cols);
+  const std::string name =
+      l.per_lane != 0 ? "ortmlx_softmax_w" + std::to_string(l.per_lane) + "_" + norm_cuda::kTag
+                      : std::string("ortmlx_softmax_") + norm_cuda::kTag;
   const std::vector<mx::fast::ScalarArg> scalars = {
       rows, cols, flags, mi.d1, mi.d2, mi.m0, mi.m1, mi.m2, mi.mj, t.scale.value_or(1.f)};
-  // An absent mask: x stands in (the kernel never reads it: its flags say so).
+  // An absent mask: x stands in (the kernel never reads it: its flags say so). The block kernel's
+  // reductions take a float per warp of shared memory; the warp kernels none.
   auto outs = mx::fast::precompiled_cuda_kernel(
-      std::string("ortmlx_softmax_") + norm_cuda::kTag, norm_cuda::cubin(),
-      {t.x, t.mask.value_or(t.x)}, {shape}, {mx::float32}, scalars, {rows * threads, 1, 1},
-      {threads, 1, 1}, 32 * static_cast<int>(sizeof(float)), std::nullopt,
+      name, norm_cuda::cubin(), {t.x, t.mask.value_or(t.x)}, {shape}, {mx::float32}, scalars,
+      {static_cast<int>(l.threads), 1, 1}, {l.block, 1, 1},
+      l.per_lane != 0 ? 0 : 32 * static_cast<int>(sizeof(float)), std::nullopt,
       /*ensure_row_contiguous=*/true, s);
   return outs[0];
 #endif

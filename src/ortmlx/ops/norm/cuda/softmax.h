@@ -2,8 +2,11 @@
 // scores' scale and additive mask folded in, for the CUDA flavour on sm_90. OPT-IN
 // (ONNXRUNTIME_EP_MLX_SOFTMAX_KERNEL=1, read at each translation): on an H100 (2026-12-06, the
 // same process timing both, bench/results/gpu_peer.md) the first version ran 4-36% slower than
-// MLX's Multiply + softmax on every transformer of the benchmark, cause not yet profiled; it read
-// the scale from a one-element device array per block, now a kernel argument (not yet timed).
+// MLX's Multiply + softmax on every transformer of the benchmark. That version ran a block per
+// row with three dependent passes over global memory (latency-bound at 2 elements a thread on
+// 512-wide rows) and read the scale from a one-element device array in every block; now rows of
+// up to 1024 take a warp each, read once into registers, and the scale is a kernel argument
+// (not yet timed on a GPU).
 #pragma once
 
 #include <optional>
