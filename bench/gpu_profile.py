@@ -108,6 +108,21 @@ def one(env, name, build, args, has_cuda) -> dict:
     out_specs = [(o.name, w.shape, w.dtype) for o, w in zip(cpu.get_outputs(), want)]
     del cpu
     sides = [("mlx", lambda: gm.DeviceIO(env, gm.ep_session(env, data), feeds, out_specs))]
+    if args.ab:  # the same model translated with a switch set (read at each translation)
+        def translated_with_switch():
+            var, _, value = args.ab.partition("=")
+            before = os.environ.get(var)
+            os.environ[var] = value
+            try:
+                io = gm.DeviceIO(env, gm.ep_session(env, data), feeds, out_specs)
+                io.run()  # the translation reads the variable; later runs replay it
+                return io
+            finally:
+                if before is None:
+                    os.environ.pop(var, None)
+                else:
+                    os.environ[var] = before
+        sides.append(("mlx_ab", translated_with_switch))
     if has_cuda:
         sides.append(("cuda", lambda: peer.CudaIO(peer.cuda_session(data, False), feeds,
                                                   out_specs)))
@@ -126,11 +141,14 @@ def one(env, name, build, args, has_cuda) -> dict:
     return row
 
 
+SIDES = ("mlx", "mlx_ab", "cuda")  # mlx_ab: the MLX EP translated with --ab's switch set
+
+
 def table(rows) -> list[str]:
     lines = ["| model | EP | wall ms | profiled ms | kernels/run | gpu ms | busy ms | idle share |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        for side in ("mlx", "cuda"):
+        for side in SIDES:
             c = r.get(side)
             if not c:
                 continue
@@ -146,7 +164,7 @@ def table(rows) -> list[str]:
 def details(rows) -> list[str]:
     out = []
     for r in rows:
-        for side in ("mlx", "cuda"):
+        for side in SIDES:
             c = r.get(side)
             if not c or "top_kernels" not in c:
                 continue
@@ -167,6 +185,9 @@ def main() -> int:
     ap.add_argument("--profile-runs", type=int, default=10)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--cpu-binding", action="store_true")
+    ap.add_argument("--ab", default="",
+                    help="VAR=VALUE: the MLX EP once more (side mlx_ab), translated with VAR=VALUE "
+                         "set, in the same process")
     args = ap.parse_args()
     import torch  # noqa: F401  (its CUPTI-backed profiler sees every kernel of the process)
 
@@ -185,10 +206,11 @@ def main() -> int:
         except Exception as e:  # noqa: BLE001
             rows.append({"model": name, "mlx": gm.failure(e)})
         print(f"{name}: {time.time() - t0:.1f} s", flush=True)
-        result = {"versions": gm.versions(env), "knobs": knobs, "rows": rows}
+        result = {"versions": gm.versions(env), "knobs": knobs, "ab": args.ab, "rows": rows}
         (out / "gpu_profile.json").write_text(json.dumps(result, indent=1, default=str))
+    ab = f"; mlx_ab: the MLX EP translated with {args.ab}" if args.ab else ""
     md = ["# Where a run's time goes on the GPU", "",
-          f"Knobs: {knobs or 'none'}; versions: {gm.versions(env)}", ""] + table(rows) + details(rows)
+          f"Knobs: {knobs or 'none'}{ab}; versions: {gm.versions(env)}", ""] + table(rows) + details(rows)
     (out / "gpu_profile.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     return 0
