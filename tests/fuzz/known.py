@@ -63,6 +63,13 @@ KNOWN: list[tuple[str, str, str, str, str]] = [
     # given the memory (the GPU suite's workers have no address-space cap), returns the tensor.
     ("ep_error", ".*", r"exceeds MLX's", "an output dim beyond MLX's int32 dims (e.g. o4_171, "
      "Range over 2^32 values)", "none (documented limit)"),
+    # Documented (docs/RELIABILITY.md): ORT CPU 1.30's Concat skips empty inputs when it checks
+    # that the non-axis dims match, but still adds their axis size to the output and leaves that
+    # share unwritten ((2, 3, 1, 1) with (2, 0, 1, 1) on axis 2 gives (2, 3, 2, 1)); ONNX makes
+    # the inputs invalid, and the EP raises naming the node and the dim.
+    ("ep_error", ":Concat", r"Concat input \d+ has dim \d+ on axis \d+ where input 0 has",
+     "ORT CPU accepts an empty input whose non-axis dims differ and returns a tensor partly "
+     "unwritten (e.g. seed 82 o58_18); the EP raises", "none (ORT's leniency)"),
     # Documented (docs/RELIABILITY.md): ORT CPU's reductions of an empty input take a separate
     # path that drops the axes outside [0, rank) instead of checking them (ReduceMin of (5, 0, 2)
     # over [1, 9] reduces axis 1 and returns values); ONNX makes such an axis invalid, and the EP

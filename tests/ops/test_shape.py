@@ -255,6 +255,31 @@ def test_concat_with_constant_input(rng):
     check_on_ep(model, {"x": x})
 
 
+def test_concat_empty_input_with_other_dims_raises(rng):
+    """ONNX requires every dim but the axis's to match, empty inputs included. ORT CPU 1.30 skips
+    an empty input in that check yet adds its axis size to the output, whose share it leaves
+    unwritten ((2, 3, 1, 1) with (2, 0, 1, 1) on axis 2 gives (2, 3, 2, 1)); the EP raises an
+    error naming the node and the dim, and the session then runs valid inputs (fuzz seed 82,
+    o58_18; docs/RELIABILITY.md)."""
+    ins = [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [None] * 4) for n in "ab"]
+    graph = helper.make_graph([helper.make_node("Concat", ["a", "b"], ["y"], name="node", axis=-2)],
+                              "g", ins, [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT,
+                                                                       [None] * 4)])
+    model = make_model(graph, opset=13)
+    run = EpRun(model, strict=True)
+    try:
+        bad = {"a": random_array(rng, (2, 3, 1, 1)), "b": random_array(rng, (2, 0, 1, 1))}
+        with pytest.raises(Exception, match="Concat input 1 has dim 0 on axis 1 where input 0 has 3") as err:
+            run.run(bad)
+        assert "node" in str(err.value)
+        good = {"a": random_array(rng, (2, 3, 1, 1)), "b": random_array(rng, (2, 3, 4, 1))}
+        got = run.run(good)
+        assert_ran_on_ep(run, ["node"])
+        np.testing.assert_array_equal(got[0], np.concatenate([good["a"], good["b"]], axis=2))
+    finally:
+        run.close()
+
+
 def test_concat_float64_is_refused(rng):
     feeds = {"a": rng.uniform(size=(2,)), "b": rng.uniform(size=(3,))}
     assert "float64" in refusal(single_node_model("Concat", feeds, attrs={"axis": 0}), "Concat")

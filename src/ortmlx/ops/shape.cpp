@@ -374,6 +374,17 @@ void translate_concat(TranslationContext& ctx, const NodeDesc& n) {
     if (static_cast<int>(p.ndim()) != rank)
       throw std::runtime_error("Concat inputs have different ranks");
   const int axis = normalize_axis(n.attr_int("axis", 0), rank);
+  // ONNX: every dim but the axis's must match, empty inputs included. ORT CPU 1.30 skips empty
+  // inputs in that check yet still adds their axis size to the output, whose share it never
+  // writes; the EP raises (docs/RELIABILITY.md).
+  for (size_t i = 1; i < parts.size(); ++i)
+    for (int d = 0; d < rank; ++d)
+      if (d != axis && parts[i].shape(d) != parts[0].shape(d))
+        throw std::runtime_error(
+            "Concat input " + std::to_string(i) + " has dim " + std::to_string(parts[i].shape(d)) +
+            " on axis " + std::to_string(d) + " where input 0 has " +
+            std::to_string(parts[0].shape(d)) + " (only the concatenation axis " +
+            std::to_string(axis) + " may differ)");
   if (parts.size() == 1) {
     ctx.bind_output(n, 0, parts[0]);
     return;
