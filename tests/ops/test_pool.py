@@ -330,6 +330,17 @@ def test_pool_unknown_rank_that_does_not_fit_is_an_error(op, rng):
     check_error_on_ep(model, {"x": random_array(rng, (1, 2, 5))}, "does not match kernel_shape")
 
 
+@pytest.mark.parametrize("op", ["LpPool", "MaxPool", "AveragePool"])
+def test_pool_windows_beyond_int32_dims_are_an_error(op, rng):
+    """A kernel near 2^31 with SAME padding makes the padded span of the windows exceed MLX's
+    int32 dims: a clean error naming the node (ORT CPU pools each window over the data it
+    reaches; a documented limit, docs/RELIABILITY.md; fuzz seed 89, o21_62)."""
+    x = random_array(rng, (3, 3, 2, 6))
+    model = single_node_model(op, {"x": x}, attrs={"kernel_shape": [2 ** 31 - 1, 5],
+                                                   "auto_pad": "SAME_UPPER"})
+    check_error_on_ep(drop_input_ranks(model), {"x": x}, "exceeds MLX's int32 dims")
+
+
 @pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"])
 @pytest.mark.parametrize("shape", [(2, 3, 5), (1, 2, 3, 4), (1, 2, 3, 2, 2)], ids=str)
 def test_global_pool_unknown_rank(op, shape, rng):

@@ -195,6 +195,14 @@ mx::array pad_for_windows(const mx::array& x, const PoolGeometry& g, const mx::a
   for (size_t i = 0; i < nd; ++i) {
     const int ax = 2 + static_cast<int>(i);
     const int64_t extent = (g.out[i] - 1) * g.stride[i] + (g.kernel[i] - 1) * g.dil[i] + 1;
+    // The padded rows the windows view spans are one MLX array: its dims are int32. (ORT pools
+    // each window over the positions that land on data; a kernel near 2^31 with SAME padding
+    // pads past that, fuzz seed 89.)
+    if (extent > std::numeric_limits<int32_t>::max())
+      throw std::runtime_error("pooling windows span " + std::to_string(extent) +
+                               " padded positions on spatial axis " + std::to_string(i) +
+                               " (kernel " + std::to_string(g.kernel[i]) +
+                               "), which exceeds MLX's int32 dims");
     // A negative low pad (ORT's SAME padding with a stride beyond the kernel) starts the first
     // window inside the data.
     const int64_t skip = std::max<int64_t>(-g.pad_lo[i], 0),
