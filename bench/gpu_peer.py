@@ -196,6 +196,24 @@ def timed_interleaved(fns: dict, warmup: int, repeats: int, rounds: int, max_s: 
     return cells
 
 
+def translated_with(setting: str, env, data: bytes, feeds: dict, out_specs):
+    """A device-I/O MLX EP session whose first run (its translation) sees setting = "VAR=VALUE"
+    in the environment; the variable is restored after. The library's switches are read at each
+    translation, and later runs replay it: the A/B session of --ab (here and gpu_profile.py)."""
+    var, _, value = setting.partition("=")
+    before = os.environ.get(var)
+    os.environ[var] = value
+    try:
+        io = gm.DeviceIO(env, gm.ep_session(env, data), feeds, out_specs)
+        io.run()
+        return io
+    finally:
+        if before is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = before
+
+
 def bench_one(env, name: str, kind: str, build, args, tf32: bool, has_cuda: bool) -> dict:
     row = {"model": name, "kind": kind}
     try:
@@ -223,22 +241,12 @@ def bench_one(env, name: str, kind: str, build, args, tf32: bool, has_cuda: bool
     except Exception as e:  # noqa: BLE001
         row["mlx"] = gm.failure(e)
     if args.ab:  # a second MLX EP session, translated with VAR=VALUE set (same process, in turns)
-        var, _, value = args.ab.partition("=")
-        before = os.environ.get(var)
         try:
-            os.environ[var] = value
-            sess_b = gm.ep_session(env, data)
-            dio_b = gm.DeviceIO(env, sess_b, feeds, out_specs)
-            dio_b.run()  # the translation reads the variable; later runs replay it
-            keep += [sess_b, dio_b]
+            dio_b = translated_with(args.ab, env, data, feeds, out_specs)
+            keep.append(dio_b)
             runners["mlx_ab"] = dio_b
         except Exception as e:  # noqa: BLE001
             row["mlx_ab"] = gm.failure(e)
-        finally:
-            if before is None:
-                os.environ.pop(var, None)
-            else:
-                os.environ[var] = before
     if not has_cuda:
         row["cuda"] = {"skipped": f"this onnxruntime has no {CUDA_EP}"}
     else:

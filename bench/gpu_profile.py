@@ -109,20 +109,7 @@ def one(env, name, build, args, has_cuda) -> dict:
     del cpu
     sides = [("mlx", lambda: gm.DeviceIO(env, gm.ep_session(env, data), feeds, out_specs))]
     if args.ab:  # the same model translated with a switch set (read at each translation)
-        def translated_with_switch():
-            var, _, value = args.ab.partition("=")
-            before = os.environ.get(var)
-            os.environ[var] = value
-            try:
-                io = gm.DeviceIO(env, gm.ep_session(env, data), feeds, out_specs)
-                io.run()  # the translation reads the variable; later runs replay it
-                return io
-            finally:
-                if before is None:
-                    os.environ.pop(var, None)
-                else:
-                    os.environ[var] = before
-        sides.append(("mlx_ab", translated_with_switch))
+        sides.append(("mlx_ab", lambda: peer.translated_with(args.ab, env, data, feeds, out_specs)))
     if has_cuda:
         sides.append(("cuda", lambda: peer.CudaIO(peer.cuda_session(data, False), feeds,
                                                   out_specs)))

@@ -28,6 +28,11 @@ bool kernel_enabled(const char* name) {
   return flag == nullptr || parse_flag(flag);
 }
 
+bool kernel_opted_in(const char* name) {
+  const char* flag = std::getenv(name);
+  return flag != nullptr && parse_flag(flag);
+}
+
 bool cuda_kernels_usable(mx::StreamOrDevice s) {
   return mx::to_stream(s).device.type == mx::Device::gpu && cuda_sm90_device();
 }

@@ -21,8 +21,13 @@ bool cuda_kernels_usable(mx::StreamOrDevice s);
 
 // Whether the kernel the environment variable `name` switches is on: unless it holds a false flag
 // (0, false, off), the way to compare a kernel of ours with the MLX ops it replaces. Read at each
-// call; callers keep the answer.
+// call: translators ask once per translation, so one process can hold sessions translated either
+// way (bench/gpu_peer.py --ab).
 bool kernel_enabled(const char* name);
+
+// Whether an opt-in kernel or library path the environment variable `name` switches is on: only
+// when it holds a true flag. Read at each call, like kernel_enabled.
+bool kernel_opted_in(const char* name);
 
 }  // namespace ortmlx::ops
 

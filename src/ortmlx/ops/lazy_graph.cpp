@@ -15,13 +15,25 @@ bool same_float_shape(const mx::array& a, const mx::array& like) {
   return a.dtype() == mx::float32 && a.shape() == like.shape();
 }
 
+std::optional<mx::array> broadcast_source(const mx::array& a, const mx::array& like) {
+  if (!same_float_shape(a, like)) return std::nullopt;
+  if (!made_by(a, "Broadcast")) return a;
+  if (a.inputs().size() != 1) return std::nullopt;
+  const mx::array& src = a.inputs()[0];
+  if (src.dtype() != mx::float32 || src.ndim() > like.ndim()) return std::nullopt;
+  const size_t pad = like.ndim() - src.ndim();
+  for (size_t i = 0; i < src.ndim(); ++i)
+    if (src.shape(static_cast<int>(i)) != 1 &&
+        src.shape(static_cast<int>(i)) != like.shape(static_cast<int>(i + pad)))
+      return std::nullopt;
+  return src;
+}
+
 std::optional<mx::array> broadcast_vector(const mx::array& a, const mx::array& like) {
-  if (!made_by(a, "Broadcast") || a.inputs().size() != 1 || !same_float_shape(a, like) ||
-      like.ndim() < 1)
-    return std::nullopt;
-  const mx::array& v = a.inputs()[0];
-  if (v.dtype() != mx::float32 || v.ndim() < 1 || v.shape(-1) != like.shape(-1) ||
-      static_cast<int64_t>(v.size()) != like.shape(-1))
+  if (!made_by(a, "Broadcast") || like.ndim() < 1) return std::nullopt;
+  auto v = broadcast_source(a, like);
+  if (!v || v->ndim() < 1 || v->shape(-1) != like.shape(-1) ||
+      static_cast<int64_t>(v->size()) != like.shape(-1))
     return std::nullopt;
   return v;
 }

@@ -22,6 +22,11 @@ bool same_float_shape(const mx::array& a, const mx::array& like);
 // last-axis size (1-D, or with leading 1s); else nullopt.
 std::optional<mx::array> broadcast_vector(const mx::array& a, const mx::array& like);
 
+// The array `a` broadcasts from: `a` itself when it is a float32 array of like's shape and not
+// MLX's broadcast; the broadcast's float32 input when `a` is MLX's broadcast, to like's shape, of
+// an array whose dims (right-aligned) are 1 or like's; else nullopt.
+std::optional<mx::array> broadcast_source(const mx::array& a, const mx::array& like);
+
 // a = m + bias (either operand order), m a float32 array of like's shape and bias a broadcast
 // last-axis vector: the pair; else nullopt.
 struct BiasAdd {

@@ -21,17 +21,13 @@ ORTMLX_DECLARE_CUBIN(conv_cuda)  // generated: conv_cuda.cpp in the build folder
 namespace ortmlx::ops {
 
 namespace {
-// On unless ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL=0 (read once).
-bool enabled() {
-  static const bool on = kernel_enabled("ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL");
-  return on;
-}
 constexpr int64_t kMaxGrid = 65535;  // the grid's y and z extents (channel tiles, batch)
 constexpr int64_t kFewChannels = 8;  // up to here a thread per pixel, beyond 32 x 32 tiles
 }  // namespace
 
 bool cuda_nchw_to_nhwc_applies(const mx::array& x, mx::StreamOrDevice s) {
-  return enabled() && x.ndim() == 4 && x.dtype() == mx::float32 && x.size() > 0 &&
+  return kernel_enabled("ONNXRUNTIME_EP_MLX_CONV_NHWC_KERNEL") && x.ndim() == 4 &&
+         x.dtype() == mx::float32 && x.size() > 0 &&
          static_cast<int64_t>(x.size()) <= std::numeric_limits<int>::max() &&
          x.shape(0) <= kMaxGrid && (x.shape(1) + 31) / 32 <= kMaxGrid && cuda_kernels_usable(s);
 }

@@ -29,7 +29,6 @@
 #include <mlx/primitives.h>
 
 #include "ortmlx/engine/device/device_memory.h"
-#include "ortmlx/engine/options.h"
 #include "ortmlx/ops/cuda_library_call.h"
 #endif
 
@@ -228,7 +227,7 @@ std::shared_ptr<const ConvPlan> plan_for(const mx::array& x, const mx::array& w,
   }
   if (!found) throw std::runtime_error("cuDNN convolution: no algorithm runs this shape");
   check(a.cudnnSetConvolutionMathType(cd, p->math), "cudnnSetConvolutionMathType");
-  if (const char* log = std::getenv("ONNXRUNTIME_EP_MLX_CUDNN_CONV_LOG"); log && parse_flag(log)) {
+  if (kernel_opted_in("ONNXRUNTIME_EP_MLX_CUDNN_CONV_LOG")) {
     std::fprintf(stderr, "ortmlx cuDNN conv x");
     for (int d : x.shape()) std::fprintf(stderr, " %d", d);
     std::fprintf(stderr, " w");
@@ -299,11 +298,6 @@ class CudnnConvolution final : public mx::UnaryPrimitive {
   CudnnConvGeometry g_;
 };
 
-bool enabled() {
-  static const bool on = kernel_enabled("ONNXRUNTIME_EP_MLX_CUDNN_CONV");
-  return on;
-}
-
 }  // namespace
 #endif  // ORTMLX_CUDA_KERNELS
 
@@ -322,10 +316,10 @@ bool cudnn_conv_applies(const mx::array& x, const mx::array& w, const CudnnConvG
   constexpr size_t kMaxInt = static_cast<size_t>(std::numeric_limits<int>::max());
   size_t out_size = 1;
   for (int d : out_shape) out_size *= static_cast<size_t>(std::max(d, 0));
-  if (!enabled() || (x.ndim() != 4 && x.ndim() != 5) || w.ndim() != x.ndim() ||
-      out_shape.size() != x.ndim() || x.dtype() != mx::float32 || w.dtype() != mx::float32 ||
-      x.size() == 0 || w.size() == 0 || out_size == 0 || x.size() > kMaxInt || w.size() > kMaxInt ||
-      out_size > kMaxInt)
+  if (!kernel_enabled("ONNXRUNTIME_EP_MLX_CUDNN_CONV") || (x.ndim() != 4 && x.ndim() != 5) ||
+      w.ndim() != x.ndim() || out_shape.size() != x.ndim() || x.dtype() != mx::float32 ||
+      w.dtype() != mx::float32 || x.size() == 0 || w.size() == 0 || out_size == 0 ||
+      x.size() > kMaxInt || w.size() > kMaxInt || out_size > kMaxInt)
     return false;
   if (mx::to_stream(s).device.type != mx::Device::gpu || device::cuda_graphs_enabled() ||
       failed_plans().contains(plan_key(x.shape(), w.shape(), g)))

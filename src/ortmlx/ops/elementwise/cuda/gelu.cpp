@@ -2,13 +2,11 @@
 // build, launched as an MLX precompiled custom kernel on the node's stream, so its output is an
 // ordinary lazy array of the plan's graph.
 #include "ortmlx/ops/elementwise/cuda/gelu.h"
-#include "ortmlx/engine/options.h"
 #include "ortmlx/ops/cuda_support.h"
 #include "ortmlx/ops/lazy_graph.h"
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <stdexcept>

@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -29,7 +28,6 @@
 #include <mlx/primitives.h>
 
 #include "ortmlx/engine/device/device_memory.h"
-#include "ortmlx/engine/options.h"
 #include "ortmlx/ops/cuda_library_call.h"
 #endif
 
@@ -295,8 +293,7 @@ std::shared_ptr<const Plan> plan_for(const Geometry& g, const Call& c, cudaStrea
   if (best < 0) throw std::runtime_error("cuBLASLt matmul: no algorithm runs this shape");
   p->algo = found[best].algo;
   p->workspace = found[best].workspaceSize;
-  if (const char* log = std::getenv("ONNXRUNTIME_EP_MLX_CUBLASLT_MATMUL_LOG");
-      log && parse_flag(log))
+  if (kernel_opted_in("ONNXRUNTIME_EP_MLX_CUBLASLT_MATMUL_LOG"))
     std::fprintf(stderr,
                  "ortmlx cuBLASLt matmul M %lld N %lld K %lld batch %d trans %d%d bias %d: "
                  "candidate %d of %d, %.4f ms\n",
@@ -386,8 +383,7 @@ class CublasLtMatmul final : public mx::UnaryPrimitive {
 // 08:45 UTC). Read at each translation (a session translates a shape once), so that one process
 // can hold sessions translated either way (bench/gpu_peer.py --ab).
 bool enabled() {
-  const char* v = std::getenv("ONNXRUNTIME_EP_MLX_CUBLASLT_MATMUL");
-  return v != nullptr && parse_flag(v);
+  return kernel_opted_in("ONNXRUNTIME_EP_MLX_CUBLASLT_MATMUL");
 }
 
 // An operand's batch dims, right-aligned against the output's: all 1 or all of them.

@@ -22,12 +22,6 @@ namespace ortmlx::ops {
 
 namespace {
 
-// On unless ONNXRUNTIME_EP_MLX_LAYER_NORM_KERNEL=0 (read once).
-bool enabled() {
-  static const bool on = kernel_enabled("ONNXRUNTIME_EP_MLX_LAYER_NORM_KERNEL");
-  return on;
-}
-
 // Threads per row's block: the row's width rounded up to whole warps, at most 256.
 int row_threads(int cols) {
   return std::clamp((cols + 31) / 32 * 32, 32, 256);
@@ -37,8 +31,8 @@ int row_threads(int cols) {
 
 bool cuda_layer_norm_applies(const mx::array& x, mx::StreamOrDevice s) {
   constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
-  if (!enabled() || x.dtype() != mx::float32 || x.ndim() < 1 || x.size() == 0 ||
-      static_cast<int64_t>(x.size()) > kMaxInt)
+  if (!kernel_enabled("ONNXRUNTIME_EP_MLX_LAYER_NORM_KERNEL") || x.dtype() != mx::float32 ||
+      x.ndim() < 1 || x.size() == 0 || static_cast<int64_t>(x.size()) > kMaxInt)
     return false;
   const int cols = x.shape(-1);
   const int64_t rows = static_cast<int64_t>(x.size()) / cols;

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -14,7 +13,6 @@
 #include <mlx/fast.h>
 #include <mlx/ops.h>
 
-#include "ortmlx/engine/options.h"
 #include "ortmlx/ops/cuda_support.h"
 #include "ortmlx/ops/lazy_graph.h"
 
@@ -51,47 +49,29 @@ Launch launch_for(int64_t rows, int cols) {
   return l;
 }
 
-// The array `a` broadcasts from: `a` itself when it is a float32 array of like's shape and not
-// MLX's broadcast, the broadcast's float32 input when its dims (right-aligned) are 1 or like's.
-std::optional<mx::array> broadcast_source(const mx::array& a, const mx::array& like) {
-  if (!same_float_shape(a, like)) return std::nullopt;
-  if (!made_by(a, "Broadcast")) return a;
-  if (a.inputs().size() != 1) return std::nullopt;
-  const mx::array& src = a.inputs()[0];
-  if (src.dtype() != mx::float32 || src.ndim() > like.ndim()) return std::nullopt;
-  const size_t pad = like.ndim() - src.ndim();
-  for (size_t i = 0; i < src.ndim(); ++i)
-    if (src.shape(static_cast<int>(i)) != 1 &&
-        src.shape(static_cast<int>(i)) != like.shape(static_cast<int>(i + pad)))
-      return std::nullopt;
-  return src;
-}
+// u = x * c | c * x | x / c: x a full float32 array of u's shape (not a broadcast) and c MLX's
+// broadcast of a one-element float32 constant (evaluated: an initializer). The graph only; the
+// constant's value is read by the caller.
+struct ScaleOp {
+  mx::array x;
+  mx::array c;
+  bool divides = false;
+};
 
-// The value of a broadcast one-element float32 constant (a scalar operand of a binary op, already
-// evaluated: an initializer). Read on the host once, at translation.
-std::optional<float> broadcast_scalar(const mx::array& a, const mx::array& like) {
-  auto src = broadcast_source(a, like);
-  if (!src || src->size() != 1 || (like.size() != 1 && !made_by(a, "Broadcast")) ||
-      !src->is_available())
-    return std::nullopt;
-  return src->item<float>();
-}
-
-// u = x * c | c * x | x / c, c a broadcast scalar and x a full float32 array of u's shape.
-bool split_scale(const mx::array& u, SoftmaxScores& p) {
+std::optional<ScaleOp> scale_op(const mx::array& u) {
   const bool mul = made_by(u, "Multiply"), div = made_by(u, "Divide");
-  if ((!mul && !div) || u.inputs().size() != 2) return false;
+  if ((!mul && !div) || u.inputs().size() != 2) return std::nullopt;
   for (int side = 0; side < (mul ? 2 : 1); ++side) {  // Divide: the divisor only
     const mx::array& x = u.inputs()[side];
     const mx::array& c = u.inputs()[1 - side];
-    auto scalar = broadcast_scalar(c, u);
-    if (!scalar || !same_float_shape(x, u) || made_by(x, "Broadcast")) continue;
-    p.x = x;
-    p.scale = scalar;
-    p.divides = div;
-    return true;
+    if (!same_float_shape(x, u) || made_by(x, "Broadcast")) continue;
+    auto src = broadcast_source(c, u);
+    if (!src || src->size() != 1 || (u.size() != 1 && !made_by(c, "Broadcast")) ||
+        !src->is_available())
+      continue;
+    return ScaleOp{x, *src, div};
   }
-  return false;
+  return std::nullopt;
 }
 
 // The mask's row starts as the kernel indexes them: T's leading dims merged into at most three
@@ -136,8 +116,7 @@ std::optional<MaskIndex> mask_index(const mx::array& mask, const mx::Shape& shap
 
 // Opt-in, read at each translation (bench/gpu_peer.py --ab): see softmax.h for why.
 bool enabled() {
-  const char* v = std::getenv("ONNXRUNTIME_EP_MLX_SOFTMAX_KERNEL");
-  return v != nullptr && parse_flag(v);
+  return kernel_opted_in("ONNXRUNTIME_EP_MLX_SOFTMAX_KERNEL");
 }
 
 }  // namespace
@@ -154,11 +133,11 @@ bool cuda_softmax_applies(const mx::array& t, mx::StreamOrDevice s) {
 SoftmaxScores softmax_score_parts(const mx::array& t) {
   SoftmaxScores p{t, std::nullopt, false, std::nullopt};
   if (made_by(t, "Add") && t.inputs().size() == 2) {
-    // The scores side: a scale op if either is one, else the side that is not a broadcast.
+    // The scores side: the scale op if one side is one, else either side that is not a
+    // broadcast; the other side is the mask.
     const mx::array &a = t.inputs()[0], &b = t.inputs()[1];
-    SoftmaxScores probe{t, std::nullopt, false, std::nullopt};
-    const bool a_scaled = split_scale(a, probe);
-    const bool b_scaled = !a_scaled && split_scale(b, probe);
+    const bool a_scaled = scale_op(a).has_value();
+    const bool b_scaled = !a_scaled && scale_op(b).has_value();
     for (const auto& [scores, mask] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
       if ((a_scaled && scores != &a) || (b_scaled && scores != &b)) continue;
       if (!same_float_shape(*scores, t) || made_by(*scores, "Broadcast")) continue;
@@ -169,7 +148,11 @@ SoftmaxScores softmax_score_parts(const mx::array& t) {
       break;
     }
   }
-  split_scale(p.x, p);
+  if (auto op = scale_op(p.x)) {
+    p.x = op->x;
+    p.scale = op->c.item<float>();  // read on the host once, at translation
+    p.divides = op->divides;
+  }
   return p;
 }
 

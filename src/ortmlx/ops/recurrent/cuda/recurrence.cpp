@@ -21,17 +21,11 @@ namespace ortmlx::ops {
 
 namespace {
 constexpr int kMaxSharedBytes = 48 * 1024;  // without opting the kernel in to more
-
-// On unless ONNXRUNTIME_EP_MLX_RNN_KERNEL=0 (read once).
-bool enabled() {
-  static const bool on = kernel_enabled("ONNXRUNTIME_EP_MLX_RNN_KERNEL");
-  return on;
-}
 }  // namespace
 
 bool cuda_recurrence_usable(int hidden, int gh, mx::StreamOrDevice s) {
-  return enabled() && hidden > 0 && gh > 0 && int64_t{3} * hidden + gh <= kMaxSharedBytes / 4 &&
-         cuda_kernels_usable(s);
+  return kernel_enabled("ONNXRUNTIME_EP_MLX_RNN_KERNEL") && hidden > 0 && gh > 0 &&
+         int64_t{3} * hidden + gh <= kMaxSharedBytes / 4 && cuda_kernels_usable(s);
 }
 
 RecurrenceOutputs cuda_recurrence(const RecurrenceInputs& in, mx::StreamOrDevice s) {
