@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""AttentionVJP on the CUDA backend: the fused CUDA kernels (cuda_fused, opt-in) and, with
+r"""AttentionVJP on the CUDA backend: the fused CUDA kernels (cuda_fused, opt-in) and, with
 --full, the default paths vs torch's fp32 memory-efficient SDPA backward on the same tensors.
 
 On the H200, from the checkout root (after `source .gpu/env.sh`):
@@ -26,11 +26,31 @@ Writes OUT/gpu_attention_vjp.{json,md} (OUT: --out, default bench/results). Per 
 - speed ratio torch_time / ep_time (> 1: the EP is faster), relative L2 error of the EP's
   gradients vs torch's.
 Every cell is wrapped: a failure is recorded and the run goes on.
+
+--torch-backends (comma list, default `efficient`) picks the torch backward variants timed on the
+same tensors, each the backward alone as above (the reference for Y and the errors stays
+EFFICIENT_ATTENTION fp32 whatever the list):
+- efficient: SDPA EFFICIENT_ATTENTION, fp32, torch's TF32 flags as they are (the columns above);
+- math: SDPA MATH (dense, O(S^2) memory), fp32, torch.backends.cuda.matmul.allow_tf32 and
+  torch.backends.cudnn.allow_tf32 off during the cell (restored after);
+- math_tf32: the same with both flags on (the baseline of the EP's --tf32 mode);
+- flash_bf16, cudnn_bf16: SDPA FLASH_ATTENTION / CUDNN_ATTENTION on bf16 copies of Q, K, V, dY.
+Per backend the JSON row has torch_<b>_ms, torch_<b>_tflops, torch_<b>_peak_mib, torch_<b>_runs
+and ratio_<b> (torch ms / EP ms, > 1: the EP is faster), or torch_<b>_error where the backend
+rejects the shape or runs out of memory (the run goes on). They are timed once per shape and
+causal setting (shared by its forms and paths); a backend whose first run takes longer than
+--max-cell-s is timed by one more run only. The markdown gets a second table, "torch backends",
+unless the list is `efficient` alone. The fields torch / torch_peak_bytes keep meaning the
+efficient backend (skipped when it is not in the list). All five:
+
+    python3 bench/gpu_attention_vjp.py --out $OUT \
+        --torch-backends efficient,math,math_tf32,flash_bf16,cudnn_bf16
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import datetime
 import json
@@ -38,6 +58,8 @@ import math
 import os
 import sys
 import tempfile
+import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -102,15 +124,31 @@ def flops(b, hq, s, d, causal) -> float:
     return 10.0 * b * hq * s * s * d * (0.5 if causal else 1.0)
 
 
-class TorchGqa:
-    """torch SDPA fp32 (memory-efficient backend) on (B, H, S, D) tensors; K/V repeated to HQ."""
+# torch's backward variants (--torch-backends): name -> (SDPBackend member, dtype, TF32 flags).
+# TF32 None leaves torch's flags as the process has them (what the efficient column always did);
+# math and math_tf32 pin them, as the targets compare the EP's exact and TF32 modes against each.
+TORCH_BACKENDS = {
+    "efficient": ("EFFICIENT_ATTENTION", "float32", None),
+    "math": ("MATH", "float32", False),
+    "math_tf32": ("MATH", "float32", True),
+    "flash_bf16": ("FLASH_ATTENTION", "bfloat16", None),
+    "cudnn_bf16": ("CUDNN_ATTENTION", "bfloat16", None),
+}
 
-    def __init__(self, t, q, k, v, dy, group, causal, scale):
+
+class TorchGqa:
+    """torch SDPA with one backend (an SDPBackend member's name) on (B, H, S, D) tensors cast to
+    `dtype` (a torch dtype's name) as new leaves; K/V repeated to HQ."""
+
+    def __init__(self, t, q, k, v, dy, group, causal, scale, backend="EFFICIENT_ATTENTION",
+                 dtype="float32"):
         self.t = t
-        self.leaves = [x.clone().requires_grad_() for x in (q, k, v)]
-        self.dy, self.group, self.causal, self.scale = dy, group, bool(causal), scale
+        dt = getattr(t, dtype)
+        self.leaves = [x.to(dt, copy=True).requires_grad_() for x in (q, k, v)]
+        self.dy, self.group, self.causal, self.scale = dy.to(dt), group, bool(causal), scale
         from torch.nn.attention import SDPBackend, sdpa_kernel
-        self.ctx = lambda: sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION)
+        member = getattr(SDPBackend, backend)
+        self.ctx = lambda: sdpa_kernel(member)
 
     def forward(self):
         q, k, v = self.leaves
@@ -124,7 +162,114 @@ class TorchGqa:
         return self.t.autograd.grad(y, self.leaves, self.dy, retain_graph=True)
 
 
-def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args) -> dict:
+@contextlib.contextmanager
+def torch_tf32(t, on: bool | None):
+    """torch's TF32 flags (cuBLAS matmuls and cuDNN) set to `on` inside the block, restored after;
+    None leaves them. The allow_tf32 setters also set the newer fp32_precision state, so torch's
+    check against mixing the two APIs stays quiet."""
+    if on is None:
+        yield
+        return
+    m, c = t.backends.cuda.matmul, t.backends.cudnn
+    saved = (m.allow_tf32, c.allow_tf32)
+    try:
+        m.allow_tf32 = on
+        c.allow_tf32 = on
+        yield
+    finally:
+        m.allow_tf32, c.allow_tf32 = saved
+
+
+def torch_timed(fn, args, sync) -> dict:
+    """gm.timed after one probe run (the first warm-up, so the warm-up count is unchanged). A
+    backend whose probe alone is over --max-cell-s (dense math at a large S) gets one more timed
+    run instead: gm.timed would still make at least 3 before its budget check stops it."""
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    first = time.perf_counter() - t0
+    if first <= args.max_cell_s:
+        res = gm.timed(fn, args.warmup - 1, args.repeats, args.max_cell_s, sync)
+        return dict(res, first_s=first)
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    once = time.perf_counter() - t0
+    return {"median_s": once, "min_s": once, "runs": 1, "first_s": first, "capped": True}
+
+
+def torch_peak(t, fn) -> int:
+    """Peak device memory of one run of fn above what was allocated before it (torch's
+    allocator; the gradients fn returns count, as they are allocated inside it)."""
+    t.cuda.synchronize()
+    t.cuda.reset_peak_memory_stats()
+    before = t.cuda.memory_allocated()
+    fn()
+    t.cuda.synchronize()
+    return t.cuda.max_memory_allocated() - before
+
+
+def warning_reasons(warned) -> str:
+    """torch's reasons for refusing a backend (it warns them before its 'No available kernel'
+    error), without the announcement lines and torch's source locations."""
+    out = []
+    for w in warned:
+        msg = " ".join(str(w.message).split(" (Triggered internally")[0].split())
+        if msg and not msg.endswith("because:") and msg not in out:
+            out.append(msg)
+    return "; ".join(out[:3])
+
+
+def torch_backend(env, dev, group, causal, scale, name, args) -> dict:
+    """Torch's backward alone with one --torch-backends variant on the cell's tensors: {"timing",
+    "peak_bytes"}, or {"error"} when the backend rejects the shape or runs out of memory. Its
+    graph (the S x S matrices of the math backend) is freed before it returns."""
+    t = env.torch
+    backend, dtype, tf32 = TORCH_BACKENDS[name]
+    warned: list = []
+    ta = y = None
+    try:
+        with warnings.catch_warnings(record=True) as warned, torch_tf32(t, tf32):
+            warnings.simplefilter("always")
+            ta = TorchGqa(t, *dev, group, causal, scale, backend, dtype)
+            with ta.ctx():
+                y = ta.forward()
+                timing = torch_timed(lambda: ta.grads(y), args, t.cuda.synchronize)
+                peak = torch_peak(t, lambda: ta.grads(y))
+        return {"timing": timing, "peak_bytes": peak}
+    except Exception as e:  # noqa: BLE001
+        err = gm.failure(e)["error"]
+        why = warning_reasons(warned)
+        return {"error": f"{err} ({why})" if why else err}
+    finally:
+        ta = y = None
+        gm.free_memory(env)
+
+
+def put_backend(row, name, res: dict) -> None:
+    """The flat JSON fields of one backend's result (module docstring)."""
+    if "error" in res:
+        row[f"torch_{name}_error"] = res["error"]
+        return
+    sec = res["timing"]["median_s"]
+    row[f"torch_{name}_ms"] = round(sec * 1e3, 4)
+    row[f"torch_{name}_tflops"] = round(row["flops"] / sec / 1e12, 3)
+    row[f"torch_{name}_peak_mib"] = round(res["peak_bytes"] / 2**20, 1)
+    row[f"torch_{name}_runs"] = res["timing"]["runs"]
+
+
+def put_ratios(row, names) -> None:
+    ep = row.get("ep")
+    if not (isinstance(ep, dict) and "median_s" in ep):
+        return
+    for name in names:
+        if f"torch_{name}_ms" in row:
+            row[f"ratio_{name}"] = round(row[f"torch_{name}_ms"] / 1e3 / ep["median_s"], 3)
+
+
+def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args, backend_cache: dict) -> dict:
+    """One row; backend_cache keeps the --torch-backends results of each (shape, causal) for the
+    rows of its other forms and paths (the tensors are the same: the seed names no form)."""
     b, hq, hk, s, d = shape
     recompute = form == "recompute"
     row = {"b": b, "hq": hq, "hk": hk, "s": s, "d": d, "causal": causal, "form": form,
@@ -144,7 +289,9 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args) -> dict:
         return row
 
     ref = None
+    backends = args.torch_backends
     if t is not None:
+        dev = ta = y = None
         try:
             dev = [t.from_numpy(feeds[n]).cuda() for n in ("Q", "K", "V", "dY")]
             ta = TorchGqa(t, *dev, hq // hk, causal, scale)
@@ -153,18 +300,29 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args) -> dict:
                 ref = [g.detach() for g in ta.grads(y)]
                 if not recompute:
                     feeds["Y"] = y.detach().cpu().numpy()
-                if not args.no_torch_time:
-                    row["torch"] = gm.timed(lambda: ta.grads(y), args.warmup, args.repeats,
-                                            args.max_cell_s, t.cuda.synchronize)
-                    t.cuda.synchronize()
-                    t.cuda.reset_peak_memory_stats()
-                    before = t.cuda.memory_allocated()
-                    ta.grads(y)
-                    t.cuda.synchronize()
-                    row["torch_peak_bytes"] = t.cuda.max_memory_allocated() - before
-            del y, ta, dev
+                if not args.no_torch_time and "efficient" in backends:
+                    row["torch"] = torch_timed(lambda: ta.grads(y), args, t.cuda.synchronize)
+                    row["torch_peak_bytes"] = torch_peak(t, lambda: ta.grads(y))
+                elif not args.no_torch_time:
+                    row["torch"] = {"skipped": "efficient not in --torch-backends"}
         except Exception as e:  # noqa: BLE001
             row["torch"] = gm.failure(e)
+        ta = y = None  # the reference's graph goes before the backends build theirs
+        gm.free_memory(env)
+        if not args.no_torch_time:
+            if "efficient" in backends:
+                to = row.get("torch", {})
+                put_backend(row, "efficient", {"timing": to, "peak_bytes": row["torch_peak_bytes"]}
+                            if "median_s" in to else {"error": to.get("error", "not timed")})
+            cached = backend_cache.setdefault((tuple(shape), bool(causal)), {})
+            for name in (n for n in backends if n != "efficient"):
+                if dev is None:  # the upload failed (not cached: the next row may upload)
+                    put_backend(row, name, {"error": row["torch"].get("error", "no tensors")})
+                    continue
+                if name not in cached:
+                    cached[name] = torch_backend(env, dev, hq // hk, causal, scale, name, args)
+                put_backend(row, name, cached[name])
+        dev = None
         gm.free_memory(env)
     else:
         row["torch"] = {"skipped": env.torch_note}
@@ -197,6 +355,7 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args) -> dict:
         run = io.run if io else (lambda: sess.run(None, feeds))
         row["io"] = "device" if io else "host"
         row["ep"] = gm.timed(run, args.warmup, args.repeats, args.max_cell_s)
+        put_ratios(row, backends)
         if args.profile:
             row["ep_passes_ms"] = pass_times(run)
         before = mem.reset()
@@ -215,13 +374,14 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args) -> dict:
 
 
 def pass_times(run) -> dict:
-    """GPU ms per run of each fused pass (stats, dq, dkv) and of everything else, from two
-    profiled runs (bench/gpu_profile.py: CUPTI sees MLX's kernels)."""
+    """GPU ms per run of each fused pass (stats, dq, dkv, or dkvq: dq and dkv in one) and of
+    everything else, from two profiled runs (bench/gpu_profile.py: CUPTI sees MLX's kernels)."""
     import gpu_profile
     prof = gpu_profile.profile_runs(run, 2)
-    out = {"stats": 0.0, "dq": 0.0, "dkv": 0.0, "other": 0.0}
+    passes = ("stats", "dq", "dkv", "dkvq")
+    out = dict.fromkeys(passes + ("other",), 0.0)
     for name, _, ms in prof["all_kernels"]:
-        kind = next((k for k in ("stats", "dq", "dkv") if f"ortmlx_avjp_{k}_" in name), "other")
+        kind = next((k for k in passes if f"ortmlx_avjp_{k}_" in name), "other")
         out[kind] += ms
     return out
 
@@ -243,6 +403,60 @@ def tflops(row, key) -> str:
 
 def mib(x) -> str:
     return "-" if x is None else f"{x / 2**20:.0f}"
+
+
+# Torch's long-winded openings of the two expected failures, so that the table's short cell keeps
+# the part that differs (torch's reason for refusing the backend, the size of the allocation).
+ERROR_SHORT = {"RuntimeError: No available kernel. Aborting execution.": "no kernel:",
+               "OutOfMemoryError: CUDA out of memory.": "OOM:"}
+
+
+def backend_cells(row, name) -> list[str]:
+    """ms, TFLOP/s, peak MiB and ratio of one --torch-backends variant, or its error, shortened,
+    in the first cell (no '|': it would split the table's cell)."""
+    if f"torch_{name}_ms" in row:
+        ratio = row.get(f"ratio_{name}")
+        return [f"{row[f'torch_{name}_ms']:.1f}", f"{row[f'torch_{name}_tflops']:.1f}",
+                f"{row[f'torch_{name}_peak_mib']:.0f}", "-" if ratio is None else f"{ratio:.2f}"]
+    err = row.get(f"torch_{name}_error")
+    if not err:
+        return ["-", "-", "-", "-"]
+    for long, short in ERROR_SHORT.items():
+        err = err.replace(long, short)
+    return ["FAIL: " + err[:70].replace("|", "/"), "-", "-", "-"]
+
+
+def backends_markdown(res) -> list[str]:
+    """The "torch backends" table (only when --torch-backends asks for more than `efficient`,
+    whose numbers the first table has)."""
+    names = res.get("torch_backends", ["efficient"])
+    if names == ["efficient"] or not any(
+            f"torch_{n}_ms" in r or f"torch_{n}_error" in r for r in res["rows"] for n in names):
+        return []
+    lines = ["", "## torch backends", "",
+             ("Torch's SDPA backward alone (retain_graph) per backend on the same tensors: "
+             "efficient = EFFICIENT_ATTENTION fp32 (TF32 flags as the process has them); math = "
+             "MATH fp32 (dense, O(S^2) memory) with torch's TF32 flags (cuda.matmul, cudnn) off; "
+             "math_tf32 = the same with them on; flash_bf16 / cudnn_bf16 = FLASH_ATTENTION / "
+             "CUDNN_ATTENTION on bf16 copies of Q, K, V, dY. GQA: K/V repeated to HQ heads for "
+             "every backend. Median ms (a backend whose first run took longer than --max-cell-s "
+             "is timed once more only: runs in the JSON), TFLOP/s as above, peak MiB above the "
+             "memory before the backward (the forward's saved tensors not counted), ratio = torch "
+             "ms / EP ms (> 1: the EP is faster). FAIL: the backend rejected the shape or ran out "
+             "of memory (the JSON has the whole message)."), ""]
+    head = "| B | HQ | HK | S | D | causal | form | path | EP ms |"
+    rule = "|---|---|---|---|---|---|---|---|---|"
+    for n in names:
+        head += f" {n} ms | {n} TFLOP/s | {n} peak MiB | {n} ratio |"
+        rule += "---|---|---|---|"
+    lines += [head, rule]
+    for r in res["rows"]:
+        cells = [str(r[k]) for k in ("b", "hq", "hk", "s", "d", "causal", "form", "path")]
+        cells.append(fmt_time(r.get("ep")).replace("|", "/")[:60])
+        for n in names:
+            cells += backend_cells(r, n)
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def markdown(res) -> str:
@@ -269,16 +483,17 @@ def markdown(res) -> str:
             f"{fmt_time(ep)} | {tflops(r, 'ep')} | {mib(r.get('ep_peak_bytes'))} | "
             f"{fmt_time(to)} | {tflops(r, 'torch')} | {mib(r.get('torch_peak_bytes'))} | "
             f"{ratio} | {'-' if err is None else f'{err:.1e}'} |")
+    lines += backends_markdown(res)
     passes = [r for r in res["rows"] if r.get("ep_passes_ms")]
     if passes:
         lines += ["", "GPU time per pass of the fused path (profiled, ms per run):", "",
-                  "| B | HQ | HK | S | D | causal | stats | dq | dkv | other |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| B | HQ | HK | S | D | causal | stats | dq | dkv | dkvq | other |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in passes:
             t = r["ep_passes_ms"]
             lines.append(f"| {r['b']} | {r['hq']} | {r['hk']} | {r['s']} | {r['d']} | "
                          f"{r['causal']} | {t['stats']:.2f} | {t['dq']:.2f} | {t['dkv']:.2f} | "
-                         f"{t['other']:.2f} |")
+                         f"{t.get('dkvq', 0.0):.2f} | {t['other']:.2f} |")
     if res["notes"]:
         lines += ["", "Notes:"] + [f"- {n}" for n in res["notes"]]
     return "\n".join(lines) + "\n"
@@ -296,6 +511,9 @@ def main() -> int:
     ap.add_argument("--max-cell-s", type=float, default=3.0)
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-torch-time", action="store_true", help="torch for Y and errors only")
+    ap.add_argument("--torch-backends", default="efficient",
+                    help="torch backward variants to time, comma-separated, of "
+                    f"{','.join(TORCH_BACKENDS)} (module docstring)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--profile", action="store_true",
                     help="also GPU time per fused pass (torch's profiler; cuda_fused cells)")
@@ -306,6 +524,12 @@ def main() -> int:
     ap.add_argument("--tf32", action="store_true", help="EP TF32 mode (default exact fp32)")
     ap.add_argument("--cpu-binding", action="store_true")
     args = ap.parse_args()
+    args.torch_backends = [n.strip() for n in args.torch_backends.split(",") if n.strip()]
+    unknown = [n for n in args.torch_backends if n not in TORCH_BACKENDS]
+    if unknown:
+        ap.error(f"--torch-backends: unknown {','.join(unknown)}; known: "
+                 f"{','.join(TORCH_BACKENDS)}")
+    args.torch_backends = list(dict.fromkeys(args.torch_backends))  # once each, in order
     env = gm.Env(args)
     mem = MlxMemory()
     shapes = QUICK_SHAPES if args.quick else SHAPES
@@ -315,15 +539,18 @@ def main() -> int:
     paths = ["cuda_fused", "blocked"] if args.full else ["cuda_fused"]
     res = {"command": " ".join(["python3"] + sys.argv),
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
-           "gpu": gm.gpu_name(env), "versions": gm.versions(env), "rows": [],
-           "notes": env.notes}
+           "gpu": gm.gpu_name(env), "versions": gm.versions(env),
+           "torch_backends": args.torch_backends, "rows": [], "notes": env.notes}
     if mem.lib is None:
         env.notes.append("EP peak memory not measured: libmlx's counters not found")
+    if env.torch is not None and args.no_torch_time:
+        env.notes.append("torch backends not timed (--no-torch-time)")
+    backend_cache: dict = {}
     for shape in shapes:
         for causal in (int(c) for c in args.causal.split(",")):
             for form in forms:
                 for path in paths + (["native"] if form == "recompute" else []):
-                    row = bench_cell(env, mem, shape, causal, form, path, args)
+                    row = bench_cell(env, mem, shape, causal, form, path, args, backend_cache)
                     res["rows"].append(row)
                     print(json.dumps({k: v for k, v in row.items() if k != "traceback"},
                                      default=str)[:400], flush=True)

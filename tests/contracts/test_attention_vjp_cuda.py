@@ -174,6 +174,19 @@ def test_cuda_fused_matches_reference_and_cpu(case, rng, monkeypatch, cuda_backe
     _check(case, rng, monkeypatch)
 
 
+# dQ with dK or dV, head sizes up to 128: the one-pass dkvq kernel by default (dQ by atomics).
+ONE_PASS_CASES = [c for c in CUDA_CASES if 0 in c.outputs and len(c.outputs) > 1 and c.d <= 128]
+
+
+@pytest.mark.parametrize("case", ONE_PASS_CASES, ids=lambda c: "cuda_fused_dq_pass_" + c.id)
+def test_cuda_fused_separate_dq_pass_is_selectable(case, rng, monkeypatch, cuda_backend):
+    """ONNXRUNTIME_EP_MLX_ATTENTION_VJP_ONE_PASS=0: dQ from its own pass (sums in a fixed order)
+    instead of the dK/dV kernel's atomics; same results at the same tolerance."""
+    use_cuda_fused(monkeypatch)
+    monkeypatch.setenv("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_ONE_PASS", "0")
+    _check(case, rng, monkeypatch)
+
+
 @pytest.mark.parametrize("tiled", [None, "auto"], ids=["unset", "auto"])
 @pytest.mark.parametrize("case", CUDA_CASES[:4] + CUDA_CASES[-3:],
                          ids=lambda c: "cuda_fused_opt_in_" + c.id)

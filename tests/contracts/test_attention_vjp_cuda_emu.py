@@ -42,10 +42,12 @@ QUICK = [
 ]
 
 
+@pytest.mark.parametrize("one_pass", [False, True], ids=["dq_pass", "one_pass"])
 @pytest.mark.parametrize("tf32", [False, True], ids=["3xtf32", "tf32"])
 @pytest.mark.parametrize("case", QUICK, ids=["d16_r4", "d40_r3_causal_gqa_rec", "d64_mask"])
-def test_cuda_emu_matches_reference(emu, case, tf32):
-    check.case(emu, np.random.default_rng(20261204), **case, tf32=tf32)
+def test_cuda_emu_matches_reference(emu, case, tf32, one_pass):
+    """one_pass: dQ added by the dK/dV kernel (dkvq, atomics) instead of its own pass."""
+    check.case(emu, np.random.default_rng(20261204), **case, tf32=tf32, one_pass=one_pass)
 
 
 @pytest.mark.parametrize("d", [6, 130], ids=["d6", "d130"])
@@ -57,11 +59,13 @@ def test_cuda_emu_head_size_not_a_multiple_of_4(emu, d):
                causal=0, kind=0, mshape=None, recompute=False, tf32=False)
 
 
+@pytest.mark.parametrize("one_pass", [False, True], ids=["dq_pass", "one_pass"])
 @pytest.mark.parametrize("poison", [("K", np.nan), ("V", np.inf), ("Mask", -np.inf)],
                          ids=["K_nan", "V_inf", "Mask_-inf"])
-def test_cuda_emu_non_finite_inputs(emu, poison):
+def test_cuda_emu_non_finite_inputs(emu, poison, one_pass):
     base = dict(b=1, sq=40, sk=70, hq=2, hk=1, d=32, rank=4, causal=1, kind=2, mshape=(40, 66))
-    check.case(emu, np.random.default_rng(20261205), **base, recompute=False, poison=poison)
+    check.case(emu, np.random.default_rng(20261205), **base, recompute=False, poison=poison,
+               one_pass=one_pass)
 
 
 def test_cuda_emu_long_reduction_stays_at_fp32_level(emu):

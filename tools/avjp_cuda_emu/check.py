@@ -6,7 +6,8 @@ variant with the float64 reference of ortmlx.contracts, NaN/Inf positions includ
     python tools/avjp_cuda_emu/check.py --drift [--mma ...] [--lengths 512,1024,2048]
 
 Every case runs in both precisions of the tensor-core passes: 3xTF32 (the default; errors at
-the level of fp32 products) and 1xTF32 (the tf32 mode; errors at the level of TF32).
+the level of fp32 products) and 1xTF32 (the tf32 mode; errors at the level of TF32), and with
+dQ from the separate dq pass and from the one-pass dkvq kernel (head sizes up to 128).
 
 --mma picks emu.h's model of how mma.sync accumulates: trunc (the default, the tensor cores'
 measured behaviour: addends aligned to the largest exponent and truncated, the sum rounded toward
@@ -54,7 +55,8 @@ def ptr(a):
     return a.ctypes.data_as(ctypes.c_void_p)
 
 
-def run_kernels(lib, q, k, v, y, dy, mask, *, hq, hk, d, rank, causal, kind, scale, tf32):
+def run_kernels(lib, q, k, v, y, dy, mask, *, hq, hk, d, rank, causal, kind, scale, tf32,
+                one_pass=False):
     b = q.shape[0]
     sq = q.shape[2] if rank == 4 else q.shape[1]
     sk = k.shape[2] if rank == 4 else k.shape[1]
@@ -70,7 +72,7 @@ def run_kernels(lib, q, k, v, y, dy, mask, *, hq, hk, d, rank, causal, kind, sca
     dq = np.full(q.shape, np.float32(7), np.float32)
     dk = np.full(k.shape, np.float32(7), np.float32)
     dv = np.full(v.shape, np.float32(7), np.float32)
-    rc = lib.avjp_emu(int(y is None), dmax, *(ptr(t) for t in f32), ptr(m4), ptr(finite),
+    rc = lib.avjp_emu(int(y is None), int(one_pass), dmax, *(ptr(t) for t in f32), ptr(m4), ptr(finite),
                       ptr(lse), ptr(delta), ptr(dq), ptr(dk), ptr(dv), b, hq, hk, sq, sk, d,
                       rank, causal, kind, *m4.shape, int(tf32), ctypes.c_float(scale))
     assert rc == 0
@@ -101,7 +103,7 @@ def same(got, want, what, mag, tf32):
 
 
 def case(lib, rng, *, b, sq, sk, hq, hk, d, rank, causal, kind, mshape, recompute,
-         full_rows=False, poison=None, tf32=False):
+         full_rows=False, poison=None, tf32=False, one_pass=False):
     def shape(s, h):
         return (b, s, h * d) if rank == 3 else (b, h, s, d)
     q, dy = rng.standard_normal(shape(sq, hq)), rng.standard_normal(shape(sq, hq))
@@ -134,11 +136,12 @@ def case(lib, rng, *, b, sq, sk, hq, hk, d, rank, causal, kind, mshape, recomput
     with np.errstate(all="ignore"):
         want = attention_vjp_reference(q, k, v, dy, mask, y=y, **kw)
     got = run_kernels(lib, q, k, v, y, dy, mask, hq=hq, hk=hk, d=d, rank=rank, causal=causal,
-                      kind=kind, scale=scale, tf32=tf32)
+                      kind=kind, scale=scale, tf32=tf32, one_pass=one_pass)
     fin = [w[np.isfinite(w)] for w in want]
     mag = max([float(np.abs(f).max()) for f in fin if f.size] or [0.0])
     label = (f"b{b} s{sq}x{sk} h{hq}/{hk} d{d} r{rank} c{causal} m{kind}{mshape} "
-             f"{'rec' if recompute else 'plain'} {'tf32' if tf32 else '3xtf32'} {poison or ''}")
+             f"{'rec' if recompute else 'plain'} {'tf32' if tf32 else '3xtf32'}"
+             f"{' one-pass' if one_pass else ''} {poison or ''}")
     err = max(same(g, w, f"{label} d{name}", mag, tf32) for name, g, w in zip("QKV", got, want))
     print(f"ok {label} (max error {err:.1e} of the magnitude)", flush=True)
 
@@ -235,6 +238,8 @@ def main():
     for tf32 in (False, True):
         for c in cases:
             case(lib, rng, **c, tf32=tf32)
+            if c["d"] <= 128:  # the one-pass kernel (warp-row buckets)
+                case(lib, rng, **c, tf32=tf32, one_pass=True)
     # Non-finite inputs: causal and a narrow mask, so hidden tiles exist and must not be skipped.
     base = dict(b=1, sq=40, sk=70, hq=2, hk=1, d=32, rank=4, causal=1, kind=2, mshape=(40, 66))
     values = [np.nan, np.inf] if quick else [np.nan, np.inf, -np.inf]
@@ -245,6 +250,7 @@ def main():
             for value in values:
                 for tf32 in (False, True):
                     case(lib, rng, **base, recompute=recompute, poison=(which, value), tf32=tf32)
+                case(lib, rng, **base, recompute=recompute, poison=(which, value), one_pass=True)
     # An Inf in a key every row sees: rows whose score it makes -Inf stay alive, so their
     # gradients are finite only if the products keep Inf an Inf (3xTF32's cross terms would not).
     vis = dict(b=1, sq=40, sk=70, hq=2, hk=1, d=32, rank=4, causal=1, kind=0, mshape=None)
@@ -253,6 +259,8 @@ def main():
             for tf32 in (False, True):
                 case(lib, rng, **vis, recompute=which == "V", poison=(which, value, (0, 0, 0, 5)),
                      tf32=tf32)
+            case(lib, rng, **vis, recompute=which == "V", poison=(which, value, (0, 0, 0, 5)),
+                 one_pass=True)
     print(f"all ok; worst error (of the magnitude): 3xTF32 {WORST[False]:.1e}, "
           f"TF32 {WORST[True]:.1e}")
 

@@ -34,6 +34,7 @@
 // float64 without a GPU. Force-included before kernels.cu (g++ -include emu.h -x c++).
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <cfloat>
 #include <climits>
@@ -66,6 +67,9 @@ alignas(16) inline float avjp_smem[64 * 1024];
 #define __shared__
 #define ORTMLX_AVJP_EMU 1
 
+struct float2 {
+  float x, y;
+};
 struct float4 {
   float x, y, z, w;
 };
@@ -213,6 +217,11 @@ inline void mma_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[
     }
   }
   emu_warp_barrier[tid / 32]->arrive_and_wait();
+}
+
+// atomicAdd on a float in global memory (the threads of a block are std::threads).
+inline float atomicAdd(float* address, float value) {
+  return std::atomic_ref<float>(*address).fetch_add(value);
 }
 
 // cp.async as a plain copy (the kernels wait for it before a __syncthreads anyway).

@@ -1,5 +1,7 @@
-// Runs the three passes of kernels.cu on the CPU emulation (emu.h), with the grids the host side
-// (src/ortmlx/ops/attention_vjp/cuda/fused.cpp) launches. Called from check.py through ctypes.
+// Runs the passes of kernels.cu on the CPU emulation (emu.h), with the grids the host side
+// (src/ortmlx/ops/attention_vjp/cuda/fused.cpp) launches: stats, then dq and dkv, or (one_pass)
+// dkvq into a zeroed dQ. Called from check.py through ctypes.
+#include <algorithm>
 #include <functional>
 
 #define AVJP_KERNELS_SOURCE
@@ -22,6 +24,15 @@ void launch(int gx, int gy, const std::function<void()>& body) {
       else AVJP_CAT(ortmlx_avjp_stats_d##DM##_, ORTMLX_AVJP_TAG)(q, k, v, y, dy, mask, finite, \
                                                                  lse, delta, ARGS);            \
     });                                                                                        \
+    if (one_pass) {                                                                            \
+      if (!ortmlx_avjp_tiles::warp_rows(DM)) return 1;                                         \
+      std::fill(dq, dq + static_cast<long long>(b) * hq * sq * d, 0.f); /* MLX's init_value */ \
+      launch((sk + KV - 1) / KV, b * hk, [&] {                                                 \
+        AVJP_CAT(ortmlx_avjp_dkvq_d##DM##_, ORTMLX_AVJP_TAG)                                   \
+        (q, k, v, dy, mask, finite, lse, delta, dk, dv, dq, ARGS);                             \
+      });                                                                                      \
+      return 0;                                                                                \
+    }                                                                                          \
     launch((sq + BQ - 1) / BQ, b * hq, [&] {                                                   \
       AVJP_CAT(ortmlx_avjp_dq_d##DM##_, ORTMLX_AVJP_TAG)                                       \
       (q, k, v, dy, mask, finite, lse, delta, dq, ARGS);                                       \
@@ -42,11 +53,12 @@ extern "C" int avjp_emu_mma_model(int kind, int guard, int terms) {
   return 0;
 }
 
-extern "C" int avjp_emu(int recompute, int dmax, const float* q, const float* k, const float* v,
-                        const float* y, const float* dy, const void* mask, const int* finite,
-                        float* lse, float* delta, float* dq, float* dk, float* dv, int b, int hq,
-                        int hk, int sq, int sk, int d, int rank, int causal, int mask_kind, int mb,
-                        int mh, int mr, int mw, int tf32, float scale) {
+extern "C" int avjp_emu(int recompute, int one_pass, int dmax, const float* q, const float* k,
+                        const float* v, const float* y, const float* dy, const void* mask,
+                        const int* finite, float* lse, float* delta, float* dq, float* dk,
+                        float* dv, int b, int hq, int hk, int sq, int sk, int d, int rank,
+                        int causal, int mask_kind, int mb, int mh, int mr, int mw, int tf32,
+                        float scale) {
   BUCKET(32)
   BUCKET(64)
   BUCKET(128)

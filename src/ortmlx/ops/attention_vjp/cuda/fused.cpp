@@ -2,10 +2,12 @@
 // in docs/ATTENTION_VJP.md). The CUDA flavour embeds one sm_90 cubin per head-size bucket (built
 // by nvcc, see cmake/EmbedCudaKernels.cmake); MLX loads it and launches each pass as a
 // precompiled custom kernel on the node's stream, so the passes are ordinary lazy MLX arrays in
-// the plan's graph. The dq and dkv passes multiply on tensor cores: 3xTF32 (fp32 accuracy) by
-// default, plain TF32 when the process runs in the EP's tf32 mode (device::tf32_enabled()). Other
-// builds have no kernels, and GPUs other than sm_90 no code for them: cuda_fused_available() is
-// false there and the translator keeps the MLX-op paths.
+// the plan's graph. When dQ and dK or dV are asked for, one pass computes all three (dkvq: dQ
+// by atomics; ONNXRUNTIME_EP_MLX_ATTENTION_VJP_ONE_PASS=0 keeps the separate dq pass, whose
+// sums run in a fixed order). The dq and dkv passes multiply on tensor cores: 3xTF32 (fp32
+// accuracy) by default, plain TF32 when the process runs in the EP's tf32 mode
+// (device::tf32_enabled()). Other builds have no kernels, and GPUs other than sm_90 no code for
+// them: cuda_fused_available() is false there and the translator keeps the MLX-op paths.
 #include "ortmlx/ops/attention_vjp/cuda/fused.h"
 #include "ortmlx/engine/device/device_memory.h"
 #include "ortmlx/ops/attention_vjp/cuda/tiles.h"
@@ -144,13 +146,21 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
       block, stats_bytes(dmax), std::nullopt, /*ensure_row_contiguous=*/true, s);
 
   std::array<std::optional<mx::array>, 3> grads;
-  if (c.wants(0)) {
+  if (c.wants(0) && (c.wants(1) || c.wants(2)) && warp_rows(dmax) &&
+      ops::kernel_enabled("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_ONE_PASS")) {
+    // dQ by atomics in the dK/dV pass (kernels.cu, dkvq): MLX zeroes the outputs first.
+    const std::vector<mx::array> all = mx::fast::precompiled_cuda_kernel(
+        "ortmlx_avjp_dkvq" + dname, fatbin, {q, k, v, dy, mask4, finite, stats[0], stats[1]},
+        {k.shape(), v.shape(), q.shape()}, {mx::float32, mx::float32, mx::float32}, scalars,
+        {tiles(sk, key_rows(dmax)) * kThreads, b * c.hk, 1}, block, dkvq_bytes(dmax), 0.f, true, s);
+    grads = {all[2], all[0], all[1]};
+  } else if (c.wants(0)) {
     grads[0] = mx::fast::precompiled_cuda_kernel(
         "ortmlx_avjp_dq" + dname, fatbin, {q, k, v, dy, mask4, finite, stats[0], stats[1]},
         {q.shape()}, {mx::float32}, scalars, {tiles(sq, query_rows(dmax)) * kThreads, b * c.hq, 1},
         block, dq_bytes(dmax), std::nullopt, true, s)[0];
   }
-  if (c.wants(1) || c.wants(2)) {
+  if ((c.wants(1) || c.wants(2)) && !grads[1]) {
     const std::vector<mx::array> dkv = mx::fast::precompiled_cuda_kernel(
         "ortmlx_avjp_dkv" + dname, fatbin, {q, k, v, dy, mask4, finite, stats[0], stats[1]},
         {k.shape(), v.shape()}, {mx::float32, mx::float32}, scalars,

@@ -2,7 +2,7 @@
 // Built by nvcc into one sm_90 cubin per head-size bucket that the library embeds and hands to
 // MLX with mx::fast::precompiled_cuda_kernel; host side: fused.cpp.
 //
-// Three passes, FlashAttention-2 style, fp32 data, no atomics:
+// Three passes, FlashAttention-2 style, fp32 data (passes 2 and 3 also come as one, below):
 //   1. stats:  per query row the log-sum-exp of its visible scores (NaN marks a dead row) and
 //              delta = rowsum(dY * Y); the Recompute form first recomputes Y = P V (a second
 //              sweep over the keys once the log-sum-exp is known).
@@ -12,6 +12,9 @@
 //   3. dkv:    one block per (key tile, batch, kv head); loops over the group's query heads and
 //              the query tiles: S^T, P^T, dP^T, dS^T as above, dV += P^T dY, dK += dS^T Q.
 //              A block owns its keys' dK/dV rows, so GQA groups are summed in registers.
+//   2+3. dkvq: pass 3 that also adds each step's dS K to a zeroed dQ by atomics (head sizes up
+//              to 128): S and dP are not computed twice, but dQ's sum order varies run to run.
+//              The host takes it when dQ and dK or dV are asked for, unless switched off.
 //
 // Threads: 256 per block. dq and dkv multiply on tensor cores (mma_tile: mma.sync m16n8k8
 // TF32, fp32 accumulation; 3xTF32 operand splitting for fp32 accuracy unless the EP runs in
@@ -806,9 +809,18 @@ __device__ void dkv_kernel(const float* q, const float* k, const float* v, const
           AVJP_SCALARS) {                                                                     \
     AVJP_PROBLEM(mask, finite);                                                               \
     if constexpr (kWarpRows<DMAX>)                                                            \
-      wr_dkv<DMAX>(q, k, v, dy, lse, delta, p, dk, dv);                                       \
+      wr_dkv<DMAX, false>(q, k, v, dy, lse, delta, p, dk, dv, nullptr);                       \
     else                                                                                      \
       dkv_kernel<DMAX>(q, k, v, dy, lse, delta, p, dk, dv);                                   \
+  }                                                                                           \
+  /* Passes 2 and 3 in one (warp-row buckets; the host never launches it for the others). */  \
+  extern "C" __global__ void __launch_bounds__(kThreads)                                      \
+      AVJP_CAT(ortmlx_avjp_dkvq_d##DMAX##_, ORTMLX_AVJP_TAG)(                                 \
+          const float* q, const float* k, const float* v, const float* dy, const void* mask,  \
+          const int* finite, const float* lse, const float* delta, float* dk, float* dv,      \
+          float* dq, AVJP_SCALARS) {                                                          \
+    AVJP_PROBLEM(mask, finite);                                                               \
+    if constexpr (kWarpRows<DMAX>) wr_dkv<DMAX, true>(q, k, v, dy, lse, delta, p, dk, dv, dq); \
   }
 
 // One head-size bucket per build (-DAVJP_BUCKET=...): MLX hashes a precompiled kernel's whole

@@ -97,6 +97,15 @@ constexpr int wr_dkv_smem(int dmax) {
   return 4 * (2 * 16 * kWarps * ldt(dmax) + 2 * (4 * wr_kq(dmax) * ldt(dmax) + 2 * wr_kq(dmax)));
 }
 
+// dkv with dQ (one pass for all three gradients): the dkv tiles, then dS (kq x wr_ds_ld()), read
+// as 64-bit pairs: a row stride of 8 mod 32 floats keeps a half-warp's 16 reads in 32 banks.
+constexpr int wr_ds_ld() {
+  return 16 * kWarps + 8;
+}
+constexpr int wr_dkvq_smem(int dmax) {
+  return wr_dkv_smem(dmax) + 4 * wr_kq(dmax) * wr_ds_ld();
+}
+
 // What the host launches: query rows per stats/dq block, key rows per dkv block, shared memory.
 constexpr int query_rows(int dmax) {
   return warp_rows(dmax) ? 16 * kWarps : bq(dmax);
@@ -113,12 +122,17 @@ constexpr int dq_bytes(int dmax) {
 constexpr int dkv_bytes(int dmax) {
   return warp_rows(dmax) ? wr_dkv_smem(dmax) : dkv_smem(dmax);
 }
+// The one-pass dK/dV/dQ kernel exists for the warp-row buckets only.
+constexpr int dkvq_bytes(int dmax) {
+  return wr_dkvq_smem(dmax);
+}
 
 // Every block fits the 227 KB of shared memory an sm_90 block may use.
 static_assert(stats_smem(256) <= 227 * 1024 && dq_smem(256) <= 227 * 1024 &&
                   dkv_smem(256) <= 227 * 1024 && dq_smem(128) <= 227 * 1024 &&
                   dkv_smem(128) <= 227 * 1024 && wr_stats_smem(128) <= 227 * 1024 &&
-                  wr_dq_smem(128) <= 227 * 1024 && wr_dkv_smem(128) <= 227 * 1024,
+                  wr_dq_smem(128) <= 227 * 1024 && wr_dkv_smem(128) <= 227 * 1024 &&
+                  wr_dkvq_smem(128) <= 227 * 1024 && wr_dkvq_smem(64) <= 227 * 1024,
               "tiles exceed sm_90 shared memory");
 
 }  // namespace ortmlx_avjp_tiles

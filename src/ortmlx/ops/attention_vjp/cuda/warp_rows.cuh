@@ -26,6 +26,7 @@ struct WarpTiles {
   static constexpr int DQ_BK = ortmlx_avjp_tiles::wr_dq_bk(DMAX);  // key rows per step (dq)
   static constexpr int KQ = ortmlx_avjp_tiles::wr_kq(DMAX);        // query rows per step (dkv)
   static constexpr int LD = ortmlx_avjp_tiles::ldt(DMAX);          // row stride of shared tiles
+  static constexpr int DS_LD = ortmlx_avjp_tiles::wr_ds_ld();       // dS tile (dkv with dQ)
   static_assert(BK % 8 == 0 && KQ % 8 == 0 && DMAX % 8 == 0);
 };
 
@@ -71,6 +72,44 @@ __device__ __forceinline__ void rows_abt(const float* a, const SplitTile& b, int
       b.template get<P>(b0 + 8 * n * LDB + k, bh[0], bl[0]);
       b.template get<P>(b0 + 8 * n * LDB + k + 4, bh[1], bl[1]);
       mma_step<P>(acc[n], ah, al, bh, bl);
+    }
+  }
+}
+
+// The warp's 16 rows of an A operand that stays the same over a whole sweep (Q in stats), held
+// in registers as TF32 hi/lo fragments of every k-step up to DMAX: split once, not at each tile.
+template <Precision P, int DMAX>
+struct RowFrags {
+  unsigned hi[DMAX / 8][4], lo[DMAX / 8][4];
+  template <int LDA>
+  __device__ __forceinline__ void load(const float* a) {
+    const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+    const float* a0 = a + g * LDA + t;
+#pragma unroll
+    for (int kk = 0; kk < DMAX / 8; ++kk) {
+      split<P>(a0[8 * kk], hi[kk][0], lo[kk][0]);
+      split<P>(a0[8 * LDA + 8 * kk], hi[kk][1], lo[kk][1]);
+      split<P>(a0[8 * kk + 4], hi[kk][2], lo[kk][2]);
+      split<P>(a0[8 * LDA + 8 * kk + 4], hi[kk][3], lo[kk][3]);
+    }
+  }
+};
+
+// As rows_abt, with A from RowFrags (k-steps at or beyond kdim skipped: zero padding).
+template <Precision P, int NB, int DMAX, int LDB>
+__device__ __forceinline__ void frags_abt(const RowFrags<P, DMAX>& a, const SplitTile& b,
+                                          int kdim, float (&acc)[NB][4]) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const int b0 = g * LDB + t;
+#pragma unroll
+  for (int kk = 0; kk < DMAX / 8; ++kk) {
+    if (8 * kk >= kdim) break;
+#pragma unroll
+    for (int n = 0; n < NB; ++n) {
+      unsigned bh[2], bl[2];
+      b.template get<P>(b0 + 8 * n * LDB + 8 * kk, bh[0], bl[0]);
+      b.template get<P>(b0 + 8 * n * LDB + 8 * kk + 4, bh[1], bl[1]);
+      mma_step<P>(acc[n], a.hi[kk], a.lo[kk], bh, bl);
     }
   }
 }
@@ -185,6 +224,20 @@ __device__ __noinline__ void wr_stats_kernel(const float* q, const float* k, con
   const bool active = w0 < rows;
   load_rows4<ROWS, DMAX, LD>(qs, q + qoff, qstride, rows, p.d);
   const float* qw = qs + w0 * LD;
+  // S = Q K^T of a key tile. The warp's Q rows split once, in registers, where they fit beside
+  // the Recompute form's Y accumulators (at D 128 they would spill: 456 bytes of stack).
+  constexpr bool kQInRegisters = !RECOMPUTE || DMAX <= 64;
+  RowFrags<PREC, kQInRegisters ? DMAX : 8> qf;
+  if (kQInRegisters) {
+    __syncthreads();
+    qf.template load<LD>(qw);
+  }
+  auto scores = [&](const SplitTile& ks, float (&s)[NB][4]) {
+    if constexpr (kQInRegisters)
+      frags_abt<PREC, NB, DMAX, LD>(qf, ks, p.d, s);
+    else
+      rows_abt<PREC, NB, LD, LD>(qw, ks, p.d, s);
+  };
 
   // One sweep over the key tiles [0, kend): `body(j0, ks, vs)` per tile, K and V (when with_v)
   // as TF32 hi/lo planes: fetched into registers while the previous tile multiplies, split once
@@ -226,7 +279,7 @@ __device__ __noinline__ void wr_stats_kernel(const float* q, const float* k, con
     const int cols = min(BK, p.sk - j0);
     float s[NB][4];
     zero_rows(s);
-    rows_abt<PREC, NB, LD, LD>(qw, ks, p.d, s);
+    scores(ks, s);
 #pragma unroll
     for (int n = 0; n < NB; ++n)
 #pragma unroll
@@ -255,7 +308,7 @@ __device__ __noinline__ void wr_stats_kernel(const float* q, const float* k, con
       const int cols = min(BK, p.sk - j0);
       float s[NB][4];
       zero_rows(s);
-      rows_abt<PREC, NB, LD, LD>(qw, ks, p.d, s);
+      scores(ks, s);
 #pragma unroll
       for (int n = 0; n < NB; ++n)
 #pragma unroll
@@ -398,6 +451,51 @@ __device__ __noinline__ void wr_dq_kernel(const float* q, const float* k, const 
     }
 }
 
+// dQ of one dkv step, added to global memory: dQ (KQ x DMAX) += scale dS K over the block's
+// ROWS keys, dS (KQ x ROWS) in shared memory (row stride LDS, written by every warp for its
+// keys), K the block's tile (ROWS x DMAX, fp32, row stride LDK). The (KQ / 16) x (DMAX / 8)
+// fragments of 16 x 8 are dealt to the warps in order, F each, all of one warp in one 16-row
+// band so its A fragments serve them all. k order as rows_xb's: k = t is key 2t of the k-step,
+// k = t + 4 key 2t + 1, so A comes as one 64-bit read per row (conflict-free with LDS = 8 mod
+// 32) and B's 8 rows x 4 columns hit 32 banks (LDK = 4 mod 32). Every (query row, key block)
+// pair is added by exactly one block, in no fixed order: dQ's sum order varies run to run.
+template <Precision P, int KQ, int DMAX, int LDS, int LDK>
+__device__ __forceinline__ void step_dq(const float* dss, const float* ks, int kdim, float* dq,
+                                        long long qstride, int rows, int d, float scale) {
+  constexpr int NBD = DMAX / 8, FRAGS = KQ / 16 * NBD, F = FRAGS / (kThreads / 32);
+  static_assert(FRAGS % (kThreads / 32) == 0 && NBD % F == 0, "fragments per warp");
+  const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const int first = static_cast<int>(threadIdx.x) / 32 * F, mt = first / NBD;
+  const float* a0 = dss + (16 * mt + g) * LDS + 2 * t;
+  const float* b0 = ks + 2 * t * LDK + 8 * (first % NBD) + g;
+  float acc[F][4];
+  zero_rows(acc);
+#pragma unroll 1
+  for (int k = 0; k < kdim; k += 8) {
+    const float2 x = *reinterpret_cast<const float2*>(a0 + k);
+    const float2 y = *reinterpret_cast<const float2*>(a0 + 8 * LDS + k);
+    unsigned ah[4], al[4];
+    split<P>(x.x, ah[0], al[0]);
+    split<P>(y.x, ah[1], al[1]);
+    split<P>(x.y, ah[2], al[2]);
+    split<P>(y.y, ah[3], al[3]);
+#pragma unroll
+    for (int f = 0; f < F; ++f) {
+      unsigned bh[2], bl[2];
+      split<P>(b0[k * LDK + 8 * f], bh[0], bl[0]);
+      split<P>(b0[(k + 1) * LDK + 8 * f], bh[1], bl[1]);
+      mma_step<P>(acc[f], ah, al, bh, bl);
+    }
+  }
+#pragma unroll
+  for (int f = 0; f < F; ++f)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = 16 * mt + frag_row(e), c = 8 * (first % NBD + f) + 2 * t + (e & 1);
+      if (r < rows && c < d) atomicAdd(dq + r * qstride + c, acc[f][e] * scale);
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Pass 3 (warp rows): dK and dV. Grid (key tiles of ROWS, B * HK). Steps over the group's query
 // heads and their query tiles. Shared: K, V (ROWS x LD), 2 stages x (Q, dY as TF32 hi/lo planes
@@ -405,18 +503,23 @@ __device__ __noinline__ void wr_dq_kernel(const float* q, const float* k, const 
 // and dS^T in place, dV += P^T dY and dK += dS^T Q from those registers; GQA groups sum in
 // registers. Q and dY are the operands every warp reads: split once, when the previous step
 // stores them from registers (RowChunks), instead of once per warp.
+// WITH_DQ (the one-pass form, replacing pass 2): each step also writes its dS to shared memory
+// (KQ x ROWS, after the stages) and the block adds dS K to dQ by atomics (step_dq); dQ starts
+// zeroed. Pass 2 recomputes S and dP for its dS; this form reuses them: 5 tile products a
+// (query, key) pair where passes 2 and 3 take 7.
 // ---------------------------------------------------------------------------------------
-template <int DMAX, Precision PREC>
+template <int DMAX, Precision PREC, bool WITH_DQ>
 __device__ __noinline__ void wr_dkv_kernel(const float* q, const float* k, const float* v,
                                            const float* dy, const float* lse, const float* delta,
-                                           const Problem& p, float* dk, float* dv) {
+                                           const Problem& p, float* dk, float* dv, float* dq) {
   using T = WarpTiles<DMAX>;
   constexpr int ROWS = T::ROWS, KQ = T::KQ, LD = T::LD, NQ = KQ / 8, ND = DMAX / 8;
-  constexpr int PLANE = KQ * LD;
+  constexpr int PLANE = KQ * LD, DS_LD = T::DS_LD;
   constexpr int STAGE = 4 * PLANE + 2 * KQ;  // Q hi, Q lo, dY hi, dY lo, lse, delta
   float* ks = avjp_smem;
   float* vs = ks + ROWS * LD;
   unsigned* qbuf = reinterpret_cast<unsigned*>(vs + ROWS * LD);  // stage st at qbuf + st STAGE
+  float* dss = reinterpret_cast<float*>(qbuf + 2 * STAGE);        // dS (KQ x DS_LD), WITH_DQ
 
   const int tile = blockIdx.x, bg = blockIdx.y;
   const int bi = bg / p.hk, gk = bg % p.hk, group = p.hq / p.hk;
@@ -472,7 +575,8 @@ __device__ __noinline__ void wr_dkv_kernel(const float* q, const float* k, const
     __syncthreads();
     if (n + 1 < steps) fetch(n + 1);  // global loads in flight while this step multiplies
     // With finite inputs a step whose query rows all come before the warp's keys adds zero.
-    if (active && !(p.finite && p.causal && i0 + rows - 1 < j0 + w0)) {
+    const bool works = active && !(p.finite && p.causal && i0 + rows - 1 < j0 + w0);
+    if (works) {
       const unsigned* st = qbuf + n % 2 * STAGE;
       const SplitTile qs{st, st + PLANE}, dys{st + 2 * PLANE, st + 3 * PLANE};
       const float* lse_s = reinterpret_cast<const float*>(st + 4 * PLANE);
@@ -496,9 +600,21 @@ __device__ __noinline__ void wr_dkv_kernel(const float* q, const float* k, const
           }
           sa[nq][e] = pv;
           dpt[nq][e] = ds;
+          if (WITH_DQ) dss[qr * DS_LD + key] = ds;
         }
       rows_xb<PREC, NQ, ND, LD>(sa, dys, dvacc);
       rows_xb<PREC, NQ, ND, LD>(dpt, qs, dkacc);
+    }
+    if (WITH_DQ) {
+      __syncthreads();  // every working warp's dS columns are written
+      // Keys past `cols`, and with finite inputs past the step's last query row (hidden), add
+      // nothing. Rounded up to a k-step, this limit stays below the first key of every warp
+      // that did not work (w0 >= cols, or w0 >= i0 + rows - j0: multiples of 16), whose dS
+      // columns hold an earlier step's values.
+      const int kend = p.finite && p.causal ? min(cols, i0 + rows - j0) : cols;
+      const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
+      step_dq<PREC, KQ, DMAX, DS_LD, LD>(dss, ks, (kend + 7) / 8 * 8, dq + qoff, qstride, rows,
+                                          p.d, p.scale);
     }
     if (n + 1 < steps) store(n + 1);
   }
@@ -538,17 +654,17 @@ __device__ void wr_dq(const float* q, const float* k, const float* v, const floa
   else
     wr_dq_kernel<DMAX, kSplitSafe>(q, k, v, dy, lse, delta, p, dq);
 }
-template <int DMAX>
+template <int DMAX, bool WITH_DQ>
 __device__ void wr_dkv(const float* q, const float* k, const float* v, const float* dy,
                        const float* lse, const float* delta, const Problem& p, float* dk,
-                       float* dv) {
+                       float* dv, float* dq) {
   const Precision prec = p.precision();
   if (prec == kTf32)
-    wr_dkv_kernel<DMAX, kTf32>(q, k, v, dy, lse, delta, p, dk, dv);
+    wr_dkv_kernel<DMAX, kTf32, WITH_DQ>(q, k, v, dy, lse, delta, p, dk, dv, dq);
   else if (prec == kSplit)
-    wr_dkv_kernel<DMAX, kSplit>(q, k, v, dy, lse, delta, p, dk, dv);
+    wr_dkv_kernel<DMAX, kSplit, WITH_DQ>(q, k, v, dy, lse, delta, p, dk, dv, dq);
   else
-    wr_dkv_kernel<DMAX, kSplitSafe>(q, k, v, dy, lse, delta, p, dk, dv);
+    wr_dkv_kernel<DMAX, kSplitSafe, WITH_DQ>(q, k, v, dy, lse, delta, p, dk, dv, dq);
 }
 
 }  // namespace
