@@ -51,9 +51,9 @@ OPTIONS: tuple[Option, ...] = (
            "auto"),
     Option("attention_vjp_tiled", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_TILED", "auto|kernel|blocked",
            "AttentionVJP beyond the dense limit: kernel (the backend's fused kernel: CPU kernel on "
-           "MLX CPU; on CUDA with an sm_90 GPU the opt-in CUDA kernels, slower than blocked today; "
-           "an error elsewhere), blocked (MLX ops by query blocks, any backend) or auto (default: "
-           "kernel on MLX CPU, blocked on GPU backends)",
+           "MLX CPU, the CUDA kernels on CUDA with an sm_90 GPU; an error elsewhere), blocked "
+           "(MLX ops by query blocks, any backend) or auto (default: kernel where the backend has "
+           "one, blocked on other GPU backends)",
            "blocked"),
     Option("attention_vjp_mlx_ops", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_MLX_OPS", "flag",
            "tests: AttentionVJP picks and runs its paths as on GPU backends (MLX ops: dense, "

@@ -152,6 +152,7 @@ class EpRun:
 
 
 _BACKEND: str | None = None
+_SM90: bool | None = None
 
 
 def kernel_enabled(variable: str) -> bool:
@@ -231,6 +232,25 @@ def mlx_backend() -> str:
         finally:
             run.close()
     return _BACKEND
+
+
+def cuda_sm90() -> bool:
+    """This process's EP runs MLX on the CUDA backend and the GPU is compute 9.x (H100, H200),
+    where the CUDA flavour's own kernels have code (nvidia-smi's compute_cap; cached)."""
+    global _SM90
+    if _SM90 is None:
+        _SM90 = False
+        if mlx_backend() == "gpu":
+            import subprocess
+
+            try:
+                out = subprocess.run(
+                    ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                    capture_output=True, text=True, timeout=30, check=False).stdout
+                _SM90 = out.strip().splitlines()[0].startswith("9.") if out.strip() else False
+            except (OSError, subprocess.SubprocessError):
+                _SM90 = False
+    return _SM90
 
 
 def cpu_session(model):

@@ -27,7 +27,7 @@ from ortmlx.contracts import (
     parse_attention_vjp_name,
     scale_hex,
 )
-from ortmlx.testing import EpRun, assert_ran_on_ep, mlx_backend, run_cpu
+from ortmlx.testing import EpRun, assert_ran_on_ep, cuda_sm90, mlx_backend, run_cpu
 
 LIMIT_ENV = "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_DENSE_LIMIT_BYTES"
 NATIVE_ENV = "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_NATIVE"
@@ -43,8 +43,8 @@ CUDA_FUSED_LABEL = "onnax CUDA fused attention VJP"
 # CPU backend); expected_label() gives the label on the backend the EP runs on.
 PATHS = {
     "dense": (HUGE_LIMIT, DENSE_LABEL),
-    # Beyond the limit: the fused CPU kernel on MLX's CPU backend; on a GPU backend blocked MLX
-    # ops (the CUDA backend's fused kernels are opt-in: test_attention_vjp_cuda.py).
+    # Beyond the limit: the fused CPU kernel on MLX's CPU backend; on a GPU backend the fused CUDA
+    # kernels on sm_90 (test_attention_vjp_cuda.py), else blocked MLX ops.
     "tiled": ("0", TILED_LABEL),
     # Beyond the limit with attention_vjp_tiled=blocked: MLX ops by query blocks on any backend.
     "blocked": ("0", BLOCKED_LABEL),
@@ -61,8 +61,8 @@ FUSED_LABELS = {label for _, label in PATHS.values()} | {CUDA_FUSED_LABEL}
 def expected_label(path, recompute):
     """The trace label of `path` on the backend this process's EP runs MLX on."""
     if mlx_backend() == "gpu":
-        if path == "tiled":
-            return BLOCKED_LABEL
+        if path == "tiled":  # the CUDA backend's fused kernels on sm_90, else blocked MLX ops
+            return CUDA_FUSED_LABEL if cuda_sm90() else BLOCKED_LABEL
         if path == "auto" and recompute:
             return NATIVE_LABEL
     return PATHS[path][1]

@@ -30,7 +30,7 @@ from ortmlx.contracts import (
     attention_vjp_reference_for,
     parse_attention_vjp_name,
 )
-from ortmlx.testing import mlx_backend, run_cpu
+from ortmlx.testing import cuda_sm90, mlx_backend, run_cpu
 from tests.contracts.test_attention_vjp import (
     BLOCKED_LABEL,
     CUDA_FUSED_LABEL,
@@ -189,12 +189,13 @@ def test_cuda_fused_separate_dq_pass_is_selectable(case, rng, monkeypatch, cuda_
 
 @pytest.mark.parametrize("tiled", [None, "auto"], ids=["unset", "auto"])
 @pytest.mark.parametrize("case", CUDA_CASES[:4] + CUDA_CASES[-3:],
-                         ids=lambda c: "cuda_fused_opt_in_" + c.id)
-def test_cuda_fused_is_opt_in_auto_keeps_blocked(case, tiled, rng, monkeypatch, cuda_backend):
-    """attention_vjp_tiled=auto (the default) keeps the blocked MLX-op path on the CUDA backend:
-    the fused kernels are slower on an H200 (bench/results/gpu_attention_vjp.md)."""
+                         ids=lambda c: "cuda_fused_default_" + c.id)
+def test_cuda_fused_is_the_default_beyond_the_limit(case, tiled, rng, monkeypatch, cuda_backend):
+    """attention_vjp_tiled=auto (the default) runs the fused kernels beyond the dense limit on
+    the CUDA backend with an sm_90 GPU: faster than the blocked MLX-op path on an H100
+    (bench/results/gpu_attention_vjp.md); other GPUs keep blocked."""
     use_cuda_fused(monkeypatch, tiled=tiled)
-    _check(case, rng, monkeypatch, label=BLOCKED_LABEL)
+    _check(case, rng, monkeypatch, label=CUDA_FUSED_LABEL if cuda_sm90() else BLOCKED_LABEL)
 
 
 @pytest.mark.parametrize("case", CUDA_CASES[:3] + CUDA_CASES[-2:],
@@ -221,16 +222,18 @@ def test_cuda_fused_empty_dims_give_zeros(shape, rng, monkeypatch, cuda_backend)
 @pytest.mark.parametrize("native,tiled,label", [
     (None, None, NATIVE_LABEL),
     (None, "kernel", NATIVE_LABEL),
-    ("0", None, BLOCKED_LABEL),
+    ("0", None, CUDA_FUSED_LABEL),
     ("0", "kernel", CUDA_FUSED_LABEL),
+    ("0", "blocked", BLOCKED_LABEL),
 ], ids=["cuda_fused_recompute_default_native", "cuda_fused_recompute_kernel_native_auto",
-        "cuda_fused_recompute_native_off_blocked", "cuda_fused_recompute_native_off_kernel"])
+        "cuda_fused_recompute_native_off_auto", "cuda_fused_recompute_native_off_kernel",
+        "cuda_fused_recompute_native_off_blocked"])
 def test_cuda_fused_recompute_without_limit_beyond_the_default_budget(native, tiled, label, rng,
                                                                       monkeypatch, cuda_backend):
     """The Recompute form without a limit beyond the default 64 MiB budget: attention_vjp_native
     auto keeps native (dense MLX ops on GPU backends) on the CUDA backend; native off follows the
-    plain form's choice by the default budget: blocked by default, the fused kernels (O(S)
-    memory) with attention_vjp_tiled=kernel."""
+    plain form's choice by the default budget: the fused kernels (O(S) memory) by default and
+    with attention_vjp_tiled=kernel, blocked MLX ops with attention_vjp_tiled=blocked."""
     for env, value in ((NATIVE_ENV, native), (TILED_ENV, tiled)):
         if value is None:
             monkeypatch.delenv(env, raising=False)

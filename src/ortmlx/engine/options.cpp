@@ -35,9 +35,9 @@ const std::vector<OptionSpec>& option_specs() {
        "kernel on MLX CPU)"},
       {"attention_vjp_tiled", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_TILED", "auto|kernel|blocked",
        "AttentionVJP beyond the dense limit: kernel (the backend's fused kernel: CPU kernel on MLX "
-       "CPU; on CUDA with an sm_90 GPU the opt-in CUDA kernels, slower than blocked today; an "
-       "error elsewhere), blocked (MLX ops by query blocks, any backend) or auto (default: kernel "
-       "on MLX CPU, blocked on GPU backends)"},
+       "CPU, the CUDA kernels on CUDA with an sm_90 GPU; an error elsewhere), blocked (MLX ops by "
+       "query blocks, any backend) or auto (default: kernel where the backend has one, blocked on "
+       "other GPU backends)"},
       {"attention_vjp_mlx_ops", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_MLX_OPS", "flag",
        "tests: AttentionVJP picks and runs its paths as on GPU backends (MLX ops: dense, blocked, "
        "native) also on MLX's CPU backend"},

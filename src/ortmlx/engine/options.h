@@ -41,11 +41,10 @@ struct EpOptions {
   // kernel on MLX's CPU backend, where MLX's SDPA vjp runs on a reference-BLAS matmul (measured
   // 15-25x slower than ORT CPU running the function body).
   std::optional<bool> attention_vjp_native;
-  // AttentionVJP beyond the dense budget: kAuto = the fused CPU kernel on MLX's CPU backend,
-  // blocked MLX ops on GPU backends (faster on an H200 than the fused CUDA kernels); kKernel =
-  // the backend's fused kernel (the CPU kernel on MLX's CPU backend, the opt-in CUDA kernels on
-  // the CUDA backend with an sm_90 GPU; a clear error elsewhere); kBlocked = blocked MLX ops on
-  // any backend (tests, A/B).
+  // AttentionVJP beyond the dense budget: kAuto = the backend's fused kernel where it has one
+  // (the CPU kernel on MLX's CPU backend, the CUDA kernels on the CUDA backend with an sm_90
+  // GPU), blocked MLX ops on other GPU backends; kKernel = the backend's fused kernel (a clear
+  // error where there is none); kBlocked = blocked MLX ops on any backend (tests, A/B).
   enum class AttentionVjpTiled { kAuto, kKernel, kBlocked };
   AttentionVjpTiled attention_vjp_tiled = AttentionVjpTiled::kAuto;
   // Tests: AttentionVJP picks and runs its paths as on a GPU backend (MLX ops: dense, blocked,

@@ -130,10 +130,9 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
   const bool on_cpu =
       mx::to_stream(s).device.type == mx::Device::cpu && !ctx.options().attention_vjp_mlx_ops;
   // The fused CUDA kernels: a GPU stream of the CUDA flavour (its only GPU backend) on an sm_90
-  // device, unless attention_vjp_mlx_ops asks for the MLX-op paths. Opt-in only
-  // (attention_vjp_tiled=kernel): on an H200 they run at 0.31x-0.41x of torch's fp32
-  // memory-efficient SDPA backward, on most shapes slower than the blocked MLX-op path
-  // (bench/results/gpu_attention_vjp.md).
+  // device, unless attention_vjp_mlx_ops asks for the MLX-op paths. The default beyond the dense
+  // limit there: on an H100 they ran 1.1x-3.0x faster than the blocked MLX-op path on the plain
+  // form, with 1/2 to 1/8 of its memory (bench/results/gpu_attention_vjp.md).
   const bool cuda = mx::to_stream(s).device.type == mx::Device::gpu &&
                     !ctx.options().attention_vjp_mlx_ops && cuda_fused_supports(c, b, sq, sk);
 
@@ -163,12 +162,14 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
     return t;
   };
 
-  // Beyond the dense budget: the fused CPU kernel on MLX's CPU backend; MLX ops by query blocks
-  // on GPU backends; or what the option attention_vjp_tiled forces (kernel: the backend's fused
-  // kernel, the CUDA kernels on the CUDA backend; blocked: MLX ops on any backend).
+  // Beyond the dense budget: the fused CPU kernel on MLX's CPU backend, the fused CUDA kernels on
+  // the CUDA backend with an sm_90 GPU, MLX ops by query blocks on other GPU backends; or what
+  // the option attention_vjp_tiled forces (kernel: the backend's fused kernel; blocked: MLX ops
+  // on any backend).
   using Tiled = EpOptions::AttentionVjpTiled;
   const Tiled tiled_mode = ctx.options().attention_vjp_tiled;
-  const bool blocked = tiled_mode == Tiled::kBlocked || (tiled_mode == Tiled::kAuto && !on_cpu);
+  const bool blocked =
+      tiled_mode == Tiled::kBlocked || (tiled_mode == Tiled::kAuto && !on_cpu && !cuda);
   auto run_tiled = [&] {
     if (!blocked && cuda) {
       results = cuda_fused(c, in, s);
@@ -196,9 +197,10 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
   // backend that runs on reference-BLAS matmuls with O(S^2) memory, so by default (option
   // attention_vjp_native = auto) the CPU backend runs the fused kernel instead, which recomputes
   // Y per panel; the path then follows the default byte budget, as for the plain form.
-  // GPU backends keep native (dense MLX ops there, native.cpp): the fused CUDA kernels are opt-in
-  // (off here, then attention_vjp_tiled=kernel beyond the default budget), as they are slower
-  // than the MLX-op paths on the plain form and the Recompute form was not timed with them.
+  // GPU backends keep native (dense MLX ops there, native.cpp, O(S^2) memory): on an H100 it ran
+  // faster than the fused CUDA kernels on the Recompute form without a mask (24.5 vs 38.9 ms at
+  // (2, 16, 16, 4096, 128)), slower when causal (25.9 vs 23.1 ms); native off takes the path
+  // the default budget picks, the fused kernels beyond it on sm_90.
   const bool native_requested = c.recompute && dense && !explicit_limit;
   const bool native = native_requested && ctx.options().attention_vjp_native.value_or(!on_cpu);
   Config plain = c;  // the default byte budget, as for the plain form
