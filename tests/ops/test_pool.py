@@ -368,6 +368,28 @@ def test_pool_same_padding_with_a_stride_beyond_the_kernel(op, opset, raises, au
         check_on_ep(model, {"x": x})
 
 
+# AveragePool before opset 19 with ceil_mode and count_include_pad both set runs ORT's generic
+# pool, which pools with the negative padding as its opset-19 kernel does; the EP raised (fuzz
+# seed 102, o21_111: AveragePool 3-D, strides [1, 2, 1], kernel [2, 1, 3], SAME_UPPER).
+@pytest.mark.parametrize("opset", [10, 11, 18])
+@pytest.mark.parametrize("ceil_mode, count_include_pad, raises", [(1, 1, False), (1, 0, True),
+                                                                  (0, 1, True)])
+@pytest.mark.parametrize("shape,kernel,stride", [((1, 3, 5, 2, 3), [2, 1, 3], [1, 2, 1]),
+                                                 ((1, 2, 8, 3), [2, 1], [4, 1])], ids=str)
+def test_average_pool_ceil_and_pad_count_take_negative_same_padding_like_cpu(
+        opset, ceil_mode, count_include_pad, raises, shape, kernel, stride, rng):
+    x = random_array(rng, shape)
+    model = single_node_model("AveragePool", {"x": x}, opset=opset, attrs={
+        "kernel_shape": kernel, "strides": stride, "auto_pad": "SAME_UPPER",
+        "ceil_mode": ceil_mode, "count_include_pad": count_include_pad})
+    if raises:
+        with pytest.raises(Exception, match="padding values must be non-negative"):
+            run_cpu(model, {"x": x})
+        check_error_on_ep(model, {"x": x}, "padding values must be non-negative")
+    else:
+        check_on_ep(model, {"x": x})
+
+
 @pytest.mark.parametrize("op, opset", [("AveragePool", 11), ("AveragePool", 17),
                                        ("MaxPool", 12), ("MaxPool", 19)])
 @pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])

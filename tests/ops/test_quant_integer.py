@@ -230,6 +230,30 @@ def test_qlinear_conv_per_channel_zero_points(tx, tw, rng):
 
 
 @CPU_BACKEND_ONLY
+@pytest.mark.parametrize("tx,tw", QC_TYPES, ids=str)
+def test_qlinear_conv_zero_y_scale_like_cpu(tx, tw, rng):
+    # y_scale 0 makes the multiplier infinite: 0 * inf is NaN where the accumulator is 0 (here at
+    # every padded corner), which ORT CPU's requantization saturates to the type's lowest value;
+    # the EP's cast gave 0 (fuzz seed 94, o55_40: int8, 3-D, pads 2).
+    x, w = q(rng, (1, 2, 3, 3), tx), q(rng, (2, 2, 2, 2), tw)
+    values = {"x": x, "sx": np.array(0.02, np.float32), "zx": np.zeros((), tx), "w": w,
+              "sw": np.array(0.01, np.float32), "zw": np.zeros((), tw),
+              "sy": np.array(0.0, np.float32), "zy": zp(rng, tx)}
+    model = single_node_model("QLinearConv", values, attrs={"pads": [2, 2, 2, 2]}, opset=10)
+    got = check_on_ep(model, values)
+    assert (got[0] == np.iinfo(tx).min).any()
+
+
+def test_qlinear_matmul_zero_y_scale_like_cpu(rng):
+    a, b = q(rng, (3, 4), U8), q(rng, (4, 5), U8)
+    a[0] = 0  # a zero row: zero accumulators, NaN before saturation
+    p = {"sa": np.array(0.5, np.float32), "za": np.array(0, U8), "sb": np.array(1.0, np.float32),
+         "zb": np.array(0, U8), "sy": np.array(0.0, np.float32), "zy": np.array(120, U8)}
+    model, feeds = qlinear_matmul_model(a, b, p, 21)
+    check_on_ep(model, feeds)
+
+
+@CPU_BACKEND_ONLY
 def test_conv_integer_refuses_huge_kernels(rng):
     x, w = q(rng, (1, 1, 20, 20), U8), q(rng, (1, 1, 17, 17), U8)
     model = single_node_model("ConvInteger", {"x": x, "w": w}, initializers={"w": w})

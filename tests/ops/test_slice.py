@@ -105,6 +105,17 @@ def test_slice_types_int32_indices(dtype, rng):
     check_on_ep(model, feeds)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_pad_reflect_of_an_empty_input_like_cpu(dtype):
+    # Nothing to mirror: ORT CPU returns the empty (0, 5) without checking the pads against the
+    # dim of 2; the EP raised "reflect pads must be smaller than the dim" (fuzz seed 94, o38_147).
+    x = np.zeros((0, 2), dtype)
+    model, feeds = model_with("Pad", x, {"pads": np.array([0, 1, 0, 2], I64)},
+                              attrs={"mode": "reflect"})
+    got = check_on_ep(model, feeds)
+    assert got[0].shape == (0, 5)
+
+
 def test_pad_negative_reflect_is_refused(rng):
     x = random_array(rng, (4, 5))
     model, _ = model_with("Pad", x, {"pads": np.array([-1, 0, 1, 0], I64)},

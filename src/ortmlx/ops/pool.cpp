@@ -148,18 +148,20 @@ PoolGeometry pool_geometry(const NodeDesc& n, const mx::array& x) {
       const int64_t target = (in + s - 1) / s;
       const int64_t needed = (target - 1) * s + k - in;
       // A stride beyond the kernel can make it negative: ORT (1.30) raises there in its MLAS
-      // pools ("padding values must be non-negative": AveragePool before opset 19, float
-      // MaxPool with one output, storage_order 0 and no dilation); its other kernels (LpPool,
-      // AveragePool 19, MaxPool with Indices, column-major, dilated or on integers) pool with
-      // the negative pads.
+      // pools ("padding values must be non-negative": AveragePool before opset 19 unless
+      // ceil_mode and count_include_pad are both set, float MaxPool with one output,
+      // storage_order 0 and no dilation); its other kernels (LpPool, AveragePool 19 or with
+      // ceil_mode and count_include_pad, fuzz seed 102; MaxPool with Indices, column-major,
+      // dilated or on integers) pool with the negative pads.
       bool mlas_max = n.op_type == "MaxPool" && n.outputs.size() == 1 &&
                       n.attr_int("storage_order", 0) == 0 &&
                       mx::issubdtype(x.dtype(), mx::floating);
       for (size_t j = 0; j < nd; ++j) mlas_max = mlas_max && g.dil[j] == 1;
       if (n.op_type == "MaxPool" && n.since_version < 8) mlas_max = true;
       // An empty input (N = 0) returns before that check in ORT: the empty output.
-      if (needed < 0 && x.size() != 0 &&
-          (mlas_max || (n.op_type == "AveragePool" && n.since_version < 19)))
+      const bool mlas_average = n.op_type == "AveragePool" && n.since_version < 19 &&
+                                !(ceil_mode && n.attr_int("count_include_pad", 0) == 1);
+      if (needed < 0 && x.size() != 0 && (mlas_max || mlas_average))
         throw std::runtime_error("padding values must be non-negative (auto_pad " + ap +
                                  " with a stride larger than the kernel)");
       lo = ap == "SAME_LOWER" ? (needed + 1) / 2 : needed / 2;
@@ -458,17 +460,23 @@ void translate_avg_pool(TranslationContext& ctx, const NodeDesc& n) {
   for (size_t i = 0; i < nd; ++i) mshape.push_back(x.shape(2 + static_cast<int>(i)));
   mx::array mask = mx::ones(mshape, mx::float32, s);
   if (n.attr_int("count_include_pad", 0) == 1) {
-    // Ones over the explicit pads too; zeros beyond them (ceil_mode's extra positions).
+    // Ones over the explicit pads too; zeros beyond them (ceil_mode's extra positions). A
+    // negative pad (SAME padding with a stride beyond the kernel) crops the counted span
+    // instead, as ORT's [-pad_head, size + pad_tail) does.
     std::vector<int> pax;
-    mx::Shape lo, hi;
+    mx::Shape lo, hi, start(mask.ndim(), 0), stop = mask.shape();
     PoolGeometry inner = g;
     for (size_t i = 0; i < nd; ++i) {
-      pax.push_back(2 + static_cast<int>(i));
-      lo.push_back(checked_int(g.pad_lo[i], "pads"));
-      hi.push_back(checked_int(g.pad_hi[i], "pads"));
+      const int ax = 2 + static_cast<int>(i);
+      pax.push_back(ax);
+      start[ax] = checked_int(std::max<int64_t>(-g.pad_lo[i], 0), "pads");
+      stop[ax] = std::max(start[ax],
+                          checked_int(mask.shape(ax) + std::min<int64_t>(g.pad_hi[i], 0), "pads"));
+      lo.push_back(checked_int(std::max<int64_t>(g.pad_lo[i], 0), "pads"));
+      hi.push_back(checked_int(std::max<int64_t>(g.pad_hi[i], 0), "pads"));
       inner.pad_lo[i] = 0;
     }
-    mask = mx::pad(mask, pax, lo, hi, mx::array(1.0f), "constant", s);
+    mask = mx::pad(mx::slice(mask, start, stop, s), pax, lo, hi, mx::array(1.0f), "constant", s);
     mx::array mp = pad_for_windows(mask, inner, mx::array(0.0f), s);
     mx::array count = mx::sum(windows(mp, g, s), axes, false, s);
     bind_narrowed(ctx, n, mx::divide(sum, count, s), dt);

@@ -128,14 +128,18 @@ mx::array exact_matmul(const mx::array& a, const mx::array& b, mx::StreamOrDevic
   return *acc;
 }
 
-// round_half_even(acc * multiplier) + zero point, saturated to `out`.
+// round_half_even(acc * multiplier) + zero point, saturated to `out`. A NaN (a zero y_scale
+// makes the multiplier infinite and 0 * inf NaN) saturates to the type's lowest value, as ORT
+// CPU's requantization gives it (its float-to-int conversion turns NaN into INT_MIN before the
+// saturating pack; fuzz seed 94); a plain cast would give 0.
 mx::array requantize(const mx::array& acc, const mx::array& multiplier, const mx::array& zp,
                      mx::Dtype out, mx::StreamOrDevice s) {
   mx::array y = mx::round(mx::multiply(mx::astype(acc, mx::float32, s), multiplier, s), 0, s);
   y = mx::add(y, mx::astype(zp, mx::float32, s), s);
   const float lo = out == mx::int8 ? -128.f : 0.f;
   const float hi = out == mx::int8 ? 127.f : 255.f;
-  return mx::astype(mx::clip(y, mx::array(lo), mx::array(hi), s), out, s);
+  y = mx::where(mx::isnan(y, s), mx::array(lo), mx::clip(y, mx::array(lo), mx::array(hi), s), s);
+  return mx::astype(y, out, s);
 }
 
 // ---------------------------------------------------------------- DynamicQuantizeLinear

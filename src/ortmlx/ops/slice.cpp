@@ -440,6 +440,12 @@ void translate_pad(TranslationContext& ctx, const NodeDesc& n) {
       x = wrap_axis(x, pad_axes[i], low[i], high[i], ctx.stream());
     ctx.bind_output(n, 0, x);
   } else {
+    // An empty output has nothing to mirror: as ORT CPU, no check of the pads against the dims
+    // (fuzz seed 94: a (0, 2) input padded by (1, 2) on its last axis gives (0, 5)).
+    if (std::find(out_dims.begin(), out_dims.end(), 0) != out_dims.end()) {
+      ctx.bind_output(n, 0, mx::zeros(mx::Shape(out_dims.begin(), out_dims.end()), x.dtype()));
+      return;
+    }
     for (size_t i = 0; i < pad_axes.size(); ++i)
       x = reflect_axis(x, pad_axes[i], low[i], high[i], ctx.stream());
     ctx.bind_output(n, 0, x);
