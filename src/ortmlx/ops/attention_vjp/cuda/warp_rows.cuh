@@ -26,7 +26,7 @@ struct WarpTiles {
   static constexpr int DQ_BK = ortmlx_avjp_tiles::wr_dq_bk(DMAX);  // key rows per step (dq)
   static constexpr int KQ = ortmlx_avjp_tiles::wr_kq(DMAX);        // query rows per step (dkv)
   static constexpr int LD = ortmlx_avjp_tiles::ldt(DMAX);          // row stride of shared tiles
-  static constexpr int DS_LD = ortmlx_avjp_tiles::wr_ds_ld();       // dS tile (dkv with dQ)
+  static constexpr int DS_LD = ortmlx_avjp_tiles::wr_ds_ld();      // dS tile (dkv with dQ)
   static_assert(BK % 8 == 0 && KQ % 8 == 0 && DMAX % 8 == 0);
 };
 
@@ -97,8 +97,8 @@ struct RowFrags {
 
 // As rows_abt, with A from RowFrags (k-steps at or beyond kdim skipped: zero padding).
 template <Precision P, int NB, int DMAX, int LDB>
-__device__ __forceinline__ void frags_abt(const RowFrags<P, DMAX>& a, const SplitTile& b,
-                                          int kdim, float (&acc)[NB][4]) {
+__device__ __forceinline__ void frags_abt(const RowFrags<P, DMAX>& a, const SplitTile& b, int kdim,
+                                          float (&acc)[NB][4]) {
   const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
   const int b0 = g * LDB + t;
 #pragma unroll
@@ -203,12 +203,15 @@ struct RowChunks {
 // ---------------------------------------------------------------------------------------
 // Pass 1 (warp rows): lse and delta. Grid (query tiles of ROWS, B * HQ). Shared: Q (ROWS x LD),
 // 2 stages x (K, V as TF32 hi/lo planes (BK x LD each)). RECOMPUTE: Y = P V in registers on a
-// second sweep.
+// second sweep. Inlined into its entry point: as a __noinline__ function it read the Problem's
+// fields through local memory at every score (495 local loads in the d128 SASS, 2 inlined; the
+// pass ran 11-20% faster inlined on an H100). dq and dkv stay separate functions (dkvq at D 128
+// spills more when inlined, and measured no faster).
 // ---------------------------------------------------------------------------------------
 template <int DMAX, bool RECOMPUTE, Precision PREC>
-__device__ __noinline__ void wr_stats_kernel(const float* q, const float* k, const float* v,
-                                             const float* y, const float* dy, const Problem& p,
-                                             float* lse_out, float* delta_out) {
+__device__ __forceinline__ void wr_stats_kernel(const float* q, const float* k, const float* v,
+                                                const float* y, const float* dy, const Problem& p,
+                                                float* lse_out, float* delta_out) {
   using T = WarpTiles<DMAX>;
   constexpr int ROWS = T::ROWS, BK = T::BK, LD = T::LD, NB = BK / 8, ND = DMAX / 8;
   constexpr int PLANE = BK * LD, STAGE = 4 * PLANE;  // K hi, K lo, V hi, V lo
@@ -232,7 +235,7 @@ __device__ __noinline__ void wr_stats_kernel(const float* q, const float* k, con
     __syncthreads();
     qf.template load<LD>(qw);
   }
-  auto scores = [&](const SplitTile& ks, float (&s)[NB][4]) {
+  auto scores = [&](const SplitTile& ks, float(&s)[NB][4]) {
     if constexpr (kQInRegisters)
       frags_abt<PREC, NB, DMAX, LD>(qf, ks, p.d, s);
     else
@@ -519,7 +522,7 @@ __device__ __noinline__ void wr_dkv_kernel(const float* q, const float* k, const
   float* ks = avjp_smem;
   float* vs = ks + ROWS * LD;
   unsigned* qbuf = reinterpret_cast<unsigned*>(vs + ROWS * LD);  // stage st at qbuf + st STAGE
-  float* dss = reinterpret_cast<float*>(qbuf + 2 * STAGE);        // dS (KQ x DS_LD), WITH_DQ
+  float* dss = reinterpret_cast<float*>(qbuf + 2 * STAGE);       // dS (KQ x DS_LD), WITH_DQ
 
   const int tile = blockIdx.x, bg = blockIdx.y;
   const int bi = bg / p.hk, gk = bg % p.hk, group = p.hq / p.hk;
@@ -613,8 +616,8 @@ __device__ __noinline__ void wr_dkv_kernel(const float* q, const float* k, const
       // columns hold an earlier step's values.
       const int kend = p.finite && p.causal ? min(cols, i0 + rows - j0) : cols;
       const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
-      step_dq<PREC, KQ, DMAX, DS_LD, LD>(dss, ks, (kend + 7) / 8 * 8, dq + qoff, qstride, rows,
-                                          p.d, p.scale);
+      step_dq<PREC, KQ, DMAX, DS_LD, LD>(dss, ks, (kend + 7) / 8 * 8, dq + qoff, qstride, rows, p.d,
+                                         p.scale);
     }
     if (n + 1 < steps) store(n + 1);
   }
@@ -631,7 +634,7 @@ __device__ __noinline__ void wr_dkv_kernel(const float* q, const float* k, const
 }
 
 // Entry points: the kernels above with the precision of their products (Problem::precision)
-// fixed at compile time, one register allocation each.
+// fixed at compile time (dq and dkv: one register allocation each, as __noinline__ functions).
 template <int DMAX, bool RECOMPUTE>
 __device__ void wr_stats(const float* q, const float* k, const float* v, const float* y,
                          const float* dy, const Problem& p, float* lse, float* delta) {
@@ -656,8 +659,8 @@ __device__ void wr_dq(const float* q, const float* k, const float* v, const floa
 }
 template <int DMAX, bool WITH_DQ>
 __device__ void wr_dkv(const float* q, const float* k, const float* v, const float* dy,
-                       const float* lse, const float* delta, const Problem& p, float* dk,
-                       float* dv, float* dq) {
+                       const float* lse, const float* delta, const Problem& p, float* dk, float* dv,
+                       float* dq) {
   const Precision prec = p.precision();
   if (prec == kTf32)
     wr_dkv_kernel<DMAX, kTf32, WITH_DQ>(q, k, v, dy, lse, delta, p, dk, dv, dq);
