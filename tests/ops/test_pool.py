@@ -351,6 +351,17 @@ def test_global_pool_unknown_rank(op, shape, rng):
                       {"x": random_array(rng, (2, 3))}, "rank 2")
 
 
+def like_cpu_with_negative_padding(model, x, raises):
+    """ORT CPU raises "padding values must be non-negative" and the EP names the same (raises),
+    or both pool with the negative padding and agree."""
+    if raises:
+        with pytest.raises(Exception, match="padding values must be non-negative"):
+            run_cpu(model, {"x": x})
+        check_error_on_ep(model, {"x": x}, "padding values must be non-negative")
+    else:
+        check_on_ep(model, {"x": x})
+
+
 # SAME padding with a stride beyond the kernel needs negative padding: ORT (1.30) raises for
 # MaxPool and for AveragePool before opset 19, and pools without it for LpPool and AveragePool 19.
 @pytest.mark.parametrize("op, opset, raises", [("AveragePool", 11, True), ("MaxPool", 19, True),
@@ -360,12 +371,7 @@ def test_pool_same_padding_with_a_stride_beyond_the_kernel(op, opset, raises, au
     x = random_array(rng, (5, 1, 6, 2, 1))
     model = single_node_model(op, {"x": x}, opset=opset, attrs={
         "kernel_shape": [5, 1, 1], "strides": [2, 2, 1], "auto_pad": auto_pad})
-    if raises:
-        with pytest.raises(Exception, match="padding values must be non-negative"):
-            run_cpu(model, {"x": x})
-        check_error_on_ep(model, {"x": x}, "padding values must be non-negative")
-    else:
-        check_on_ep(model, {"x": x})
+    like_cpu_with_negative_padding(model, x, raises)
 
 
 # AveragePool before opset 19 with ceil_mode and count_include_pad both set runs ORT's generic
@@ -382,12 +388,7 @@ def test_average_pool_ceil_and_pad_count_take_negative_same_padding_like_cpu(
     model = single_node_model("AveragePool", {"x": x}, opset=opset, attrs={
         "kernel_shape": kernel, "strides": stride, "auto_pad": "SAME_UPPER",
         "ceil_mode": ceil_mode, "count_include_pad": count_include_pad})
-    if raises:
-        with pytest.raises(Exception, match="padding values must be non-negative"):
-            run_cpu(model, {"x": x})
-        check_error_on_ep(model, {"x": x}, "padding values must be non-negative")
-    else:
-        check_on_ep(model, {"x": x})
+    like_cpu_with_negative_padding(model, x, raises)
 
 
 @pytest.mark.parametrize("op, opset", [("AveragePool", 11), ("AveragePool", 17),
