@@ -771,55 +771,55 @@ __device__ void dkv_kernel(const float* q, const float* k, const float* v, const
     b, hq, hk, sq, sk, d, rank, causal, mask_kind, mb, mh, mr, mw, scale, mask, finite[0], tf32 \
   }
 
-#define AVJP_ENTRIES(DMAX)                                                                    \
-  extern "C" __global__ void __launch_bounds__(kThreads)                                      \
-      AVJP_CAT(ortmlx_avjp_stats_d##DMAX##_, ORTMLX_AVJP_TAG)(                                \
-          const float* q, const float* k, const float* v, const float* y, const float* dy,    \
-          const void* mask, const int* finite, float* lse, float* delta, AVJP_SCALARS) {      \
-    AVJP_PROBLEM(mask, finite);                                                               \
-    if constexpr (kWarpRows<DMAX>)                                                            \
-      wr_stats<DMAX, false>(q, k, v, y, dy, p, lse, delta);                                   \
-    else                                                                                      \
-      stats_kernel<DMAX, false>(q, k, v, y, dy, p, lse, delta);                               \
-  }                                                                                           \
-  extern "C" __global__ void __launch_bounds__(kThreads)                                      \
-      AVJP_CAT(ortmlx_avjp_stats_recompute_d##DMAX##_, ORTMLX_AVJP_TAG)(                      \
-          const float* q, const float* k, const float* v, const float* y, const float* dy,    \
-          const void* mask, const int* finite, float* lse, float* delta, AVJP_SCALARS) {      \
-    AVJP_PROBLEM(mask, finite);                                                               \
-    if constexpr (kWarpRows<DMAX>)                                                            \
-      wr_stats<DMAX, true>(q, k, v, y, dy, p, lse, delta);                                    \
-    else                                                                                      \
-      stats_kernel<DMAX, true>(q, k, v, y, dy, p, lse, delta);                                \
-  }                                                                                           \
-  extern "C" __global__ void __launch_bounds__(kThreads)                                      \
-      AVJP_CAT(ortmlx_avjp_dq_d##DMAX##_, ORTMLX_AVJP_TAG)(                                   \
-          const float* q, const float* k, const float* v, const float* dy, const void* mask,  \
-          const int* finite, const float* lse, const float* delta, float* dq, AVJP_SCALARS) { \
-    AVJP_PROBLEM(mask, finite);                                                               \
-    if constexpr (kWarpRows<DMAX>)                                                            \
-      wr_dq<DMAX>(q, k, v, dy, lse, delta, p, dq);                                            \
-    else                                                                                      \
-      dq_kernel<DMAX>(q, k, v, dy, lse, delta, p, dq);                                        \
-  }                                                                                           \
-  extern "C" __global__ void __launch_bounds__(kThreads)                                      \
-      AVJP_CAT(ortmlx_avjp_dkv_d##DMAX##_, ORTMLX_AVJP_TAG)(                                  \
-          const float* q, const float* k, const float* v, const float* dy, const void* mask,  \
-          const int* finite, const float* lse, const float* delta, float* dk, float* dv,      \
-          AVJP_SCALARS) {                                                                     \
-    AVJP_PROBLEM(mask, finite);                                                               \
-    if constexpr (kWarpRows<DMAX>)                                                            \
-      wr_dkv<DMAX, false>(q, k, v, dy, lse, delta, p, dk, dv, nullptr);                       \
-    else                                                                                      \
-      dkv_kernel<DMAX>(q, k, v, dy, lse, delta, p, dk, dv);                                   \
-  }                                                                                           \
-  /* Passes 2 and 3 in one (warp-row buckets; the host never launches it for the others). */  \
-  extern "C" __global__ void __launch_bounds__(kThreads)                                      \
-      AVJP_CAT(ortmlx_avjp_dkvq_d##DMAX##_, ORTMLX_AVJP_TAG)(                                 \
-          const float* q, const float* k, const float* v, const float* dy, const void* mask,  \
-          const int* finite, const float* lse, const float* delta, float* dk, float* dv,      \
-          float* dq, AVJP_SCALARS) {                                                          \
-    AVJP_PROBLEM(mask, finite);                                                               \
+#define AVJP_ENTRIES(DMAX)                                                                     \
+  extern "C" __global__ void __launch_bounds__(kThreads)                                       \
+      AVJP_CAT(ortmlx_avjp_stats_d##DMAX##_, ORTMLX_AVJP_TAG)(                                 \
+          const float* q, const float* k, const float* v, const float* y, const float* dy,     \
+          const void* mask, const int* finite, float* lse, float* delta, AVJP_SCALARS) {       \
+    AVJP_PROBLEM(mask, finite);                                                                \
+    if constexpr (kWarpRows<DMAX>)                                                             \
+      wr_stats<DMAX, false>(q, k, v, y, dy, p, lse, delta);                                    \
+    else                                                                                       \
+      stats_kernel<DMAX, false>(q, k, v, y, dy, p, lse, delta);                                \
+  }                                                                                            \
+  extern "C" __global__ void __launch_bounds__(kThreads)                                       \
+      AVJP_CAT(ortmlx_avjp_stats_recompute_d##DMAX##_, ORTMLX_AVJP_TAG)(                       \
+          const float* q, const float* k, const float* v, const float* y, const float* dy,     \
+          const void* mask, const int* finite, float* lse, float* delta, AVJP_SCALARS) {       \
+    AVJP_PROBLEM(mask, finite);                                                                \
+    if constexpr (kWarpRows<DMAX>)                                                             \
+      wr_stats<DMAX, true>(q, k, v, y, dy, p, lse, delta);                                     \
+    else                                                                                       \
+      stats_kernel<DMAX, true>(q, k, v, y, dy, p, lse, delta);                                 \
+  }                                                                                            \
+  extern "C" __global__ void __launch_bounds__(kThreads)                                       \
+      AVJP_CAT(ortmlx_avjp_dq_d##DMAX##_, ORTMLX_AVJP_TAG)(                                    \
+          const float* q, const float* k, const float* v, const float* dy, const void* mask,   \
+          const int* finite, const float* lse, const float* delta, float* dq, AVJP_SCALARS) {  \
+    AVJP_PROBLEM(mask, finite);                                                                \
+    if constexpr (kWarpRows<DMAX>)                                                             \
+      wr_dq<DMAX>(q, k, v, dy, lse, delta, p, dq);                                             \
+    else                                                                                       \
+      dq_kernel<DMAX>(q, k, v, dy, lse, delta, p, dq);                                         \
+  }                                                                                            \
+  extern "C" __global__ void __launch_bounds__(kThreads)                                       \
+      AVJP_CAT(ortmlx_avjp_dkv_d##DMAX##_, ORTMLX_AVJP_TAG)(                                   \
+          const float* q, const float* k, const float* v, const float* dy, const void* mask,   \
+          const int* finite, const float* lse, const float* delta, float* dk, float* dv,       \
+          AVJP_SCALARS) {                                                                      \
+    AVJP_PROBLEM(mask, finite);                                                                \
+    if constexpr (kWarpRows<DMAX>)                                                             \
+      wr_dkv<DMAX, false>(q, k, v, dy, lse, delta, p, dk, dv, nullptr);                        \
+    else                                                                                       \
+      dkv_kernel<DMAX>(q, k, v, dy, lse, delta, p, dk, dv);                                    \
+  }                                                                                            \
+  /* Passes 2 and 3 in one (warp-row buckets; the host never launches it for the others). */   \
+  extern "C" __global__ void __launch_bounds__(kThreads)                                       \
+      AVJP_CAT(ortmlx_avjp_dkvq_d##DMAX##_, ORTMLX_AVJP_TAG)(                                  \
+          const float* q, const float* k, const float* v, const float* dy, const void* mask,   \
+          const int* finite, const float* lse, const float* delta, float* dk, float* dv,       \
+          float* dq, AVJP_SCALARS) {                                                           \
+    AVJP_PROBLEM(mask, finite);                                                                \
     if constexpr (kWarpRows<DMAX>) wr_dkv<DMAX, true>(q, k, v, dy, lse, delta, p, dk, dv, dq); \
   }
 
