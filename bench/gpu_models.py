@@ -177,6 +177,13 @@ def libmlx_info() -> dict:
     return info
 
 
+def name_selected(name: str, patterns) -> bool:
+    """--only of the GPU benches: a pattern matches names containing it, or, written `=name`,
+    that name alone (`bert` also selects the distilbert models; `=bert` does not)."""
+    return not patterns or any(name == p[1:] if p.startswith("=") else p in name
+                               for p in patterns)
+
+
 def gpu_name(env: Env) -> str:
     if env.torch is not None:
         t = env.torch

@@ -291,7 +291,7 @@ def worker(args) -> int:
               "has_cuda_ep": has_cuda, "rows": [], "notes": env.notes}
     out = Path(args.json)
     for name, kind, build in model_list(args.quick):
-        if args.only and not any(o in name for o in args.only):
+        if not gm.name_selected(name, args.only):
             continue
         t0 = time.time()
         row = bench_one(env, name, kind, build, args, tf32, has_cuda)
@@ -431,7 +431,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--modes", nargs="+", default=["exact", "tf32"], choices=["exact", "tf32"])
-    ap.add_argument("--only", nargs="+", default=[], help="models whose name contains one of these")
+    ap.add_argument("--only", nargs="+", default=[], help="models whose name contains one of these (=NAME: that model alone)")
     ap.add_argument("--repeats", type=int, default=20, help="timed runs per EP per round")
     ap.add_argument("--rounds", type=int, default=5,
                     help="rounds of `repeats` runs, the EPs taking turns (interleaved timing)")

@@ -165,7 +165,8 @@ def details(rows) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(BENCH / "results"))
-    ap.add_argument("--only", nargs="+", default=[])
+    ap.add_argument("--only", nargs="+", default=[],
+                    help="models whose name contains one of these (=NAME: that model alone)")
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--max-cell-s", type=float, default=2.0)
@@ -185,7 +186,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     knobs = {k: os.environ[k] for k in os.environ if k.startswith(("MLX_", "ONNXRUNTIME_EP_MLX"))}
     for name, _, build in peer.model_list(args.quick):
-        if args.only and not any(o in name for o in args.only):
+        if not gm.name_selected(name, args.only):
             continue
         t0 = time.time()
         try:
