@@ -398,7 +398,8 @@ class ElemGen:
                       const_p=0.05, label=f"axes={axes}{nan}{empty_marker(x)}")
         # The node's attributes when the reference runs (a hostile value may replace one).
         c.reference = lambda: (_empty_reduce_ref(op, x, axes, _attrs(c.nodes[0])) or
-                               _lse_nan_ref(op, x, axes, _attrs(c.nodes[0])))
+                               _lse_nan_ref(op, x, axes, _attrs(c.nodes[0])) or
+                               _prod_ref(op, x, axes, _attrs(c.nodes[0])))
         return c
 
     def _arg(self, cid, op):
@@ -540,6 +541,23 @@ def _lse_nan_ref(op, x, axes, attrs):
         m = np.where(np.isfinite(m), m, 0.0)
         y = np.log(np.sum(np.exp(xf - m), axis=ax, keepdims=True)) + m
     return [y if attrs.get("keepdims", 1) != 0 else np.squeeze(y, axis=ax)]
+
+
+def _prod_ref(op, x, axes, attrs):
+    """ReduceProd of a float input in float64. Where an intermediate product passes float32's
+    range in ORT CPU's order but the whole product does not, ORT gives +-inf and the EP's order
+    the finite product (seed 110, o16_157: 1e30 * 1e30 * 1e-30 among 18 factors)."""
+    rank = x.ndim
+    axes = attrs.get("axes", axes)
+    if op != "ReduceProd" or x.dtype.kind != "f" or not x.size or \
+            any(not -rank <= a < rank for a in axes or []):
+        return None
+    if not axes and attrs.get("noop_with_empty_axes", 0) != 0:
+        return None
+    ax = tuple(sorted({a % rank for a in axes})) if axes else tuple(range(rank))
+    with np.errstate(all="ignore"):
+        y = np.prod(x.astype(np.float64), axis=ax, keepdims=attrs.get("keepdims", 1) != 0)
+    return [y]
 
 
 def _empty_arg_ref(x, attrs):
