@@ -68,11 +68,13 @@ def test_cuda_emu_non_finite_inputs(emu, poison, one_pass):
                one_pass=one_pass)
 
 
-def test_cuda_emu_long_reduction_stays_at_fp32_level(emu):
+@pytest.mark.parametrize("one_pass", [False, True], ids=["dq_pass", "one_pass"])
+def test_cuda_emu_long_reduction_stays_at_fp32_level(emu, one_pass):
     """S = 256 keys and query rows, one head: under the truncating model, accumulating the whole
     reduction inside the tensor cores (the kernels before they added each k-step's products to
     the accumulator with an ordinary fp32 add) is about 10x off fp32 sums taken in sequence
-    (4e-6 of the gradients' magnitude); the kernels must stay within 3x of them and 2e-6."""
+    (4e-6 of the gradients' magnitude); the kernels must stay within 3x of them and 2e-6. The
+    one-pass kernel's dQ sums each block's keys in the tensor cores and the blocks by atomics."""
     rng = np.random.default_rng(20261206)
     s, d = 256, 16
     q, k, v, dy = (rng.standard_normal((1, 1, s, d)).astype(np.float32).astype(np.float64)
@@ -82,7 +84,7 @@ def test_cuda_emu_long_reduction_stays_at_fp32_level(emu):
                                          causal=0, mask_kind=0, scale=scale, rank=4)
     mag = max(float(np.abs(w).max()) for w in want)
     got = check.run_kernels(emu, q, k, v, None, dy, None, hq=1, hk=1, d=d, rank=4, causal=0,
-                            kind=0, scale=scale, tf32=False)
+                            kind=0, scale=scale, tf32=False, one_pass=one_pass)
     seq = check.sequential_fp32(q, k, v, dy, scale)
     for name, g, w, f in zip("QKV", got, want, seq):
         err = float(np.abs(g - w).max()) / mag
