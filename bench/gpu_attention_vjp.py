@@ -14,7 +14,8 @@ Every cell names its path through the options (the EP's report confirms it):
 - native (--full, Recompute form only): attention_vjp_native=1, the Recompute form's default on
   GPU backends (dense MLX ops, O(S^2) memory).
 
-Writes OUT/gpu_attention_vjp.{json,md} (OUT: --out, default bench/results). Per shape
+Writes OUT/gpu_attention_vjp.{json,md} (OUT: --out, default bench/results), and .png where
+matplotlib is installed (bench/plot_gpu_attention_vjp.py, which also draws it from the JSON). Per shape
 (B, HQ, HK, S, D), causal and not, rank 4, plain form (Y from torch's forward):
 - EP: one session run with device I/O (IOBinding, inputs uploaded once, outputs pre-allocated
   in GPU memory), median of timed runs; the path the EP's report names; TFLOP/s with
@@ -559,6 +560,9 @@ def main() -> int:
     (out / "gpu_attention_vjp.json").write_text(json.dumps(res, indent=1, default=str))
     md = markdown(res)
     (out / "gpu_attention_vjp.md").write_text(md)
+    import plot_gpu_attention_vjp  # beside this file; matplotlib optional
+    if plot_gpu_attention_vjp.plot(res, out / "gpu_attention_vjp.png"):
+        print(f"wrote {out / 'gpu_attention_vjp.png'}")
     print(md)
     return 0
 
