@@ -521,7 +521,7 @@ def _tolerance(case: Case, arr) -> float:
 
 def judge_outputs(case: Case, ep: dict, cpu: dict) -> Verdict | None:
     """None when every output matches; else the mismatch verdict, or a match against the
-    reference where ORT CPU is the one that differs."""
+    reference where ORT CPU is the one that differs (or both lie within the tolerance of it)."""
     refs = None
     if case.reference_primary:
         refs = case.reference()
@@ -552,11 +552,13 @@ def judge_outputs(case: Case, ep: dict, cpu: dict) -> Verdict | None:
         tol = _tolerance(case, cpu[name])
         ep_ref = compare(ep[name], ref, tol, mag, exact_dtype=False)
         cpu_ref = compare(cpu[name], ref, tol, mag, exact_dtype=False)
-        if ep_ref is not None or cpu_ref is None:
+        if ep_ref is not None:
             return Verdict("mismatch", f"{name} vs ORT CPU: {msg}; vs reference: "
-                                       f"{ep_ref or 'matches'} (ORT CPU vs reference: "
+                                       f"{ep_ref} (ORT CPU vs reference: "
                                        f"{cpu_ref or 'matches'})")
-        notes.append(f"{name}: ORT CPU {cpu_ref}")
+        # Both within the tolerance of the exact result, on either side of it (e.g. seed 122,
+        # o60_5: a log-sum-exp near 0, the EP and ORT CPU one ulp of the sum apart).
+        notes.append(f"{name}: ORT CPU {cpu_ref or 'as close to the reference, other side'}")
     return Verdict("matched", "; ".join(notes))
 
 

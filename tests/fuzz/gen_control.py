@@ -30,9 +30,14 @@ class ControlGen:
         # differ in shape (legal: the output is the taken branch's).
         then_nodes = [helper.make_node("Add", [f"{cid}_x0", f"{cid}_x1"], [f"{cid}_t"],
                                        name=f"{cid}_tadd")]
+        mag = None
         if r.random() < 0.3:
             else_nodes = [helper.make_node("ReduceSum", [f"{cid}_x0"], [f"{cid}_e"],
                                            name=f"{cid}_esum", keepdims=0)]
+            # A sum rounds at its terms' magnitude, not its result's (seed 120, o17_4: ten terms
+            # up to 2.9 summing to 0.011, one ulp apart between the EP's order and ORT's).
+            if np.issubdtype(x.dtype, np.floating):
+                mag = [float(np.abs(x.astype(np.float64)).sum())]
         else:
             else_nodes = [helper.make_node("Mul", [f"{cid}_x0", f"{cid}_x1"], [f"{cid}_e"],
                                            name=f"{cid}_emul")]
@@ -42,7 +47,7 @@ class ControlGen:
         feeds = {f"{cid}_x0": x, f"{cid}_x1": y, f"{cid}_c": cond}
         node = helper.make_node("If", [f"{cid}_c"], [f"{cid}_y0"], name=f"{cid}_n",
                                 then_branch=then_g, else_branch=else_g)
-        return self.case(cid, "If", [node], feeds, [f"{cid}_y0"],
+        return self.case(cid, "If", [node], feeds, [f"{cid}_y0"], mag=mag,
                          label=f"If {NP_OF[t].__name__} {shape} cond={bool(cond)}")
 
     def gen_Loop(self, cid):

@@ -398,7 +398,7 @@ class ElemGen:
                       const_p=0.05, label=f"axes={axes}{nan}{empty_marker(x)}")
         # The node's attributes when the reference runs (a hostile value may replace one).
         c.reference = lambda: (_empty_reduce_ref(op, x, axes, _attrs(c.nodes[0])) or
-                               _lse_nan_ref(op, x, axes, _attrs(c.nodes[0])) or
+                               _lse_ref(op, x, axes, _attrs(c.nodes[0])) or
                                _prod_ref(op, x, axes, _attrs(c.nodes[0])))
         return c
 
@@ -524,12 +524,14 @@ def _empty_reduce_ref(op, x, axes, attrs):
     return [np.full(shape, value, dtype=np.float64 if x.dtype.kind == "f" else x.dtype)]
 
 
-def _lse_nan_ref(op, x, axes, attrs):
-    """ReduceLogSumExp in float64 over a float input holding NaN: NaN for every slice with one.
-    ORT CPU gives some such slices +inf (its max skips the NaN)."""
+def _lse_ref(op, x, axes, attrs):
+    """ReduceLogSumExp in float64 over a float input. Over one holding NaN: NaN for every slice
+    with one, where ORT CPU gives some such slices +inf (its max skips the NaN). Near 0 the result
+    is the log of a sum near 1, whose last bit the two orders of summation may differ in (seed
+    122, o60_5: 0.00401659 in float64, the EP 4.7e-8 off, ORT CPU 7.3e-8)."""
     rank = x.ndim
     axes = attrs.get("axes", axes)
-    if op != "ReduceLogSumExp" or x.dtype.kind != "f" or not np.isnan(x).any() or \
+    if op != "ReduceLogSumExp" or x.dtype.kind != "f" or not x.size or \
             any(not -rank <= a < rank for a in axes or []):
         return None
     if not axes and attrs.get("noop_with_empty_axes", 0) != 0:
