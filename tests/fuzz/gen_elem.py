@@ -524,22 +524,30 @@ def _empty_reduce_ref(op, x, axes, attrs):
     return [np.full(shape, value, dtype=np.float64 if x.dtype.kind == "f" else x.dtype)]
 
 
+def _float_reduce_axes(x, axes, attrs):
+    """The axes a float64 reference reduces a non-empty float input over (sorted, non-negative),
+    or None where it gives none: other dtypes, an empty input (_empty_reduce_ref), an axis out of
+    range (the EP raises), or no axes with noop_with_empty_axes."""
+    rank = x.ndim
+    axes = attrs.get("axes", axes)
+    if x.dtype.kind != "f" or not x.size or any(not -rank <= a < rank for a in axes or []):
+        return None
+    if not axes and attrs.get("noop_with_empty_axes", 0) != 0:
+        return None
+    return tuple(sorted({a % rank for a in axes})) if axes else tuple(range(rank))
+
+
 def _lse_ref(op, x, axes, attrs):
     """ReduceLogSumExp in float64 over a float input. Over one holding NaN: NaN for every slice
     with one, where ORT CPU gives some such slices +inf (its max skips the NaN). Near 0 the result
     is the log of a sum near 1, whose last bit the two orders of summation may differ in (seed
     122, o60_5: 0.00401659 in float64, the EP 4.7e-8 off, ORT CPU 7.3e-8)."""
-    rank = x.ndim
-    axes = attrs.get("axes", axes)
-    if op != "ReduceLogSumExp" or x.dtype.kind != "f" or not x.size or \
-            any(not -rank <= a < rank for a in axes or []):
+    ax = _float_reduce_axes(x, axes, attrs) if op == "ReduceLogSumExp" else None
+    if ax is None:
         return None
-    if not axes and attrs.get("noop_with_empty_axes", 0) != 0:
-        return None
-    ax = tuple(sorted({a % rank for a in axes})) if axes else tuple(range(rank))
     xf = x.astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        m = np.max(xf, axis=ax, keepdims=True) if xf.size else np.zeros((1,) * rank)
+        m = np.max(xf, axis=ax, keepdims=True)
         m = np.where(np.isfinite(m), m, 0.0)
         y = np.log(np.sum(np.exp(xf - m), axis=ax, keepdims=True)) + m
     return [y if attrs.get("keepdims", 1) != 0 else np.squeeze(y, axis=ax)]
@@ -549,14 +557,9 @@ def _prod_ref(op, x, axes, attrs):
     """ReduceProd of a float input in float64. Where an intermediate product passes float32's
     range in ORT CPU's order but the whole product does not, ORT gives +-inf and the EP's order
     the finite product (seed 110, o16_157: 1e30 * 1e30 * 1e-30 among 18 factors)."""
-    rank = x.ndim
-    axes = attrs.get("axes", axes)
-    if op != "ReduceProd" or x.dtype.kind != "f" or not x.size or \
-            any(not -rank <= a < rank for a in axes or []):
+    ax = _float_reduce_axes(x, axes, attrs) if op == "ReduceProd" else None
+    if ax is None:
         return None
-    if not axes and attrs.get("noop_with_empty_axes", 0) != 0:
-        return None
-    ax = tuple(sorted({a % rank for a in axes})) if axes else tuple(range(rank))
     with np.errstate(all="ignore"):
         y = np.prod(x.astype(np.float64), axis=ax, keepdims=attrs.get("keepdims", 1) != 0)
     return [y]
