@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-r"""AttentionVJP on the CUDA backend: the fused CUDA kernels (cuda_fused, opt-in) and, with
---full, the default paths vs torch's fp32 memory-efficient SDPA backward on the same tensors.
+r"""AttentionVJP on the CUDA backend: the fused CUDA kernels (cuda_fused, the default beyond the
+dense limit on sm_90) and, with --full, the other paths vs torch's fp32 memory-efficient SDPA
+backward on the same tensors.
 
 On the H200, from the checkout root (after `source .gpu/env.sh`):
 
