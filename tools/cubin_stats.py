@@ -8,8 +8,10 @@ spent on them (which loop spills, how many shared loads and conversions an mma c
         [--min-loop 40] [--top 12]
 
 Needs `cuobjdump` (the CUDA toolkit's, or PyPI `nvidia-cuda-cuobjdump`): on PATH, or named by
-$CUOBJDUMP. Loops are reported by their SASS address range; nested loops appear once each (an
-outer loop's mix includes its inner loops' instructions once, as written, not as executed).
+$CUOBJDUMP. A loop is a backward branch and the address range it closes; nested loops appear
+once each (an outer loop's mix counts its inner loops' instructions once, as written, not as
+executed). ptxas may place a loop's latch, or a rare path's jump back, after unrelated blocks, so
+a long range can take in code outside the loop: read the short inner loops first.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def resources(cubin: str) -> dict[str, dict[str, int]]:
 
 
 def functions(cubin: str) -> dict[str, list[tuple[int, str]]]:
-    """The SASS of each function: (address, instruction text without predicate comments)."""
+    """The SASS of each kernel (device functions it calls included): (address, instruction)."""
     out: dict[str, list[tuple[int, str]]] = {}
     current = None
     for line in run([cuobjdump(), "-sass", cubin]).splitlines():
