@@ -344,23 +344,28 @@ def test_fast_layer_norm_keeps_large_mean_rows_accurate(chain, rng):
 
 ATT_FAST = "attention chain -> mlx::fast::scaled_dot_product_attention"
 ATT_COMPOSED = "attention chain: no fused MLX kernel for these shapes on this backend (its own ops)"
+ATT_SCALE_ON_Q = ("attention chain: its own ops, the power-of-two scale on q (exact; no pass over "
+                  "the scores)")
 
 
 def attention_chain(q_shape, s_len, scale_op="mul", transpose_k=True, axis=-1, mask=False,
-                    probs_out=False):
-    """softmax(q k^T * c) v with q, k, v as graph inputs (a decoder step when q has one row)."""
+                    probs_out=False, key="k", q_reader=False):
+    """softmax(q k^T * c) v with q, k, v as graph inputs (a decoder step when q has one row).
+    key="q" takes the keys from q itself (self-similarity); q_reader adds a reader of q outside
+    the chain (an output q + 1)."""
     n = h.make_node
     b, hh, L, d = q_shape
     inputs = [h.make_tensor_value_info("q", T.FLOAT, [b, hh, L, d]),
-              h.make_tensor_value_info("k", T.FLOAT, [b, hh, s_len, d] if transpose_k
-                                       else [b, hh, d, s_len]),
               h.make_tensor_value_info("v", T.FLOAT, [b, hh, s_len, d])]
+    if key == "k":
+        inputs.append(h.make_tensor_value_info("k", T.FLOAT, [b, hh, s_len, d] if transpose_k
+                                               else [b, hh, d, s_len]))
     c = 1.0 / np.sqrt(d)
     inits = [const("c", c if scale_op == "mul" else 1.0 / c)]
     nodes = []
-    kt = "k"
+    kt = key
     if transpose_k:
-        nodes.append(n("Transpose", ["k"], ["kt"], name="kt", perm=[0, 1, 3, 2]))
+        nodes.append(n("Transpose", [key], ["kt"], name="kt", perm=[0, 1, 3, 2]))
         kt = "kt"
     nodes.append(n("MatMul", ["q", kt], ["sc"], name="qk"))
     nodes.append(n("Mul" if scale_op == "mul" else "Div", ["sc", "c"], ["scs"], name="scale"))
@@ -374,6 +379,10 @@ def attention_chain(q_shape, s_len, scale_op="mul", transpose_k=True, axis=-1, m
     outs = [h.make_tensor_value_info("y", T.FLOAT, [b, hh, L, d])]
     if probs_out:
         outs.append(h.make_tensor_value_info("p", T.FLOAT, [b, hh, L, s_len]))
+    if q_reader:
+        inits.append(const("one", 1.0))
+        nodes.append(n("Add", ["q", "one"], ["q1"], name="q_reader"))
+        outs.append(h.make_tensor_value_info("q1", T.FLOAT, [b, hh, L, d]))
     return make_model(h.make_graph(nodes, "att", inputs, outs, inits))
 
 
@@ -396,12 +405,71 @@ def test_attention_chain_fast_when_asked(q_shape, s_len, scale_op, rng):
 
 @pytest.mark.parametrize("transpose_k", [True, False])
 def test_attention_chain_default(transpose_k, rng):
-    """Default on MLX's CPU backend: matched, the chain's own ops (no fused kernel there)."""
+    """Default on MLX's CPU backend: matched, the chain's own ops (no fused kernel there), with
+    the scale 1/8 on q."""
     model = attention_chain((1, 4, 1, 64), 9, transpose_k=transpose_k)
     report = run_pattern(model, attention_feeds(rng, model))
     assert taken(report, "attention") == 1
-    want = ATT_COMPOSED if mlx_backend() == "cpu" else ATT_FAST
+    want = ATT_SCALE_ON_Q if mlx_backend() == "cpu" else ATT_FAST
     assert want in report.paths()
+
+
+def bitwise_against_chain(model, feeds):
+    """The EP's default session and one with the pattern pass off give identical bits; returns
+    the default session's report."""
+    report = run_pattern(model, feeds)
+    off = EpRun(model, provider_options={"fast_patterns": "0"}, strict=True,
+                optimization_level=OFF)
+    try:
+        want = off.run(feeds)
+    finally:
+        off.close()
+    run = EpRun(model, strict=True, optimization_level=OFF)
+    try:
+        got = run.run(feeds)
+    finally:
+        run.close()
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    return report
+
+
+@pytest.mark.parametrize("q_shape,s_len", [((2, 4, 8, 64), 24), ((1, 2, 5, 16), 7),
+                                           ((1, 3, 6, 256), 10)], ids=str)
+@pytest.mark.parametrize("scale_op", ["mul", "div"])
+@pytest.mark.parametrize("transpose_k", [True, False])
+def test_attention_power_of_two_scale_moves_to_q(q_shape, s_len, scale_op, transpose_k, rng):
+    """1/sqrt(d) for d = 16, 64, 256 is a power of two: (q c) k^T is bitwise (q k^T) c, so the
+    scores get no elementwise pass; the outputs equal the unfused chain's bit for bit."""
+    model = attention_chain(q_shape, s_len, scale_op, transpose_k=transpose_k)
+    report = bitwise_against_chain(model, attention_feeds(rng, model))
+    assert taken(report, "attention") == 1 and ATT_SCALE_ON_Q in report.paths()
+
+
+def test_attention_other_scale_keeps_the_chain(rng):
+    model = attention_chain((2, 2, 6, 32), 5)  # 1/sqrt(32): not a power of two
+    report = run_pattern(model, attention_feeds(rng, model))
+    assert taken(report, "attention") == 1
+    assert ATT_COMPOSED in report.paths() and ATT_SCALE_ON_Q not in report.paths()
+
+
+@pytest.mark.parametrize("variant", ["keys_from_q", "q_read_outside"])
+def test_attention_scale_on_q_leaves_other_readers_of_q(variant, rng):
+    """The scaled q feeds the qk product only: keys taken from q itself (Transpose(q)) and a
+    reader of q after the chain see q unscaled."""
+    kw = {"keys_from_q": {"key": "q"}, "q_read_outside": {"q_reader": True}}[variant]
+    model = attention_chain((1, 2, 6, 64), 6, **kw)
+    report = bitwise_against_chain(model, attention_feeds(rng, model))
+    assert ATT_SCALE_ON_Q in report.paths()
+
+
+def test_attention_q_times_q_keeps_the_chain(rng):
+    """MatMul(q, q) (square heads, no transpose): scaling its one input would scale both
+    operands, so the chain keeps its own ops."""
+    model = attention_chain((1, 2, 16, 16), 16, transpose_k=False, key="q")
+    report = run_pattern(model, attention_feeds(rng, model))
+    assert taken(report, "attention") == 1
+    assert ATT_COMPOSED in report.paths() and ATT_SCALE_ON_Q not in report.paths()
 
 
 @pytest.mark.parametrize("variant", ["axis2", "mask", "probs_out"])

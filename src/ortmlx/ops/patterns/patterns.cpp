@@ -34,6 +34,7 @@
 #include <mlx/fast.h>
 
 #include "ortmlx/ops/common.h"
+#include "ortmlx/ops/cuda_support.h"
 #include "ortmlx/ops/elementwise.h"
 #include "ortmlx/ops/elementwise/cuda/gelu.h"
 #include "ortmlx/ops/matmul_cpu.h"
@@ -46,6 +47,9 @@ namespace {
 
 using detail::Match;
 using detail::PlanIndex;
+
+constexpr const char* kAttentionScaleOnQ =
+    "attention chain: its own ops, the power-of-two scale on q (exact; no pass over the scores)";
 
 bool close_to(double v, double target) {
   return std::fabs(v - target) <= 1e-6 * std::fabs(target);
@@ -537,6 +541,55 @@ bool attention_chain(TranslationContext& ctx, const NodeDesc& n) {
   return true;
 }
 
+// A scale of +-2^e commutes exactly with the product: every term q_i k_i and every partial sum
+// only change exponent (barring overflow and subnormal results), so (q c) k^T is bitwise
+// (q k^T) c, and the scores, the largest tensor of the chain, take no elementwise pass of their
+// own (on CUDA one kernel fewer a layer: q * c fuses with the copy that makes a head-split q
+// contiguous). 1/sqrt(d) is one for d = 4^j (16, 64, 256); other scales keep the chain as given.
+bool power_of_two(float c) {
+  int exponent = 0;
+  return std::isfinite(c) && c != 0.0f && std::frexp(std::fabs(c), &exponent) == 0.5f;
+}
+
+// The chain's own ops with a power-of-two scale moved onto q: the scale node's result is the qk
+// product of q * c. False (nothing bound) when the scale is not a power of two, q is also the
+// key operand (then both operands would carry it) or ONNXRUNTIME_EP_MLX_ATTENTION_SCALE_ON_Q=0
+// (read per translation: bench/gpu_peer.py --ab compares both forms in one process).
+bool attention_scale_on_q(TranslationContext& ctx, const NodeDesc& n,
+                          const std::vector<NodeDesc>& originals) {
+  const float c = n.attr_float("scale", 1.0f);
+  if (!power_of_two(c) || !kernel_enabled("ONNXRUNTIME_EP_MLX_ATTENTION_SCALE_ON_Q")) return false;
+  const NodeDesc* scale = nullptr;
+  for (const NodeDesc& o : originals)
+    if (o.op_type == "Mul" || o.op_type == "Div") scale = &o;
+  const NodeDesc* qk = nullptr;
+  for (const NodeDesc& o : originals)
+    if (scale && o.op_type == "MatMul" && !o.outputs.empty() &&
+        (o.outputs[0] == scale->inputs[0] || o.outputs[0] == scale->inputs[1]))
+      qk = &o;
+  if (!qk || qk->inputs.size() != 2 || qk->inputs[0] == qk->inputs[1]) return false;
+  const std::string& q_name = qk->inputs[0];
+  for (const NodeDesc& o : originals) {
+    if (&o == scale) {
+      ctx.bind_output(o, 0, ctx.resolve(qk->outputs[0]));
+    } else if (&o == qk) {
+      // q rebound for this one product only: any other reader of q sees it unscaled.
+      const std::optional<mx::array> saved = ctx.bound(q_name);
+      const mx::array q = ctx.resolve(q_name);
+      ctx.bind(q_name, mx::multiply(q, mx::array(c, q.dtype()), ctx.stream()));
+      o.entry->translate(ctx, o);
+      if (saved)
+        ctx.bind(q_name, *saved);
+      else
+        ctx.unbind(q_name);
+    } else {
+      o.entry->translate(ctx, o);
+    }
+  }
+  ctx.mark_fast(n, kAttentionScaleOnQ);
+  return true;
+}
+
 // MatMul + bias as one product with the bias as the accumulator's start (C = bias, beta = 1):
 // blas_matmul (one sgemm) on MLX's CPU backend (mx::addmm where MLX's own CPU matmul is forced:
 // tests). Each element is
@@ -558,10 +611,15 @@ bool matmul_add_chain(TranslationContext& ctx, const NodeDesc& n) {
   return true;
 }
 
+// A better form of the chain's own ops, tried when the fast form does not apply; false when it
+// does not apply either (then the original nodes run as given).
+using ComposedFn = bool (*)(TranslationContext&, const NodeDesc&, const std::vector<NodeDesc>&);
+
 struct PatternKind {
   const char* op_type;
   FastFn fast;
   const char* composed_reason;
+  ComposedFn composed = nullptr;
 };
 
 const PatternKind& kind_of(const std::string& pattern) {
@@ -575,7 +633,8 @@ const PatternKind& kind_of(const std::string& pattern) {
       {"gelu_tanh", {"GeluTanh", gelu_tanh_chain, ""}},
       {"attention",
        {"Attention", attention_chain,
-        "attention chain: no fused MLX kernel for these shapes on this backend (its own ops)"}},
+        "attention chain: no fused MLX kernel for these shapes on this backend (its own ops)",
+        attention_scale_on_q}},
       {"matmul_add",
        {"MatMulAdd", matmul_add_chain, "MatMul + Add: the bias is not a vector of the last axis"}},
       {"shared_input_matmul",
@@ -592,10 +651,11 @@ std::shared_ptr<const OpEntry> make_entry(const std::string& pattern,
   auto entry = std::make_shared<OpEntry>();
   entry->domain = kDomain;
   entry->op_type = kind.op_type;
-  entry->translate = [fast = kind.fast, reason = std::string(kind.composed_reason),
-                      originals = std::move(originals)](TranslationContext& ctx,
-                                                        const NodeDesc& n) {
+  entry->translate = [fast = kind.fast, composed = kind.composed,
+                      reason = std::string(kind.composed_reason), originals = std::move(originals)](
+                         TranslationContext& ctx, const NodeDesc& n) {
     if (fast(ctx, n)) return;
+    if (composed && composed(ctx, n, originals)) return;
     for (const NodeDesc& o : originals) o.entry->translate(ctx, o);
     ctx.mark_composed(n, reason);
   };
