@@ -1,13 +1,18 @@
 #include "ortmlx/engine/executor.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <mutex>
 #include <new>
+#include <set>
 
 #include <mlx/device.h>
+#include <mlx/graph_utils.h>
 #include <mlx/primitives.h>
 #include <mlx/transforms.h>
 
@@ -85,6 +90,26 @@ void eval_outputs(std::vector<mx::array>& outputs) {
     static char nothing = 0;
     o = mx::array(static_cast<void*>(&nothing), o.shape(), o.dtype(), [](void*) {});
   }
+}
+
+// A development aid (ORTMLX_GRAPH_DUMP=DIR): the MLX graph a fused node evaluates, as MLX prints
+// it (mlx::core::print_graph), written once per fused node and output shapes to DIR. A compiled
+// function's outputs carry its fused graph (one `Compiled` primitive per fused elementwise
+// region), so the file lists what a run launches, to count kernels without a GPU
+// (tools/graph_stats.py).
+void dump_graph(const std::string& plan_name, const std::vector<mx::array>& outputs) {
+  static const char* dir = std::getenv("ORTMLX_GRAPH_DUMP");
+  if (dir == nullptr || *dir == '\0') return;
+  std::string key = plan_name;
+  for (const auto& o : outputs) key += "_" + describe(o);
+  for (char& c : key)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') c = '_';
+  static std::mutex mu;
+  static std::set<std::string> written;
+  const std::lock_guard<std::mutex> lock(mu);
+  if (!written.insert(key).second) return;
+  std::ofstream out(std::string(dir) + "/" + key.substr(0, 200) + ".txt");
+  mx::print_graph(out, outputs);
 }
 
 bool is_allocation_failure(const std::exception& e) {
@@ -189,6 +214,7 @@ void Executor::verify(const mx::array& flags,
 
 void Executor::evaluate(std::vector<mx::array>& outputs, const GraphFootprint& fp) const {
   try {
+    dump_graph(plan_->name, outputs);
     eval_outputs(outputs);
   } catch (const std::exception& e) {
     if (!is_allocation_failure(e)) throw;
