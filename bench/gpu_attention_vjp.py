@@ -29,6 +29,15 @@ matplotlib is installed (bench/plot_gpu_attention_vjp.py, which also draws it fr
   gradients vs torch's.
 Every cell is wrapped: a failure is recorded and the run goes on.
 
+--ort-cuda adds ORT's own CUDA EP running the contract's ONNX body (the model's function, which
+ORT inlines) on the same tensors, in the same process: onnxruntime-gpu must be the onnxruntime
+Python imports (`source .ortgpu/env.sh` after `.gpu/env.sh`: ../shared/tools/ort_cuda_bundle.sh
+packs it; the MLX EP registers into it). Device I/O through IOBinding, `use_tf32` as the EP's mode
+(0 for exact fp32, 1 with --tf32), median ms; the row gets ort_cuda_ms, ort_cuda_tflops,
+ort_cuda_mem_mib (device memory the session took, from cudaMemGetInfo before it and after its
+runs: ORT's arena keeps its peak), ratio_ort_cuda (its ms / EP ms) and err_ort_cuda, or
+ort_cuda_error. The markdown gets an "ORT CUDA EP" table.
+
 --torch-backends (comma list, default `efficient`) picks the torch backward variants timed on the
 same tensors, each the backward alone as above (the reference for Y and the errors stays
 EFFICIENT_ATTENTION fp32 whatever the list):
@@ -372,7 +381,76 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args, backend_cac
     except Exception as e:  # noqa: BLE001
         row["ep"] = gm.failure(e)
     gm.free_memory(env)
+    if args.ort_cuda and path == "cuda_fused":
+        ort_cuda_cell(env, row, model, feeds, ref, args)
     return row
+
+
+def device_free_bytes(env) -> int | None:
+    """Free device memory (cudaMemGetInfo through torch), or None without torch's CUDA."""
+    t = env.torch
+    if t is None:
+        return None
+    t.cuda.synchronize()
+    return int(t.cuda.mem_get_info()[0])
+
+
+def ort_cuda_cell(env, row, model, feeds, ref, args) -> None:
+    """ORT's CUDA EP on the contract's ONNX body, same feeds (--ort-cuda; module docstring)."""
+    import gpu_peer  # beside this file; imports onnxruntime (the GPU build under .ortgpu)
+    sess = io = None
+    try:
+        free_before = device_free_bytes(env)
+        sess = gpu_peer.cuda_session(model.SerializeToString(), tf32=args.tf32)
+        specs = [(o.name, feeds["Q"].shape if o.name == "dQ" else feeds["K"].shape, np.float32)
+                 for o in sess.get_outputs()]
+        io = gpu_peer.CudaIO(sess, feeds, specs)
+        timing = gm.timed(io.run, args.warmup, args.repeats, args.max_cell_s)
+        free_after = device_free_bytes(env)
+        sec = timing["median_s"]
+        row["ort_cuda_ms"] = round(sec * 1e3, 4)
+        row["ort_cuda_tflops"] = round(row["flops"] / sec / 1e12, 3)
+        row["ort_cuda_runs"] = timing["runs"]
+        if free_before is not None and free_after is not None:
+            row["ort_cuda_mem_mib"] = round((free_before - free_after) / 2**20, 1)
+        ep = row.get("ep")
+        if isinstance(ep, dict) and "median_s" in ep:
+            row["ratio_ort_cuda"] = round(sec / ep["median_s"], 3)
+        if ref is not None:
+            row["err_ort_cuda"] = max(gm.rel_l2(env, o, r) for o, r in zip(io.read(), ref))
+    except Exception as e:  # noqa: BLE001
+        row["ort_cuda_error"] = gm.failure(e)["error"]
+    finally:
+        io = sess = None
+        gm.free_memory(env)
+
+
+def ort_cuda_markdown(res) -> list[str]:
+    rows = [r for r in res["rows"] if "ort_cuda_ms" in r or "ort_cuda_error" in r]
+    if not rows:
+        return []
+    lines = ["", "## ORT CUDA EP on the contract's ONNX body", "",
+             "ORT's CUDA EP (onnxruntime-gpu, `use_tf32` as the EP's mode) running the model's "
+             "function body (dense, O(S^2) memory) on the same tensors with device I/O, median "
+             "ms; memory: device memory the session took (cudaMemGetInfo before it and after its "
+             "runs); ratio = its ms / EP ms (> 1: the EP is faster); err: max relative L2 of its "
+             "gradients vs torch.", "",
+             "| B | HQ | HK | S | D | causal | form | EP ms | ORT CUDA ms | ORT CUDA TFLOP/s | "
+             "ORT CUDA MiB | ratio | err |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        cells = [str(r[k]) for k in ("b", "hq", "hk", "s", "d", "causal", "form")]
+        cells.append(fmt_time(r.get("ep")).replace("|", "/")[:60])
+        if "ort_cuda_ms" in r:
+            err = r.get("err_ort_cuda")
+            cells += [f"{r['ort_cuda_ms']:.1f}", f"{r['ort_cuda_tflops']:.1f}",
+                      "-" if r.get("ort_cuda_mem_mib") is None else f"{r['ort_cuda_mem_mib']:.0f}",
+                      "-" if r.get("ratio_ort_cuda") is None else f"{r['ratio_ort_cuda']:.2f}",
+                      "-" if err is None else f"{err:.1e}"]
+        else:
+            cells += ["FAIL: " + r["ort_cuda_error"][:70].replace("|", "/"), "-", "-", "-", "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def pass_times(run) -> dict:
@@ -486,6 +564,7 @@ def markdown(res) -> str:
             f"{fmt_time(to)} | {tflops(r, 'torch')} | {mib(r.get('torch_peak_bytes'))} | "
             f"{ratio} | {'-' if err is None else f'{err:.1e}'} |")
     lines += backends_markdown(res)
+    lines += ort_cuda_markdown(res)
     passes = [r for r in res["rows"] if r.get("ep_passes_ms")]
     if passes:
         lines += ["", "GPU time per pass of the fused path (profiled, ms per run):", "",
@@ -516,6 +595,8 @@ def main() -> int:
     ap.add_argument("--torch-backends", default="efficient",
                     help="torch backward variants to time, comma-separated, of "
                     f"{','.join(TORCH_BACKENDS)} (module docstring)")
+    ap.add_argument("--ort-cuda", action="store_true",
+                    help="also ORT's CUDA EP on the contract's ONNX body (module docstring)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--profile", action="store_true",
                     help="also GPU time per fused pass (torch's profiler; cuda_fused cells)")
