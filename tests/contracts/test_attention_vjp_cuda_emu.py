@@ -54,8 +54,9 @@ def test_cuda_emu_matches_reference(emu, case, tf32, one_pass):
 @pytest.mark.parametrize("one_pass", [False, True], ids=["dq_pass", "one_pass"])
 @pytest.mark.parametrize("tf32", [False, True], ids=["3xtf32", "tf32"])
 def test_cuda_emu_head_size_128_bucket(emu, tf32, one_pass, recompute):
-    """The bucket of head sizes 65-128 (warp rows; 16 query rows a dK/dV step, 16 keys a dq
-    step): several steps and a partial last one, causal, GQA and an additive mask."""
+    """The bucket of head sizes 65-128 (warp rows), whose dK/dV steps take 16 query rows in
+    3xTF32 and 32 in the TF32 mode (no lo planes): several steps and a partial last one, causal,
+    GQA and an additive mask."""
     check.case(emu, np.random.default_rng(20261207), b=1, sq=70, sk=50, hq=4, hk=2, d=128, rank=4,
                causal=1, kind=2, mshape=(1, 4, 1, 60), recompute=recompute, tf32=tf32,
                one_pass=one_pass)

@@ -72,8 +72,8 @@ constexpr int dkv_smem(int dmax) {
 
 // Warp-row kernels (dmax <= 128). stats and dq: 16 query rows per warp; key rows per step.
 // dkv: 16 key rows per warp; query rows per step. The step tiles every warp reads (K/V in stats
-// and dq, Q/dY in dkv) are double-buffered: fetched through registers, stored split into TF32
-// hi/lo planes.
+// and dq, Q/dY in dkv) are double-buffered: fetched through registers (stats, dq) or a shared
+// staging area (dkv), stored split into TF32 hi/lo planes.
 constexpr int wr_bk(int dmax) {
   return dmax >= 128 ? 32 : 64;
 }
@@ -81,8 +81,10 @@ constexpr int wr_bk(int dmax) {
 constexpr int wr_dq_bk(int dmax) {
   return dmax >= 128 ? 16 : 32;
 }
-constexpr int wr_kq(int dmax) {
-  return dmax >= 128 ? 16 : 32;
+// dkv's query rows per step: 32, or 16 at D 128 in the 3xTF32 modes, whose stages hold lo planes
+// too (the TF32 mode's stages fit 32 rows of hi planes in the same space).
+constexpr int wr_kq(int dmax, bool tf32 = false) {
+  return dmax >= 128 && !tf32 ? 16 : 32;
 }
 // stats: Q (rows x ldt), 2 stages x (K, V as hi/lo planes (bk x ldt each)).
 constexpr int wr_stats_smem(int dmax) {
@@ -92,18 +94,32 @@ constexpr int wr_stats_smem(int dmax) {
 constexpr int wr_dq_smem(int dmax) {
   return 4 * (2 * 16 * kWarps * ldt(dmax) + 2 * 4 * wr_dq_bk(dmax) * ldt(dmax));
 }
-// dkv: K, V (keys x ldt), 2 stages x (Q, dY as hi/lo planes (kq x ldt each), lse, delta (kq)).
-constexpr int wr_dkv_smem(int dmax) {
-  return 4 * (2 * 16 * kWarps * ldt(dmax) + 2 * (4 * wr_kq(dmax) * ldt(dmax) + 2 * wr_kq(dmax)));
-}
-
 // dkv with dQ (one pass for all three gradients): the dkv tiles, then dS (kq x wr_ds_ld()), read
 // as 64-bit pairs: a row stride of 8 mod 32 floats keeps a half-warp's 16 reads in 32 banks.
 constexpr int wr_ds_ld() {
   return 16 * kWarps + 8;
 }
+// dkv: K, V (keys x ldt), 2 stages x (Q, dY as planes (kq x ldt each): hi and lo, or hi alone in
+// the TF32 mode; lse, delta (kq)), [dS (kq x wr_ds_ld()) with dQ], then in the 3xTF32 modes a
+// staging area: the next step's Q and dY as fp32 rows, copied in by cp.async and split into a
+// stage's planes by the threads that copied them (the TF32 mode copies into the planes and rounds
+// them in place). Floats.
+constexpr int wr_dkv_stage(int dmax, bool tf32) {
+  return (tf32 ? 2 : 4) * wr_kq(dmax, tf32) * ldt(dmax) + 2 * wr_kq(dmax, tf32);
+}
+constexpr int wr_dkv_layout(int dmax, bool tf32, bool with_dq) {
+  return 2 * 16 * kWarps * ldt(dmax) + 2 * wr_dkv_stage(dmax, tf32) +
+         (with_dq ? wr_kq(dmax, tf32) * wr_ds_ld() : 0) + (tf32 ? 0 : 2 * wr_kq(dmax) * ldt(dmax));
+}
+constexpr int max_of(int a, int b) {
+  return a > b ? a : b;
+}
+// Bytes: the larger of the two modes' layouts (the mode is known on the device only).
+constexpr int wr_dkv_smem(int dmax) {
+  return 4 * max_of(wr_dkv_layout(dmax, false, false), wr_dkv_layout(dmax, true, false));
+}
 constexpr int wr_dkvq_smem(int dmax) {
-  return wr_dkv_smem(dmax) + 4 * wr_kq(dmax) * wr_ds_ld();
+  return 4 * max_of(wr_dkv_layout(dmax, false, true), wr_dkv_layout(dmax, true, true));
 }
 
 // What the host launches: query rows per stats/dq block, key rows per dkv block, shared memory.

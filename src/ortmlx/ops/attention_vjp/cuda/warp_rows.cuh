@@ -19,15 +19,19 @@
 
 namespace {
 
-template <int DMAX>
+template <int DMAX, bool TF32 = false>  // TF32: the TF32 mode's dkv tiles
 struct WarpTiles {
   static constexpr int ROWS = 16 * ortmlx_avjp_tiles::kWarps;  // query rows (stats, dq), keys (dkv)
   static constexpr int BK = ortmlx_avjp_tiles::wr_bk(DMAX);    // key rows per step (stats)
   static constexpr int DQ_BK = ortmlx_avjp_tiles::wr_dq_bk(DMAX);  // key rows per step (dq)
-  static constexpr int KQ = ortmlx_avjp_tiles::wr_kq(DMAX);        // query rows per step (dkv)
   static constexpr int LD = ortmlx_avjp_tiles::ldt(DMAX);          // row stride of shared tiles
   static constexpr int DS_LD = ortmlx_avjp_tiles::wr_ds_ld();      // dS tile (dkv with dQ)
-  static_assert(BK % 8 == 0 && KQ % 8 == 0 && DMAX % 8 == 0);
+  static constexpr int KQ = ortmlx_avjp_tiles::wr_kq(DMAX, TF32);  // query rows per step (dkv)
+  static constexpr int STAGE = ortmlx_avjp_tiles::wr_dkv_stage(DMAX, TF32);  // floats (dkv)
+  // dkv's shared memory in floats, without and with dQ (the host allocates for the larger mode).
+  static constexpr int DKV = ortmlx_avjp_tiles::wr_dkv_layout(DMAX, TF32, false);
+  static constexpr int DKVQ = ortmlx_avjp_tiles::wr_dkv_layout(DMAX, TF32, true);
+  static_assert(BK % 8 == 0 && DQ_BK % 8 == 0 && DMAX % 8 == 0);
 };
 
 template <int N>
@@ -59,7 +63,9 @@ __device__ __forceinline__ void rows_abt(const float* a, const SplitTile& b, int
   const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
   const float* a0 = a + g * LDA + t;
   const int b0 = g * LDB + t;
-#pragma unroll 1
+  // Two k-steps an iteration: the next step's shared loads and splits issue while this step's
+  // mma chain runs (one step an iteration waited out each chain; four spill at D 128).
+#pragma unroll 2
   for (int k = 0; k < kdim; k += 8) {
     unsigned ah[4], al[4];
     split<P>(a0[k], ah[0], al[0]);
@@ -199,6 +205,56 @@ struct RowChunks {
     }
   }
 };
+
+// As RowChunks, with the tile in flight through shared memory (`stage`, RT x LD floats) instead of
+// registers: cp.async copies each thread's chunks there behind its back (plain loads and stores
+// where the source is not 16-byte aligned), and after waiting for its copies the same thread
+// splits the same chunks into the hi/lo planes (its own writes: no barrier). Frees the registers
+// RowChunks holds through a step. `stage` may be the hi plane itself (TF32: rounded in place).
+template <int RT, int DMAX, int LD>
+__device__ __forceinline__ void fetch_chunks_async(float* stage, const float* src, long long stride,
+                                                   int rows, int d) {
+  constexpr int C4 = DMAX / 4, N = (RT * C4 + kThreads - 1) / kThreads;
+  const bool vec =
+      reinterpret_cast<unsigned long long>(src) % 16 == 0 && stride % 4 == 0 && d % 4 == 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int e = static_cast<int>(threadIdx.x) + i * kThreads, r = e / C4, c = e % C4 * 4;
+    if (r >= RT) continue;
+    const bool valid = r < rows && c < d;
+    float* dst = stage + r * LD + c;
+    if (vec) {
+      cp_async16(dst, valid ? src + r * stride + c : src, valid);
+    } else {
+      float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (valid) {
+        const float* s = src + r * stride + c;
+        x.x = s[0];
+        x.y = c + 1 < d ? s[1] : 0.f;
+        x.z = c + 2 < d ? s[2] : 0.f;
+        x.w = c + 3 < d ? s[3] : 0.f;
+      }
+      *reinterpret_cast<float4*>(dst) = x;
+    }
+  }
+}
+template <Precision P, int RT, int DMAX, int LD>
+__device__ __forceinline__ void split_chunks(const float* stage, unsigned* hi, unsigned* lo) {
+  constexpr int C4 = DMAX / 4, N = (RT * C4 + kThreads - 1) / kThreads;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int e = static_cast<int>(threadIdx.x) + i * kThreads, r = e / C4, c = e % C4 * 4;
+    if (r >= RT) continue;
+    const float4 x = *reinterpret_cast<const float4*>(stage + r * LD + c);
+    uint4 h, l;
+    split<P>(x.x, h.x, l.x);
+    split<P>(x.y, h.y, l.y);
+    split<P>(x.z, h.z, l.z);
+    split<P>(x.w, h.w, l.w);
+    *reinterpret_cast<uint4*>(hi + r * LD + c) = h;
+    if (P != kTf32) *reinterpret_cast<uint4*>(lo + r * LD + c) = l;
+  }
+}
 
 // ---------------------------------------------------------------------------------------
 // Pass 1 (warp rows): lse and delta. Grid (query tiles of ROWS, B * HQ). Shared: Q (ROWS x LD),
@@ -473,7 +529,7 @@ __device__ __forceinline__ void step_dq(const float* dss, const float* ks, int k
   const float* b0 = ks + 2 * t * LDK + 8 * (first % NBD) + g;
   float acc[F][4];
   zero_rows(acc);
-#pragma unroll 1
+#pragma unroll 2  // as in rows_abt: two k-steps' loads and mma chains overlap
   for (int k = 0; k < kdim; k += 8) {
     const float2 x = *reinterpret_cast<const float2*>(a0 + k);
     const float2 y = *reinterpret_cast<const float2*>(a0 + 8 * LDS + k);
@@ -502,10 +558,13 @@ __device__ __forceinline__ void step_dq(const float* dss, const float* ks, int k
 // ---------------------------------------------------------------------------------------
 // Pass 3 (warp rows): dK and dV. Grid (key tiles of ROWS, B * HK). Steps over the group's query
 // heads and their query tiles. Shared: K, V (ROWS x LD), 2 stages x (Q, dY as TF32 hi/lo planes
-// (KQ x LD each), lse, delta (KQ)). Per step a warp computes S^T and dP^T for its 16 keys, P^T
-// and dS^T in place, dV += P^T dY and dK += dS^T Q from those registers; GQA groups sum in
-// registers. Q and dY are the operands every warp reads: split once, when the previous step
-// stores them from registers (RowChunks), instead of once per warp.
+// (KQ x LD each; hi alone in the TF32 mode), lse, delta (KQ)), then a staging area (tiles.h).
+// Per step a warp computes S^T and dP^T for its 16 keys, P^T and dS^T in place, dV += P^T dY
+// and dK += dS^T Q from those registers; GQA groups sum in registers. Q and dY are the operands
+// every warp reads: split once, when the previous step's threads split the chunks they copied in
+// (fetch_chunks_async, split_chunks), instead of once per warp. The TF32 mode, without lo planes,
+// takes twice the query rows a step at D 128 (KQ 32): half the steps and barriers, each K and V
+// fragment serving twice the products.
 // WITH_DQ (the one-pass form, replacing pass 2): each step also writes its dS to shared memory
 // (KQ x ROWS, after the stages) and the block adds dS K to dQ by atomics (step_dq); dQ starts
 // zeroed. Pass 2 recomputes S and dP for its dS; this form reuses them: 5 tile products a
@@ -515,10 +574,17 @@ template <int DMAX, Precision PREC, bool WITH_DQ>
 __device__ __noinline__ void wr_dkv_kernel(const float* q, const float* k, const float* v,
                                            const float* dy, const float* lse, const float* delta,
                                            const Problem& p, float* dk, float* dv, float* dq) {
-  using T = WarpTiles<DMAX>;
-  constexpr int ROWS = T::ROWS, KQ = T::KQ, LD = T::LD, NQ = KQ / 8, ND = DMAX / 8;
-  constexpr int PLANE = KQ * LD, DS_LD = T::DS_LD;
-  constexpr int STAGE = 4 * PLANE + 2 * KQ;  // Q hi, Q lo, dY hi, dY lo, lse, delta
+  constexpr bool kTf32Mode = PREC == kTf32;
+  using T = WarpTiles<DMAX, kTf32Mode>;
+  constexpr int ROWS = T::ROWS, LD = T::LD, ND = DMAX / 8, DS_LD = T::DS_LD;
+  constexpr int KQ = T::KQ, NQ = KQ / 8, STAGE = T::STAGE;
+  // A stage: Q hi, [Q lo], dY hi, [dY lo], lse, delta (no lo planes in the TF32 mode).
+  constexpr int PLANE = KQ * LD, PLANES = kTf32Mode ? 2 : 4;
+  constexpr int DY_PLANE = PLANES / 2 * PLANE, LO = kTf32Mode ? 0 : PLANE;
+  static_assert(STAGE == PLANES * PLANE + 2 * KQ && KQ % 16 == 0);
+  static_assert((WITH_DQ ? T::DKVQ : T::DKV) == 2 * ROWS * LD + 2 * STAGE +
+                                                    (WITH_DQ ? KQ * DS_LD : 0) +
+                                                    (kTf32Mode ? 0 : 2 * PLANE));
   float* ks = avjp_smem;
   float* vs = ks + ROWS * LD;
   unsigned* qbuf = reinterpret_cast<unsigned*>(vs + ROWS * LD);  // stage st at qbuf + st STAGE
@@ -544,14 +610,23 @@ __device__ __noinline__ void wr_dkv_kernel(const float* q, const float* k, const
   const bool none = p.no_rows_see(j0, KQ, ibegin);
   // Step n: query head gk group + n / tiles, query rows ibegin + (n % tiles) KQ.
   const int tiles = (p.sq - ibegin + KQ - 1) / KQ, steps = none ? 0 : group * tiles;
-  RowChunks<KQ, DMAX> qc, dyc;
+  // Q and dY of the next step in flight: through the staging area after the dS tile, or in the
+  // TF32 mode straight into the stage's planes (rounded in place).
+  float* staging = reinterpret_cast<float*>(qbuf + 2 * STAGE) + (WITH_DQ ? KQ * DS_LD : 0);
+  auto q_stage = [&](int n) {
+    return kTf32Mode ? reinterpret_cast<float*>(qbuf + n % 2 * STAGE) : staging;
+  };
+  auto dy_stage = [&](int n) {
+    return kTf32Mode ? reinterpret_cast<float*>(qbuf + n % 2 * STAGE + DY_PLANE) : staging + PLANE;
+  };
   float lse_r = 0.f, delta_r = 0.f;  // thread r < KQ: row r of the fetched step
   auto fetch = [&](int n) {
     const int i0 = ibegin + n % tiles * KQ, h = gk * group + n / tiles;
     const int rows = min(KQ, p.sq - i0);
     const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
-    qc.fetch(q + qoff, qstride, rows, p.d);
-    dyc.fetch(dy + qoff, qstride, rows, p.d);
+    fetch_chunks_async<KQ, DMAX, LD>(q_stage(n), q + qoff, qstride, rows, p.d);
+    fetch_chunks_async<KQ, DMAX, LD>(dy_stage(n), dy + qoff, qstride, rows, p.d);
+    cp_async_commit();
     const int r = static_cast<int>(threadIdx.x);
     const long long row = (static_cast<long long>(bi) * p.hq + h) * p.sq + i0 + r;
     lse_r = r < rows ? lse[row] : 0.f;
@@ -559,9 +634,10 @@ __device__ __noinline__ void wr_dkv_kernel(const float* q, const float* k, const
   };
   auto store = [&](int n) {
     unsigned* st = qbuf + n % 2 * STAGE;
-    qc.template store<PREC, LD>(st, st + PLANE);
-    dyc.template store<PREC, LD>(st + 2 * PLANE, st + 3 * PLANE);
-    float* ld = reinterpret_cast<float*>(st + 4 * PLANE);
+    cp_async_wait<0>();
+    split_chunks<PREC, KQ, DMAX, LD>(q_stage(n), st, st + LO);
+    split_chunks<PREC, KQ, DMAX, LD>(dy_stage(n), st + DY_PLANE, st + DY_PLANE + LO);
+    float* ld = reinterpret_cast<float*>(st + PLANES * PLANE);
     if (threadIdx.x < KQ) {
       ld[threadIdx.x] = lse_r;
       ld[KQ + threadIdx.x] = delta_r;
@@ -581,8 +657,8 @@ __device__ __noinline__ void wr_dkv_kernel(const float* q, const float* k, const
     const bool works = active && !(p.finite && p.causal && i0 + rows - 1 < j0 + w0);
     if (works) {
       const unsigned* st = qbuf + n % 2 * STAGE;
-      const SplitTile qs{st, st + PLANE}, dys{st + 2 * PLANE, st + 3 * PLANE};
-      const float* lse_s = reinterpret_cast<const float*>(st + 4 * PLANE);
+      const SplitTile qs{st, st + LO}, dys{st + DY_PLANE, st + DY_PLANE + LO};
+      const float* lse_s = reinterpret_cast<const float*>(st + PLANES * PLANE);
       const float* delta_s = lse_s + KQ;
       float sa[NQ][4], dpt[NQ][4];
       zero_rows(sa);
