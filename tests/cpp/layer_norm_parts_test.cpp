@@ -73,6 +73,29 @@ TEST(LayerNormParts, OtherGraphsLeaveXWhole) {
   EXPECT_TRUE(same(*p.residual, r));
 }
 
+TEST(LayerNormParts, GemmRowsGivenBackTheirBatchDims) {
+  // x.reshape(-1, 8) @ W + b, reshaped to the residual's shape (a Gemm as ORT fuses it): the
+  // bias folds, and m is the product's rows reshaped (a view of the same elements).
+  const mx::array product = mx::full({6, 8}, 1.0f, mx::float32), r = rows(2), b = vec(3);
+  const mx::array y = mx::reshape(mx::add(product, b), kRows);
+  for (bool residual_left : {false, true}) {
+    const LayerNormSum p = layer_norm_sum_parts(residual_left ? mx::add(r, y) : mx::add(y, r));
+    ASSERT_TRUE(p.bias && p.residual);
+    EXPECT_TRUE(same(*p.bias, b));
+    EXPECT_TRUE(same(*p.residual, r));
+    EXPECT_EQ(p.m.shape(), kRows);
+    ASSERT_EQ(p.m.inputs().size(), 1u);
+    EXPECT_TRUE(same(p.m.inputs()[0], product));
+  }
+  // A reshape that moves the last axis (rows of 4) is another row layout: no bias.
+  const mx::array moved =
+      mx::reshape(mx::add(mx::full({3, 16}, 1.0f, mx::float32), mx::full({16}, 3.0f)), kRows);
+  const LayerNormSum q = layer_norm_sum_parts(mx::add(moved, r));
+  EXPECT_FALSE(q.bias);
+  ASSERT_TRUE(q.residual);
+  EXPECT_TRUE(same(q.m, moved));
+}
+
 TEST(LayerNormParts, NotForTheCpuFlavourOrStream) {
   // The kernel never applies on a CPU stream (nor anywhere in the CPU flavour).
   EXPECT_FALSE(cuda_layer_norm_applies(rows(1), mx::Device::cpu));

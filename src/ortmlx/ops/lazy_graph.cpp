@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include <mlx/ops.h>
 #include <mlx/primitives.h>
 
 namespace ortmlx::ops {
@@ -39,6 +40,15 @@ std::optional<mx::array> broadcast_vector(const mx::array& a, const mx::array& l
 }
 
 std::optional<BiasAdd> bias_add(const mx::array& a, const mx::array& like) {
+  // A 2-D Gemm's biased result given back its batch dims (x.reshape(-1, K) @ W + b, reshaped):
+  // the same rows, so the bias stays a vector of the last axis.
+  if (made_by(a, "Reshape") && a.inputs().size() == 1 && same_float_shape(a, like)) {
+    const mx::array& rows = a.inputs()[0];
+    if (rows.ndim() < 1 || rows.shape(-1) != a.shape(-1)) return std::nullopt;
+    auto inner = bias_add(rows, rows);
+    if (!inner) return std::nullopt;
+    return BiasAdd{mx::reshape(inner->m, a.shape(), a.primitive().stream()), inner->bias};
+  }
   if (!made_by(a, "Add") || a.inputs().size() != 2 || !same_float_shape(a, like))
     return std::nullopt;
   const mx::array &p = a.inputs()[0], &q = a.inputs()[1];

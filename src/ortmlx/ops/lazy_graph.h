@@ -28,7 +28,8 @@ std::optional<mx::array> broadcast_vector(const mx::array& a, const mx::array& l
 std::optional<mx::array> broadcast_source(const mx::array& a, const mx::array& like);
 
 // a = m + bias (either operand order), m a float32 array of like's shape and bias a broadcast
-// last-axis vector: the pair; else nullopt.
+// last-axis vector: the pair; else nullopt. Also through one Reshape of such a sum that keeps the
+// last axis (m then comes back reshaped to like's shape: a view of the same rows).
 struct BiasAdd {
   mx::array m;
   mx::array bias;

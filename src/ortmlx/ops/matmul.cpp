@@ -4,6 +4,7 @@
 // float32 products on MLX's CPU backend go through OpenBLAS (matmul_cpu.h): the mlx-cpu wheel's
 // matmul runs on the reference BLAS.
 #include "ortmlx/ops/common.h"
+#include "ortmlx/ops/cuda_support.h"
 #include "ortmlx/ops/matmul/cuda/cublaslt_matmul.h"
 #include "ortmlx/ops/matmul_cpu.h"
 #include "ortmlx/ops/op_args.h"
@@ -114,6 +115,17 @@ void translate_gemm(TranslationContext& ctx, const NodeDesc& n) {
         ctx.mark_fast(n, kCublasLtPath);
         return;
       }
+    }
+    // A layer's product and bias on a GPU backend: mx::addmm copies the broadcast C into its
+    // output before the GEMM (two kernels) and hides the bias from what follows. A product and
+    // an Add are two kernels too, but the Add fuses with elementwise ops after it and the
+    // LayerNorm and GELU kernels fold it in (ops/lazy_graph.h: bias_add). Each element is
+    // round(AB + c) either way: alpha = beta = 1 adds C to the float32 accumulator once (float32
+    // only: a half product would be rounded before the Add).
+    if (alpha == 1.0f && beta == 1.0f && a.dtype() == mx::float32 && gpu_backend() &&
+        !use_blas_matmul(s, a.dtype()) && kernel_enabled("ONNXRUNTIME_EP_MLX_GEMM_ADD")) {
+      ctx.bind_output(n, 0, mx::add(matmul_any(a, b, s), c, s));
+      return;
     }
     c = mx::broadcast_to(c, {m, nn}, s);
     if (alpha != 0.0f) {
