@@ -116,14 +116,15 @@ void translate_gemm(TranslationContext& ctx, const NodeDesc& n) {
         return;
       }
     }
-    // A layer's product and bias on a GPU backend: mx::addmm copies the broadcast C into its
-    // output before the GEMM (two kernels) and hides the bias from what follows. A product and
-    // an Add are two kernels too, but the Add fuses with elementwise ops after it and the
-    // LayerNorm and GELU kernels fold it in (ops/lazy_graph.h: bias_add). Each element is
-    // round(AB + c) either way: alpha = beta = 1 adds C to the float32 accumulator once (float32
-    // only: a half product would be rounded before the Add).
+    // Opt-in (ONNXRUNTIME_EP_MLX_GEMM_ADD=1): a layer's product and bias on a GPU backend as a
+    // product and an Add, which fuse with elementwise ops after them and which the LayerNorm and
+    // GELU kernels fold in (ops/lazy_graph.h: bias_add), where mx::addmm copies the broadcast C
+    // into its output before the GEMM and hides the bias. Each element is round(AB + c) either
+    // way: alpha = beta = 1 adds C to the float32 accumulator once (float32 only: a half
+    // product would be rounded before the Add). Not on by default: in a same-process A/B on an
+    // H100 (bench/results/gpu_peer.md) it showed no gain on the corpus models with Gemm.
     if (alpha == 1.0f && beta == 1.0f && a.dtype() == mx::float32 && gpu_backend() &&
-        !use_blas_matmul(s, a.dtype()) && kernel_enabled("ONNXRUNTIME_EP_MLX_GEMM_ADD")) {
+        !use_blas_matmul(s, a.dtype()) && kernel_opted_in("ONNXRUNTIME_EP_MLX_GEMM_ADD")) {
       ctx.bind_output(n, 0, mx::add(matmul_any(a, b, s), c, s));
       return;
     }
