@@ -4,7 +4,7 @@ import pytest
 from onnx import helper
 
 from opcheck import check_on_ep, refusal, single_node_model
-from ortmlx.testing import EpRun, assert_ran_on_ep, make_model, random_array
+from ortmlx.testing import EpRun, assert_ran_on_ep, make_model, mlx_backend, random_array
 
 # Opset where the axes move from an attribute to an input.
 NEW_OPS = ["ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
@@ -373,3 +373,33 @@ def test_reduce_scalar_with_runtime_axes_like_cpu(op, opset, axes, keepdims):
     model = single_node_model(op, {"x": x, "axes": a}, attrs={"keepdims": keepdims},
                               opset=opset, check=False)
     check_on_ep(model, {"x": x, "axes": a})
+
+
+
+
+# Fuzz seed 155, case o42_115 (opset 20, all axes, keepdims): two factors of 1e-30 and one of
+# 1e30 among moderate ones; the product is -6.58e-30.
+PROD_ORDER_CASE = [1.5279569625854492, -0.3077634572982788, -2.881635904312134, 1.572033405303955,
+                   -2.0574190616607666, -1.6371251344680786, 1e-30, 0.12039507925510406,
+                   -1.5000954866409302, -1.0321530103683472, 2.3703970909118652,
+                   2.6431610584259033, 1e-30, 0.2919761836528778, 1e30, -2.690673589706421]
+
+
+@pytest.mark.parametrize("shape", [(4, 2, 2), (16,), (2, 8)], ids=str)
+def test_reduce_prod_rounds_the_float64_product_on_cpu(shape):
+    """A float32 order that multiplies the two 1e-30 factors before the 1e30 one underflows to
+    0 (MLX's did on this case; ORT CPU's Eigen order did not). On MLX's CPU backend the EP takes
+    the product in float64 and rounds once."""
+    x = np.array(PROD_ORDER_CASE, np.float32).reshape(shape)
+    run = EpRun(reduce_model("ReduceProd", x, None, keepdims=1, opset=20), strict=True)
+    try:
+        got = run.run({"x": x})[0]
+        assert_ran_on_ep(run, ["node"])
+    finally:
+        run.close()
+    want = np.prod(x.astype(np.float64), keepdims=True).astype(np.float32)
+    if mlx_backend() == "cpu":
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=0.0)
+    else:  # GPU backends: float32 in MLX's order, the product or its underflow
+        v = got.reshape(-1)[0]
+        assert v == 0.0 or np.isclose(v, want.reshape(-1)[0], rtol=1e-5, atol=0.0), v

@@ -295,7 +295,17 @@ TranslateFn translate_reduce(Kind kind, int input_axes_opset) {
         y = mx::min(x, axes, keepdims, s);
         break;
       case Kind::kProd:
-        y = mx::prod(xin, axes, keepdims, s);
+        // MLX's CPU reduction multiplies in another order than ORT's sequential loop, and a
+        // partial product can underflow to 0 (or overflow) in one order and not the other (fuzz
+        // seed 155: 16 factors whose product is -6.6e-30, 0 in MLX's float32 order). float64's
+        // exponent range holds any partial product of up to 7 float32 factors, so on MLX's CPU
+        // backend the product is taken in float64 and rounded once; only long runs of extreme
+        // factors can still depend on the order. GPU backends have no float64: float32 in MLX's
+        // order there.
+        if (xin.dtype() == mx::float32 && mx::to_stream(s).device.type == mx::Device::cpu)
+          y = mx::prod(mx::astype(xin, mx::float64, s), axes, keepdims, s);
+        else
+          y = mx::prod(xin, axes, keepdims, s);
         break;
       case Kind::kL1:
         y = mx::sum(mx::abs(xin, s), axes, keepdims, s);
