@@ -3,8 +3,8 @@
 ORTMLX_GRAPH_DUMP=DIR (mlx::core::print_graph of the graph each fused node evaluates, once per
 node and output shapes).
 
-    ORTMLX_GRAPH_DUMP=/tmp/graphs python3 my_run.py      # any run of the EP
-    python3 tools/graph_stats.py /tmp/graphs [--top 25] [--lines]
+    ORTMLX_GRAPH_DUMP=DIR python3 my_run.py      # any run of the EP
+    python3 tools/graph_stats.py DIR [--top 25] [--lines]
 
 For each file: the primitives that compute (one kernel or library call each on a GPU backend,
 fused elementwise regions counted once as `Compiled*`) and the views (Reshape, Transpose,

@@ -31,30 +31,6 @@ bool elementwise(const NodeDesc& n) {
   return n.domain.empty() && ops.count(n.op_type) != 0;
 }
 
-// Restores a node's input bindings when it leaves scope (also on an exception).
-class Rebinding {
- public:
-  explicit Rebinding(TranslationContext& ctx) : ctx_(ctx) {}
-  Rebinding(const Rebinding&) = delete;
-  Rebinding& operator=(const Rebinding&) = delete;
-  ~Rebinding() {
-    for (auto& [name, old] : saved_) {
-      if (old)
-        ctx_.bind(name, *old);
-      else
-        ctx_.unbind(name);
-    }
-  }
-  void bind(const std::string& name, mx::array value) {
-    saved_.emplace_back(name, ctx_.bound(name));
-    ctx_.bind(name, std::move(value));
-  }
-
- private:
-  TranslationContext& ctx_;
-  std::vector<std::pair<std::string, std::optional<mx::array>>> saved_;
-};
-
 // GlobalAveragePool of a float32 NCHW view of NHWC data: the mean over the NHWC array's spatial
 // axes (1, 2), bound as the NCHW view of its (N, 1, 1, C) result, so the pooled data is never
 // copied to NCHW first. The same elements are averaged; only the order of the sums may differ.

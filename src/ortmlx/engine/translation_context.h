@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <mlx/array.h>
@@ -144,5 +145,30 @@ std::vector<mlx::core::array> translate_body(TranslationContext& enclosing, cons
 
 // Normalises a possibly negative axis against a rank; throws when out of range.
 int normalize_axis(int64_t axis, int rank);
+
+// Names rebound for one translation (a pass that hands a node other arrays for its inputs, e.g.
+// engine/layout.h), restored when it leaves scope, also on an exception.
+class Rebinding {
+ public:
+  explicit Rebinding(TranslationContext& ctx) : ctx_(ctx) {}
+  Rebinding(const Rebinding&) = delete;
+  Rebinding& operator=(const Rebinding&) = delete;
+  ~Rebinding() {
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+      if (it->second)
+        ctx_.bind(it->first, *it->second);
+      else
+        ctx_.unbind(it->first);
+    }
+  }
+  void bind(const std::string& name, mlx::core::array value) {
+    saved_.emplace_back(name, ctx_.bound(name));
+    ctx_.bind(name, std::move(value));
+  }
+
+ private:
+  TranslationContext& ctx_;
+  std::vector<std::pair<std::string, std::optional<mlx::core::array>>> saved_;
+};
 
 }  // namespace ortmlx

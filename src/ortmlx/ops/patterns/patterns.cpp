@@ -574,14 +574,10 @@ bool attention_scale_on_q(TranslationContext& ctx, const NodeDesc& n,
       ctx.bind_output(o, 0, ctx.resolve(qk->outputs[0]));
     } else if (&o == qk) {
       // q rebound for this one product only: any other reader of q sees it unscaled.
-      const std::optional<mx::array> saved = ctx.bound(q_name);
       const mx::array q = ctx.resolve(q_name);
-      ctx.bind(q_name, mx::multiply(q, mx::array(c, q.dtype()), ctx.stream()));
+      Rebinding scaled(ctx);
+      scaled.bind(q_name, mx::multiply(q, mx::array(c, q.dtype()), ctx.stream()));
       o.entry->translate(ctx, o);
-      if (saved)
-        ctx.bind(q_name, *saved);
-      else
-        ctx.unbind(q_name);
     } else {
       o.entry->translate(ctx, o);
     }
