@@ -38,6 +38,11 @@ ort_cuda_mem_mib (device memory the session took, from cudaMemGetInfo before it 
 runs: ORT's arena keeps its peak), ratio_ort_cuda (its ms / EP ms) and err_ort_cuda, or
 ort_cuda_error. The markdown gets an "ORT CUDA EP" table.
 
+--half runs the EP on a float16 contract (Q, K, V, Y, dY and the gradients in float16; the EP
+computes in fp32): the inputs are the fp32 tensors rounded to float16, which torch's references
+and backends then take in fp32 (bf16 ones: rounded once more), and the errors include the
+gradients' rounding to float16 (about 2^-11). ORT's CUDA EP is not run then.
+
 --torch-backends (comma list, default `efficient`) picks the torch backward variants timed on the
 same tensors, each the backward alone as above (the reference for Y and the errors stays
 EFFICIENT_ATTENTION fp32 whatever the list):
@@ -285,15 +290,20 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args, backend_cac
     recompute = form == "recompute"
     row = {"b": b, "hq": hq, "hk": hk, "s": s, "d": d, "causal": causal, "form": form,
            "path": path, "flops": flops(b, hq, s, d, causal)}
+    io_type = np.float16 if args.half else np.float32
+    if args.half:
+        row["io_dtype"] = "float16"
     t = env.torch
     scale = float(np.float32(1.0 / math.sqrt(d)))
     try:
         model = attention_vjp_model(b, s, s, hq, hk, d, rank=4, causal=causal, mask_kind=0,
-                                    mask_shape=(1,), recompute=recompute)
+                                    mask_shape=(1,), recompute=recompute, dtype=io_type)
         rng = np.random.default_rng([args.seed, s, hq, causal])
         qs, ks = (b, hq, s, d), (b, hk, s, d)
         feeds = {n: gm.random_normal(env, sh, rng) for n, sh in
                  (("Q", qs), ("K", ks), ("V", ks), ("dY", qs))}
+        if args.half:  # float16 values, held in fp32 for torch
+            feeds = {n: x.astype(np.float16).astype(np.float32) for n, x in feeds.items()}
         feeds["Mask"] = np.ones((1,), dtype=bool)
     except Exception as e:  # noqa: BLE001
         row["error"] = gm.failure(e)["error"]
@@ -341,7 +351,7 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args, backend_cac
         feeds["Y"] = gm.float32_forward(feeds, b, hq, s, d, causal, scale, 4) if hq == hk \
             else np.zeros(qs, np.float32)
     names = ("Q", "K", "V", "dY", "Mask") if recompute else ("Q", "K", "V", "Y", "dY", "Mask")
-    feeds = {n: feeds[n] for n in names}
+    feeds = {n: feeds[n] if n == "Mask" else feeds[n].astype(io_type, copy=False) for n in names}
     opts = PATH_OPTIONS[path]
 
     with tempfile.TemporaryDirectory(prefix="gpu_attention_vjp-") as tmp:
@@ -360,7 +370,7 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args, backend_cac
     gm.free_memory(env)
     try:
         sess = gm.ep_session(env, model, opts)
-        specs = [(o.name, feeds["Q"].shape if o.name == "dQ" else feeds["K"].shape, np.float32)
+        specs = [(o.name, feeds["Q"].shape if o.name == "dQ" else feeds["K"].shape, io_type)
                  for o in sess.get_outputs()]
         io = gm.DeviceIO(env, sess, feeds, specs) if env.has_device_io else None
         run = io.run if io else (lambda: sess.run(None, feeds))
@@ -376,12 +386,13 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args, backend_cac
             row["ep_peak_bytes"] = peak - before
         if ref is not None:
             outs = io.read() if io else sess.run(None, feeds)
-            row["err"] = {g: gm.rel_l2(env, o, r) for g, o, r in zip(("dQ", "dK", "dV"), outs, ref)}
+            row["err"] = {g: gm.rel_l2(env, np.asarray(o, np.float32), r)
+                          for g, o, r in zip(("dQ", "dK", "dV"), outs, ref)}
         del io, sess
     except Exception as e:  # noqa: BLE001
         row["ep"] = gm.failure(e)
     gm.free_memory(env)
-    if args.ort_cuda and path == "cuda_fused":
+    if args.ort_cuda and path == "cuda_fused" and not args.half:
         ort_cuda_cell(env, row, model, feeds, ref, args)
     return row
 
@@ -543,7 +554,8 @@ def markdown(res) -> str:
     lines = ["# AttentionVJP on the CUDA backend: fused kernels vs torch", "",
              f"Command: `{res['command']}`  ", f"Date: {res['date']}  ",
              f"GPU: {res['gpu']}  ", f"Versions: {json.dumps(res['versions'])}", "",
-             "Rank 4 (B, H, S, D), fp32, scale 1/sqrt(D), no mask. EP: one run with device I/O, "
+             f"Rank 4 (B, H, S, D), {'a float16 contract (fp32 inside the EP)' if res.get('half') else 'fp32'}, "
+             "scale 1/sqrt(D), no mask. EP: one run with device I/O, "
              "median ms; torch: SDPA EFFICIENT_ATTENTION backward alone (retain_graph), median "
              "ms. TFLOP/s from 10*B*HQ*S^2*D (halved when causal). Peak: device memory above "
              "what was allocated before the run (MLX's allocator / torch's). Ratio: torch ms / "
@@ -603,6 +615,8 @@ def main() -> int:
     ap.add_argument("--shapes", default="",
                     help="indices into the default grid to run, comma-separated (e.g. 0,2)")
     ap.add_argument("--causal", default="0,1", help="causal settings to run (0, 1 or 0,1)")
+    ap.add_argument("--half", action="store_true",
+                    help="the EP on a float16 contract (module docstring)")
     # gpu_models.Env reads these.
     ap.add_argument("--tf32", action="store_true", help="EP TF32 mode (default exact fp32)")
     ap.add_argument("--cpu-binding", action="store_true")
@@ -623,7 +637,8 @@ def main() -> int:
     res = {"command": " ".join(["python3"] + sys.argv),
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
            "gpu": gm.gpu_name(env), "versions": gm.versions(env),
-           "torch_backends": args.torch_backends, "rows": [], "notes": env.notes}
+           "torch_backends": args.torch_backends, "half": args.half, "rows": [],
+           "notes": env.notes}
     if mem.lib is None:
         env.notes.append("EP peak memory not measured: libmlx's counters not found")
     if env.torch is not None and args.no_torch_time:

@@ -285,3 +285,48 @@ def test_cuda_fused_non_finite_inputs_follow_the_reference(variant, which, value
               or [0.0])
     for o, g, w in zip(parse_attention_vjp_name(contract_op(model)).outputs, got, want):
         close_non_finite(g, w, f"d{'QKV'[o]}", mag)
+
+
+# float16/bfloat16 contracts: the kernels' mode for inputs that are TF32 values skips the
+# products of their (zero) lo parts. Same sums as the plain 3xTF32 mode, so the same bits; dQ
+# from its own pass (the one-pass kernel's atomics add in no fixed order). Every head-size
+# bucket, both forms, GQA, masks, causal.
+HALF_MODE_CASES = [
+    C(4, 2, 70, 70, 2, 2, 32, causal=1, outputs=(0, 1, 2)),
+    C(3, 2, 33, 80, 4, 2, 64, causal=1, mask=1, mask_shape=(2, 1, 33, 80), full_rows=True),
+    C(4, 1, 100, 150, 4, 2, 128, causal=1, mask=2, mask_shape=(100, 140), full_rows=True),
+    C(4, 1, 90, 140, 4, 2, 128, causal=1, mask=1, mask_shape=(1, 4, 90, 140), recompute=True),
+    C(3, 1, 40, 70, 2, 2, 200, mask=2, mask_shape=(2, 40, 1)),
+]
+
+
+@pytest.mark.parametrize("type_name", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", HALF_MODE_CASES, ids=lambda c: "cuda_fused_half_mode_" + c.id)
+def test_cuda_fused_half_inputs_mode_gives_the_exact_modes_bits(case, type_name, rng,
+                                                                monkeypatch, cuda_backend):
+    if tf32_mode():
+        pytest.skip("the tf32 mode has no lo terms to skip")
+    from tests.contracts.test_attention_vjp_half import TYPES, _float32_boundary
+
+    np_type, onnx_type, _ = TYPES[type_name]
+    use_cuda_fused(monkeypatch)
+    monkeypatch.setenv("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_ONE_PASS", "0")
+    model = case.model(dtype=np_type)
+    feeds = {k: v.astype(np_type).astype(np.float32) if v.dtype == np.float32 else v
+             for k, v in _feeds(case, model, rng).items()}
+    wrapped = _float32_boundary(model, onnx_type)
+    boundary = {f"{k}_f32" if v.dtype == np.float32 else k: v for k, v in feeds.items()}
+    runs = {}
+    for flag in ("1", "0"):  # the knob is read when a session translates the node
+        monkeypatch.setenv("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_TF32_INPUTS", flag)
+        got, report = run_on_ep(wrapped, boundary)
+        assert CUDA_FUSED_LABEL in report.paths(), sorted(report.paths())
+        runs[flag] = got
+    for o, fast, plain in zip(case.outputs, runs["1"], runs["0"]):
+        np.testing.assert_array_equal(fast, plain, err_msg=f"d{'QKV'[o]} {type_name}")
+    want = attention_vjp_reference_for(model, feeds)
+    mag = gradient_magnitude(model, feeds)
+    unit = TYPES[type_name][2]
+    for o, g, w in zip(case.outputs, runs["1"], want):
+        np.testing.assert_allclose(g, w, rtol=2 * unit, atol=1e-4 * max(mag, 1e-3),
+                                   err_msg=f"d{'QKV'[o]} {type_name} vs float64")

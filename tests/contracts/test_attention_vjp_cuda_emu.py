@@ -13,6 +13,7 @@ import os
 import shutil
 import sys
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -60,6 +61,17 @@ def test_cuda_emu_head_size_128_bucket(emu, tf32, one_pass, recompute):
     check.case(emu, np.random.default_rng(20261207), b=1, sq=70, sk=50, hq=4, hk=2, d=128, rank=4,
                causal=1, kind=2, mshape=(1, 4, 1, 60), recompute=recompute, tf32=tf32,
                one_pass=one_pass)
+
+
+@pytest.mark.parametrize("half", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("case", [QUICK[2], dict(b=1, sq=70, sk=50, hq=4, hk=2, d=128, rank=4,
+                                                 causal=1, kind=2, mshape=(1, 4, 1, 60),
+                                                 recompute=True)], ids=["d64_mask", "d128_rec"])
+def test_cuda_emu_half_inputs_mode_gives_the_exact_modes_bits(emu, case, half):
+    """float16/bfloat16 contracts (inputs that are TF32 values): the mode that skips the products
+    of their zero lo parts, and at D 128 takes dkv's TF32 layout, returns bit for bit what the
+    3xTF32 mode returns on the same inputs (check.case compares them; dQ from its own pass)."""
+    check.case(emu, np.random.default_rng(20261208), **case, half=half)
 
 
 @pytest.mark.parametrize("d", [6, 130], ids=["d6", "d130"])

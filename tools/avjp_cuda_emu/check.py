@@ -24,6 +24,7 @@ import ctypes
 import os
 import sys
 
+import ml_dtypes
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,7 +57,8 @@ def ptr(a):
 
 
 def run_kernels(lib, q, k, v, y, dy, mask, *, hq, hk, d, rank, causal, kind, scale, tf32,
-                one_pass=False):
+                one_pass=False, mode=None):
+    """mode: the kernels' precision mode (kernels.cu, enum Mode); default 1 for tf32, else 0."""
     b = q.shape[0]
     sq = q.shape[2] if rank == 4 else q.shape[1]
     sk = k.shape[2] if rank == 4 else k.shape[1]
@@ -74,7 +76,8 @@ def run_kernels(lib, q, k, v, y, dy, mask, *, hq, hk, d, rank, causal, kind, sca
     dv = np.full(v.shape, np.float32(7), np.float32)
     rc = lib.avjp_emu(int(y is None), int(one_pass), dmax, *(ptr(t) for t in f32), ptr(m4), ptr(finite),
                       ptr(lse), ptr(delta), ptr(dq), ptr(dk), ptr(dv), b, hq, hk, sq, sk, d,
-                      rank, causal, kind, *m4.shape, int(tf32), ctypes.c_float(scale))
+                      rank, causal, kind, *m4.shape, int(tf32) if mode is None else mode,
+                      ctypes.c_float(scale))
     assert rc == 0
     return dq, dk, dv
 
@@ -103,7 +106,10 @@ def same(got, want, what, mag, tf32):
 
 
 def case(lib, rng, *, b, sq, sk, hq, hk, d, rank, causal, kind, mshape, recompute,
-         full_rows=False, poison=None, tf32=False, one_pass=False):
+         full_rows=False, poison=None, tf32=False, one_pass=False, half=None):
+    """half (float16 or bfloat16): inputs of that type, run in the 3xTF32 mode for inputs that
+    are TF32 values (mode 2), and, without the one-pass kernel's atomics, checked bit for bit
+    against the plain 3xTF32 mode (mode 0) on the same inputs."""
     def shape(s, h):
         return (b, s, h * d) if rank == 3 else (b, h, s, d)
     q, dy = rng.standard_normal(shape(sq, hq)), rng.standard_normal(shape(sq, hq))
@@ -126,21 +132,28 @@ def case(lib, rng, *, b, sq, sk, hq, hk, d, rank, causal, kind, mshape, recomput
         if len(poison) > 2:
             idx = poison[2]
         arr[idx] = value
-    q, k, v, dy = (t.astype(np.float32).astype(np.float64) for t in (q, k, v, dy))
+    io = half or np.float32
+    q, k, v, dy = (t.astype(io).astype(np.float64) for t in (q, k, v, dy))
     if y is not None:
-        y = y.astype(np.float32).astype(np.float64)
+        y = y.astype(io).astype(np.float64)
     if kind == 2:
-        mask = mask.astype(np.float32).astype(np.float64)
+        mask = mask.astype(io).astype(np.float64)
     scale = float(np.float32(1 / np.sqrt(d)))
     kw = dict(hq=hq, hk=hk, causal=causal, mask_kind=kind, scale=scale, rank=rank)
     with np.errstate(all="ignore"):
         want = attention_vjp_reference(q, k, v, dy, mask, y=y, **kw)
-    got = run_kernels(lib, q, k, v, y, dy, mask, hq=hq, hk=hk, d=d, rank=rank, causal=causal,
-                      kind=kind, scale=scale, tf32=tf32, one_pass=one_pass)
+    run = dict(hq=hq, hk=hk, d=d, rank=rank, causal=causal, kind=kind, scale=scale, tf32=tf32,
+               one_pass=one_pass)
+    got = run_kernels(lib, q, k, v, y, dy, mask, **run, mode=2 if half and not tf32 else None)
+    if half and not tf32 and not one_pass:
+        plain = run_kernels(lib, q, k, v, y, dy, mask, **run, mode=0)
+        for name, g, p in zip("QKV", got, plain):
+            np.testing.assert_array_equal(g, p, err_msg=f"d{name}: mode 2 differs from mode 0")
     fin = [w[np.isfinite(w)] for w in want]
     mag = max([float(np.abs(f).max()) for f in fin if f.size] or [0.0])
     label = (f"b{b} s{sq}x{sk} h{hq}/{hk} d{d} r{rank} c{causal} m{kind}{mshape} "
              f"{'rec' if recompute else 'plain'} {'tf32' if tf32 else '3xtf32'}"
+             f"{' ' + np.dtype(half).name + ' inputs' if half else ''}"
              f"{' one-pass' if one_pass else ''} {poison or ''}")
     err = max(same(g, w, f"{label} d{name}", mag, tf32) for name, g, w in zip("QKV", got, want))
     print(f"ok {label} (max error {err:.1e} of the magnitude)", flush=True)
@@ -240,6 +253,12 @@ def main():
             case(lib, rng, **c, tf32=tf32)
             if c["d"] <= 128:  # the one-pass kernel (warp-row buckets)
                 case(lib, rng, **c, tf32=tf32, one_pass=True)
+    # float16/bfloat16 contracts: the mode whose products skip the inputs' zero lo terms.
+    for i, c in enumerate(cases):
+        half = (np.float16, ml_dtypes.bfloat16)[i % 2]
+        case(lib, rng, **c, half=half)
+        if c["d"] <= 128:
+            case(lib, rng, **c, half=half, one_pass=True)
     # Non-finite inputs: causal and a narrow mask, so hidden tiles exist and must not be skipped.
     base = dict(b=1, sq=40, sk=70, hq=2, hk=1, d=32, rank=4, causal=1, kind=2, mshape=(40, 66))
     values = [np.nan, np.inf] if quick else [np.nan, np.inf, -np.inf]

@@ -13,7 +13,7 @@ void launch(int gx, int gy, const std::function<void()>& body) {
 }
 }  // namespace
 
-#define ARGS b, hq, hk, sq, sk, d, rank, causal, mask_kind, mb, mh, mr, mw, tf32, scale
+#define ARGS b, hq, hk, sq, sk, d, rank, causal, mask_kind, mb, mh, mr, mw, mode, scale
 #define BUCKET(DM)                                                                             \
   if (dmax == DM) {                                                                            \
     constexpr int BQ = ortmlx_avjp_tiles::query_rows(DM);                                      \
@@ -57,7 +57,7 @@ extern "C" int avjp_emu(int recompute, int one_pass, int dmax, const float* q, c
                         const float* v, const float* y, const float* dy, const void* mask,
                         const int* finite, float* lse, float* delta, float* dq, float* dk,
                         float* dv, int b, int hq, int hk, int sq, int sk, int d, int rank,
-                        int causal, int mask_kind, int mb, int mh, int mr, int mw, int tf32,
+                        int causal, int mask_kind, int mb, int mh, int mr, int mw, int mode,
                         float scale) {
   BUCKET(32)
   BUCKET(64)

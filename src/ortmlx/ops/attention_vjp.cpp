@@ -172,7 +172,7 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
       tiled_mode == Tiled::kBlocked || (tiled_mode == Tiled::kAuto && !on_cpu && !cuda);
   auto run_tiled = [&] {
     if (!blocked && cuda) {
-      results = cuda_fused(c, in, s);
+      results = cuda_fused(c, in, s, /*inputs_are_tf32_values=*/io != mx::float32);
       ctx.mark_fast(node, kCudaFusedLabel);
       return;
     }

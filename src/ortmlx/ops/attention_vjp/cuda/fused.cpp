@@ -65,6 +65,17 @@ using namespace ortmlx_avjp_tiles;
 // CUDA's limit on the grid's y extent, which carries (batch, head).
 constexpr int kMaxGridY = 65535;
 
+// The kernels' `mode` scalar (kernels.cu, enum Mode): 1 in the EP's tf32 mode; else 3xTF32, 2
+// telling the kernels that the inputs are TF32 values, whose products with each other need one
+// mma and with P or dS two (the same sums in fewer instructions: kernels.cu, kSplitTf32Inputs).
+int precision_mode(bool inputs_are_tf32_values) {
+  if (device::tf32_enabled()) return 1;
+  return inputs_are_tf32_values &&
+                 ops::kernel_enabled("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_TF32_INPUTS")
+             ? 2
+             : 0;
+}
+
 }  // namespace
 
 bool cuda_fused_available() {
@@ -77,11 +88,12 @@ bool cuda_fused_supports(const Config& c, int b, int sq, int sk) {
 }
 
 std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>& inputs,
-                                  mx::StreamOrDevice s) {
+                                  mx::StreamOrDevice s, bool inputs_are_tf32_values) {
 #if !ORTMLX_CUDA_KERNELS
   (void)inputs;
   (void)s;
   (void)c;
+  (void)inputs_are_tf32_values;
   throw std::runtime_error(
       "AttentionVJP cuda_fused: this build has no CUDA kernels (CUDA flavour only)");
 #else
@@ -131,7 +143,7 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
                                                     mask4.shape(1),
                                                     mask4.shape(2),
                                                     mask4.shape(3),
-                                                    device::tf32_enabled() ? 1 : 0,
+                                                    precision_mode(inputs_are_tf32_values),
                                                     c.scale};
   const std::tuple<int, int, int> block = {kThreads, 1, 1};
   auto tiles = [](int n, int t) { return (n + t - 1) / t; };

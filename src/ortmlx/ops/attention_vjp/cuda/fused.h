@@ -27,7 +27,9 @@ bool cuda_fused_supports(const Config& c, int b, int sq, int sk);
 // requested gradients in the order of c.outputs, shaped like their inputs. Three passes: row
 // statistics (lse, delta; Y recomputed for the Recompute form), dQ by query tiles, dK/dV by key
 // tiles (GQA groups summed in the kernel, no atomics). O(S) extra memory.
+// inputs_are_tf32_values: the float32 inputs were widened from float16 or bfloat16 (every such
+// value is a TF32 value), which lets the fp32-accurate products skip their zero terms.
 std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>& inputs,
-                                  mx::StreamOrDevice s);
+                                  mx::StreamOrDevice s, bool inputs_are_tf32_values = false);
 
 }  // namespace ortmlx::attention_vjp

@@ -51,7 +51,10 @@ constexpr int kThreads = ortmlx_avjp_tiles::kThreads;
 constexpr float kInf = __builtin_huge_valf();
 
 // How the tensor-core products round their operands (see mma_tile).
-enum Precision { kTf32 = 0, kSplit = 1, kSplitSafe = 2 };
+enum Precision { kTf32 = 0, kSplit = 1, kSplitSafe = 2, kSplitTf32Inputs = 3 };
+
+// The precision modes the host passes (Problem::mode).
+enum Mode { kModeExact = 0, kModeTf32 = 1, kModeExactTf32Inputs = 2 };
 
 struct Problem {
   int b, hq, hk, sq, sk, d, rank, causal, mask_kind;
@@ -59,7 +62,10 @@ struct Problem {
   float scale;
   const void* mask;
   int finite;  // all of Q, K, V, Y, dY finite: hidden tiles may be skipped
-  int tf32;    // the EP's tf32 mode: the tensor-core products round their operands to TF32
+  // Mode: kModeTf32 is the EP's tf32 mode (the tensor-core products round their operands to
+  // TF32); kModeExactTf32Inputs says that Q, K, V, Y and dY hold TF32 values (float16 and
+  // bfloat16 contracts, widened to fp32 on the host: every float16 and bfloat16 value is one).
+  int mode;
 
   // Offset of row `row` of head `h` in batch `bi` of a tensor with `heads` heads, `rows` rows.
   __device__ long long offset(int bi, int h, int row, int heads, int rows) const {
@@ -91,7 +97,11 @@ struct Problem {
     return s;
   }
 
-  __device__ Precision precision() const { return tf32 ? kTf32 : finite ? kSplit : kSplitSafe; }
+  __device__ Precision precision() const {
+    if (mode == kModeTf32) return kTf32;
+    if (!finite) return kSplitSafe;
+    return mode == kModeExactTf32Inputs ? kSplitTf32Inputs : kSplit;
+  }
 
   // For a dK/dV block whose keys start at j0: with finite inputs, rows that see none of its keys
   // add exactly zero, so its steps over query tiles of `kq` rows start at `ibegin` (causal: no
@@ -361,7 +371,12 @@ __device__ void stats_kernel(const float* q, const float* k, const float* v, con
 // Tensor-core products of the dq and dkv passes: mma.sync m16n8k8 with TF32 operands and fp32
 // accumulation. kTf32: one product of the operands rounded to TF32 (the EP's tf32 mode).
 // kSplit: 3xTF32, x = hi + lo with hi = tf32(x), lo = tf32(x - hi), acc += lo hi + hi lo + hi hi
-// (the lo lo term is below fp32's rounding): fp32-level accuracy, the default. kSplitSafe: 3xTF32
+// (the lo lo term is below fp32's rounding): fp32-level accuracy, the default. kSplitTf32Inputs:
+// kSplit where the inputs (Q, K, V, Y, dY) are TF32 values already (float16/bfloat16 contracts),
+// so their lo is zero: a product of two inputs (S, dP) takes one mma, a product of an
+// intermediate (P, dS: the A operand) and an input (always the B operand) two, lo hi + hi hi,
+// and no lo of an input is computed, stored or read. The terms it drops are exact zeros: the same
+// sums as kSplit's on such inputs, in fewer instructions. kSplitSafe: 3xTF32
 // for inputs that may hold Inf or NaN; the cross terms of a k-step are summed apart and dropped
 // where hi hi is not finite, because Inf - Inf = NaN in lo and Inf * 0 in a cross term would
 // turn an Inf of the fp32 product into NaN (hi keeps the sign and zeroness of x, so hi hi alone
@@ -404,7 +419,7 @@ __device__ __forceinline__ unsigned round_tf32_finite(float x) {
 }
 template <Precision P>
 __device__ __forceinline__ void split(float x, unsigned& hi, unsigned& lo) {
-  if (P == kSplit) {
+  if (P == kSplit || P == kSplitTf32Inputs) {
     hi = round_tf32_finite(x);
     lo = round_tf32_finite(x - __uint_as_float(hi & 0xffffe000u));
   } else {
@@ -413,13 +428,37 @@ __device__ __forceinline__ void split(float x, unsigned& hi, unsigned& lo) {
   }
 }
 
-// The products of one k-step (three for 3xTF32) into `acc` (the precisions: see above).
+// Whether an input operand (the B operand of every product, the A operand of S and dP) carries a
+// lo part: not in kTf32 (none at all) nor in kSplitTf32Inputs (zero).
 template <Precision P>
+constexpr bool kInputLo = P == kSplit || P == kSplitSafe;
+
+// An input's element as TF32 operands: split, or hi alone where its lo is not used (lo = 0).
+template <Precision P>
+__device__ __forceinline__ void split_input(float x, unsigned& hi, unsigned& lo) {
+  if (kInputLo<P>) {
+    split<P>(x, hi, lo);
+  } else {
+    hi = P == kTf32 ? cvt_tf32(x) : round_tf32_finite(x);
+    lo = 0u;
+  }
+}
+
+// The products of one k-step (three for 3xTF32) into `acc` (the precisions: see above).
+// A_INPUT: the A operand is an input too (S, dP), so kSplitTf32Inputs needs hi hi alone.
+template <Precision P, bool A_INPUT = false>
 __device__ __forceinline__ void mma_step(float (&acc)[4], const unsigned (&ah)[4],
                                          const unsigned (&al)[4], const unsigned (&bh)[2],
                                          const unsigned (&bl)[2]) {
   if (P == kTf32) {
     mma_tf32(acc, ah, bh);
+  } else if (P == kSplitTf32Inputs) {
+    // kSplit's chain less its zero terms (al = 0 for an input A, bl = 0 always).
+    float part[4] = {0.f, 0.f, 0.f, 0.f};
+    if (!A_INPUT) mma_tf32(part, al, bh);
+    mma_tf32(part, ah, bh);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[e] += part[e];
   } else if (P == kSplit) {
     // One chain of three (measured: two independent chains, hi hi apart, ran 4% slower on an
     // H100: more registers, spills in dkv).
@@ -480,26 +519,34 @@ __device__ __forceinline__ void mma_tile(const float* A, const float* B, int kdi
   const int g = static_cast<int>(threadIdx.x) % 32 / 4, t = static_cast<int>(threadIdx.x) % 4;
   const float* a0 = A + (F::row0() + g) * LDA + t;
   const float* b0 = BT ? B + (F::col0() + g) * LDB + t : B + t * LDB + F::col0() + g;
+  // A is an input where BT (S, dP: two input tiles), an intermediate (P, dS) otherwise.
+  auto split_a = [](float x, unsigned& hi, unsigned& lo) {
+    if (BT)
+      split_input<P>(x, hi, lo);
+    else
+      split<P>(x, hi, lo);
+  };
   for (int k = 0; k < kdim; k += 8) {
     unsigned ah[F::MI][4], al[F::MI][4], bh[F::NJ][2], bl[F::NJ][2];
 #pragma unroll
     for (int mi = 0; mi < F::MI; ++mi) {
       const float* a = a0 + 16 * mi * LDA + k;
-      split<P>(a[0], ah[mi][0], al[mi][0]);
-      split<P>(a[8 * LDA], ah[mi][1], al[mi][1]);
-      split<P>(a[4], ah[mi][2], al[mi][2]);
-      split<P>(a[8 * LDA + 4], ah[mi][3], al[mi][3]);
+      split_a(a[0], ah[mi][0], al[mi][0]);
+      split_a(a[8 * LDA], ah[mi][1], al[mi][1]);
+      split_a(a[4], ah[mi][2], al[mi][2]);
+      split_a(a[8 * LDA + 4], ah[mi][3], al[mi][3]);
     }
 #pragma unroll
     for (int nj = 0; nj < F::NJ; ++nj) {
       const float* b = BT ? b0 + 8 * nj * LDB + k : b0 + k * LDB + 8 * nj;
-      split<P>(b[0], bh[nj][0], bl[nj][0]);
-      split<P>(BT ? b[4] : b[4 * LDB], bh[nj][1], bl[nj][1]);
+      split_input<P>(b[0], bh[nj][0], bl[nj][0]);
+      split_input<P>(BT ? b[4] : b[4 * LDB], bh[nj][1], bl[nj][1]);
     }
 #pragma unroll
     for (int mi = 0; mi < F::MI; ++mi)
 #pragma unroll
-      for (int nj = 0; nj < F::NJ; ++nj) mma_step<P>(acc.v[mi][nj], ah[mi], al[mi], bh[nj], bl[nj]);
+      for (int nj = 0; nj < F::NJ; ++nj)
+        mma_step<P, BT>(acc.v[mi][nj], ah[mi], al[mi], bh[nj], bl[nj]);
   }
 }
 
@@ -510,6 +557,8 @@ __device__ __forceinline__ void mma_product(const float* A, const float* B, int 
     mma_tile<kTf32, BT, LDA, LDB>(A, B, kdim, acc);
   else if (prec == kSplit)
     mma_tile<kSplit, BT, LDA, LDB>(A, B, kdim, acc);
+  else if (prec == kSplitTf32Inputs)
+    mma_tile<kSplitTf32Inputs, BT, LDA, LDB>(A, B, kdim, acc);
   else
     mma_tile<kSplitSafe, BT, LDA, LDB>(A, B, kdim, acc);
 }
@@ -765,10 +814,10 @@ __device__ void dkv_kernel(const float* q, const float* k, const float* v, const
 // inputs, outputs, then the scalars (int, float) in the order the host passes them.
 #define AVJP_SCALARS                                                                         \
   int b, int hq, int hk, int sq, int sk, int d, int rank, int causal, int mask_kind, int mb, \
-      int mh, int mr, int mw, int tf32, float scale
+      int mh, int mr, int mw, int mode, float scale
 #define AVJP_PROBLEM(mask, finite)                                                              \
   Problem p {                                                                                   \
-    b, hq, hk, sq, sk, d, rank, causal, mask_kind, mb, mh, mr, mw, scale, mask, finite[0], tf32 \
+    b, hq, hk, sq, sk, d, rank, causal, mask_kind, mb, mh, mr, mw, scale, mask, finite[0], mode \
   }
 
 #define AVJP_ENTRIES(DMAX)                                                                     \

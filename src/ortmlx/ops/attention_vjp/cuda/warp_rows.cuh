@@ -44,19 +44,20 @@ __device__ __forceinline__ void zero_rows(float (&x)[N][4]) {
 
 // A B operand tile in shared memory, split into TF32 hi and lo once, when it was stored, in two
 // planes of the same layout: every warp reads it in a step, and splitting at each read (two cvt,
-// an and, a subtract) would repeat that work once per warp.
+// an and, a subtract) would repeat that work once per warp. Always an input (K, V, Q or dY): no
+// lo plane where kInputLo<P> is false.
 struct SplitTile {
   const unsigned* hi;
   const unsigned* lo;
   template <Precision P>
   __device__ __forceinline__ void get(int i, unsigned& h, unsigned& l) const {
     h = hi[i];
-    l = P == kTf32 ? 0u : lo[i];
+    l = kInputLo<P> ? lo[i] : 0u;
   }
 };
 
 // acc (16 x 8 NB) += A B^T over k < kdim (tiles zero-padded to a multiple of 8): A is the warp's
-// 16 rows at `a` (row stride LDA), B has 8 NB rows (row stride LDB).
+// 16 rows at `a` (row stride LDA), B has 8 NB rows (row stride LDB); both are inputs (S, dP).
 template <Precision P, int NB, int LDA, int LDB>
 __device__ __forceinline__ void rows_abt(const float* a, const SplitTile& b, int kdim,
                                          float (&acc)[NB][4]) {
@@ -68,16 +69,16 @@ __device__ __forceinline__ void rows_abt(const float* a, const SplitTile& b, int
 #pragma unroll 2
   for (int k = 0; k < kdim; k += 8) {
     unsigned ah[4], al[4];
-    split<P>(a0[k], ah[0], al[0]);
-    split<P>(a0[8 * LDA + k], ah[1], al[1]);
-    split<P>(a0[k + 4], ah[2], al[2]);
-    split<P>(a0[8 * LDA + k + 4], ah[3], al[3]);
+    split_input<P>(a0[k], ah[0], al[0]);
+    split_input<P>(a0[8 * LDA + k], ah[1], al[1]);
+    split_input<P>(a0[k + 4], ah[2], al[2]);
+    split_input<P>(a0[8 * LDA + k + 4], ah[3], al[3]);
 #pragma unroll
     for (int n = 0; n < NB; ++n) {
       unsigned bh[2], bl[2];
       b.template get<P>(b0 + 8 * n * LDB + k, bh[0], bl[0]);
       b.template get<P>(b0 + 8 * n * LDB + k + 4, bh[1], bl[1]);
-      mma_step<P>(acc[n], ah, al, bh, bl);
+      mma_step<P, true>(acc[n], ah, al, bh, bl);
     }
   }
 }
@@ -93,10 +94,10 @@ struct RowFrags {
     const float* a0 = a + g * LDA + t;
 #pragma unroll
     for (int kk = 0; kk < DMAX / 8; ++kk) {
-      split<P>(a0[8 * kk], hi[kk][0], lo[kk][0]);
-      split<P>(a0[8 * LDA + 8 * kk], hi[kk][1], lo[kk][1]);
-      split<P>(a0[8 * kk + 4], hi[kk][2], lo[kk][2]);
-      split<P>(a0[8 * LDA + 8 * kk + 4], hi[kk][3], lo[kk][3]);
+      split_input<P>(a0[8 * kk], hi[kk][0], lo[kk][0]);
+      split_input<P>(a0[8 * LDA + 8 * kk], hi[kk][1], lo[kk][1]);
+      split_input<P>(a0[8 * kk + 4], hi[kk][2], lo[kk][2]);
+      split_input<P>(a0[8 * LDA + 8 * kk + 4], hi[kk][3], lo[kk][3]);
     }
   }
 };
@@ -115,7 +116,7 @@ __device__ __forceinline__ void frags_abt(const RowFrags<P, DMAX>& a, const Spli
       unsigned bh[2], bl[2];
       b.template get<P>(b0 + 8 * n * LDB + 8 * kk, bh[0], bl[0]);
       b.template get<P>(b0 + 8 * n * LDB + 8 * kk + 4, bh[1], bl[1]);
-      mma_step<P>(acc[n], a.hi[kk], a.lo[kk], bh, bl);
+      mma_step<P, true>(acc[n], a.hi[kk], a.lo[kk], bh, bl);
     }
   }
 }
@@ -196,12 +197,12 @@ struct RowChunks {
       const int e = static_cast<int>(threadIdx.x) + i * kThreads, r = e / C4, c = e % C4 * 4;
       if (r >= RT) continue;
       uint4 h, l;
-      split<P>(v[i].x, h.x, l.x);
-      split<P>(v[i].y, h.y, l.y);
-      split<P>(v[i].z, h.z, l.z);
-      split<P>(v[i].w, h.w, l.w);
+      split_input<P>(v[i].x, h.x, l.x);
+      split_input<P>(v[i].y, h.y, l.y);
+      split_input<P>(v[i].z, h.z, l.z);
+      split_input<P>(v[i].w, h.w, l.w);
       *reinterpret_cast<uint4*>(hi + r * LD + c) = h;
-      if (P != kTf32) *reinterpret_cast<uint4*>(lo + r * LD + c) = l;
+      if (kInputLo<P>) *reinterpret_cast<uint4*>(lo + r * LD + c) = l;
     }
   }
 };
@@ -247,12 +248,12 @@ __device__ __forceinline__ void split_chunks(const float* stage, unsigned* hi, u
     if (r >= RT) continue;
     const float4 x = *reinterpret_cast<const float4*>(stage + r * LD + c);
     uint4 h, l;
-    split<P>(x.x, h.x, l.x);
-    split<P>(x.y, h.y, l.y);
-    split<P>(x.z, h.z, l.z);
-    split<P>(x.w, h.w, l.w);
+    split_input<P>(x.x, h.x, l.x);
+    split_input<P>(x.y, h.y, l.y);
+    split_input<P>(x.z, h.z, l.z);
+    split_input<P>(x.w, h.w, l.w);
     *reinterpret_cast<uint4*>(hi + r * LD + c) = h;
-    if (P != kTf32) *reinterpret_cast<uint4*>(lo + r * LD + c) = l;
+    if (kInputLo<P>) *reinterpret_cast<uint4*>(lo + r * LD + c) = l;
   }
 }
 
@@ -541,8 +542,8 @@ __device__ __forceinline__ void step_dq(const float* dss, const float* ks, int k
 #pragma unroll
     for (int f = 0; f < F; ++f) {
       unsigned bh[2], bl[2];
-      split<P>(b0[k * LDK + 8 * f], bh[0], bl[0]);
-      split<P>(b0[(k + 1) * LDK + 8 * f], bh[1], bl[1]);
+      split_input<P>(b0[k * LDK + 8 * f], bh[0], bl[0]);
+      split_input<P>(b0[(k + 1) * LDK + 8 * f], bh[1], bl[1]);
       mma_step<P>(acc[f], ah, al, bh, bl);
     }
   }
@@ -574,7 +575,8 @@ template <int DMAX, Precision PREC, bool WITH_DQ>
 __device__ __noinline__ void wr_dkv_kernel(const float* q, const float* k, const float* v,
                                            const float* dy, const float* lse, const float* delta,
                                            const Problem& p, float* dk, float* dv, float* dq) {
-  constexpr bool kTf32Mode = PREC == kTf32;
+  // The TF32 mode's layout wherever Q and dY have no lo planes (kSplitTf32Inputs too).
+  constexpr bool kTf32Mode = !kInputLo<PREC>;
   using T = WarpTiles<DMAX, kTf32Mode>;
   constexpr int ROWS = T::ROWS, LD = T::LD, ND = DMAX / 8, DS_LD = T::DS_LD;
   constexpr int KQ = T::KQ, NQ = KQ / 8, STAGE = T::STAGE;
@@ -719,6 +721,8 @@ __device__ void wr_stats(const float* q, const float* k, const float* v, const f
     wr_stats_kernel<DMAX, RECOMPUTE, kTf32>(q, k, v, y, dy, p, lse, delta);
   else if (prec == kSplit)
     wr_stats_kernel<DMAX, RECOMPUTE, kSplit>(q, k, v, y, dy, p, lse, delta);
+  else if (prec == kSplitTf32Inputs)
+    wr_stats_kernel<DMAX, RECOMPUTE, kSplitTf32Inputs>(q, k, v, y, dy, p, lse, delta);
   else
     wr_stats_kernel<DMAX, RECOMPUTE, kSplitSafe>(q, k, v, y, dy, p, lse, delta);
 }
@@ -730,6 +734,8 @@ __device__ void wr_dq(const float* q, const float* k, const float* v, const floa
     wr_dq_kernel<DMAX, kTf32>(q, k, v, dy, lse, delta, p, dq);
   else if (prec == kSplit)
     wr_dq_kernel<DMAX, kSplit>(q, k, v, dy, lse, delta, p, dq);
+  else if (prec == kSplitTf32Inputs)
+    wr_dq_kernel<DMAX, kSplitTf32Inputs>(q, k, v, dy, lse, delta, p, dq);
   else
     wr_dq_kernel<DMAX, kSplitSafe>(q, k, v, dy, lse, delta, p, dq);
 }
@@ -742,6 +748,8 @@ __device__ void wr_dkv(const float* q, const float* k, const float* v, const flo
     wr_dkv_kernel<DMAX, kTf32, WITH_DQ>(q, k, v, dy, lse, delta, p, dk, dv, dq);
   else if (prec == kSplit)
     wr_dkv_kernel<DMAX, kSplit, WITH_DQ>(q, k, v, dy, lse, delta, p, dk, dv, dq);
+  else if (prec == kSplitTf32Inputs)
+    wr_dkv_kernel<DMAX, kSplitTf32Inputs, WITH_DQ>(q, k, v, dy, lse, delta, p, dk, dv, dq);
   else
     wr_dkv_kernel<DMAX, kSplitSafe, WITH_DQ>(q, k, v, dy, lse, delta, p, dk, dv, dq);
 }
