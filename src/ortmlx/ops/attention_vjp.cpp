@@ -127,14 +127,13 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
   const bool dense = use_dense(c, {b, c.hq, sq, c.d}, {b, c.hk, sk, c.d}, explicit_limit);
   // The fused CPU kernel runs only on MLX's CPU backend; the attention_vjp_mlx_ops test option
   // makes the CPU backend take the GPU backends' MLX-op paths instead.
-  const bool on_cpu =
-      mx::to_stream(s).device.type == mx::Device::cpu && !ctx.options().attention_vjp_mlx_ops;
+  const bool on_cpu = ops::runs_on_cpu(s) && !ctx.options().attention_vjp_mlx_ops;
   // The fused CUDA kernels: a GPU stream of the CUDA flavour (its only GPU backend) on an sm_90
   // device, unless attention_vjp_mlx_ops asks for the MLX-op paths. The default beyond the dense
   // limit there: on an H100 they ran 1.1x-3.0x faster than the blocked MLX-op path on the plain
   // form, with 1/2 to 1/8 of its memory (bench/results/gpu_attention_vjp.md).
-  const bool cuda = mx::to_stream(s).device.type == mx::Device::gpu &&
-                    !ctx.options().attention_vjp_mlx_ops && cuda_fused_supports(c, b, sq, sk);
+  const bool cuda = ops::runs_on_gpu(s) && !ctx.options().attention_vjp_mlx_ops &&
+                    cuda_fused_supports(c, b, sq, sk);
 
   // The fused CPU kernel's instruction set (option cpu_isa; checked against the CPU when read).
   auto kernel_isa = [&] {

@@ -58,6 +58,15 @@ inline bool gpu_backend() {
   return mx::default_device() == mx::Device::gpu;
 }
 
+// Whether stream `s` (a node's: the EP may put a node on the CPU backend in a GPU process) runs
+// on MLX's CPU or GPU backend: kernels of ours exist for one of them.
+inline bool runs_on_cpu(mx::StreamOrDevice s) {
+  return mx::to_stream(s).device.type == mx::Device::cpu;
+}
+inline bool runs_on_gpu(mx::StreamOrDevice s) {
+  return mx::to_stream(s).device.type == mx::Device::gpu;
+}
+
 // Checked int64 arithmetic. ONNX attributes and shape values are int64; MLX dims and most MLX op
 // arguments are int32. A value narrowed with a plain cast wraps (2^32 becomes 0, a divisor that
 // crashes; 2^32 + 1 becomes 1, a silently different model), so every narrowing and every product

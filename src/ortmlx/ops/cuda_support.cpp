@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "ortmlx/engine/options.h"
+#include "ortmlx/ops/common.h"
 
 #if ORTMLX_CUDA_KERNELS
 #include <cuda_runtime_api.h>
@@ -34,7 +35,7 @@ bool kernel_opted_in(const char* name) {
 }
 
 bool cuda_kernels_usable(mx::StreamOrDevice s) {
-  return mx::to_stream(s).device.type == mx::Device::gpu && cuda_sm90_device();
+  return runs_on_gpu(s) && cuda_sm90_device();
 }
 
 }  // namespace ortmlx::ops

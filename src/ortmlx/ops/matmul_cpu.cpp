@@ -7,6 +7,7 @@
 // single-threaded and splits products above a few MFLOP over std::threads itself, by batch or by
 // blocks of rows (see single_threaded_blas for why).
 #include "ortmlx/ops/matmul_cpu.h"
+#include "ortmlx/ops/common.h"
 #include "ortmlx/ops/matmul/cuda/cublaslt_matmul.h"
 
 #include <algorithm>
@@ -353,7 +354,7 @@ class BlasMatmul : public mx::Primitive {
 }  // namespace
 
 bool use_blas_matmul(mx::StreamOrDevice s, mx::Dtype dtype) {
-  if (dtype != mx::float32 || mx::to_stream(s).device.type != mx::Device::cpu) return false;
+  if (dtype != mx::float32 || !runs_on_cpu(s)) return false;
   const char* ab = std::getenv("ORTMLX_INTERNAL_CPU_MATMUL");
   return !(ab && std::string(ab) == "mlx");
 }
@@ -361,7 +362,7 @@ bool use_blas_matmul(mx::StreamOrDevice s, mx::Dtype dtype) {
 mx::array blas_matmul(const mx::array& a, const mx::array& b, mx::StreamOrDevice s, float alpha,
                       const std::optional<mx::array>& c, float beta) {
   const mx::Stream stream = mx::to_stream(s);
-  if (stream.device.type != mx::Device::cpu)
+  if (!runs_on_cpu(stream))
     throw std::runtime_error("the OpenBLAS matmul primitive runs on MLX's CPU backend only");
   if (a.ndim() < 2 || b.ndim() < 2) throw std::runtime_error("BLAS matmul: operands of rank < 2");
   if (a.dtype() != mx::float32 || b.dtype() != mx::float32)

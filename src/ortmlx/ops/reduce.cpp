@@ -302,7 +302,7 @@ TranslateFn translate_reduce(Kind kind, int input_axes_opset) {
         // backend the product is taken in float64 and rounded once; only long runs of extreme
         // factors can still depend on the order. GPU backends have no float64: float32 in MLX's
         // order there.
-        if (xin.dtype() == mx::float32 && mx::to_stream(s).device.type == mx::Device::cpu)
+        if (xin.dtype() == mx::float32 && ops::runs_on_cpu(s))
           y = mx::prod(mx::astype(xin, mx::float64, s), axes, keepdims, s);
         else
           y = mx::prod(xin, axes, keepdims, s);

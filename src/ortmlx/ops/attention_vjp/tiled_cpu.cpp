@@ -44,6 +44,7 @@
 #include "ortmlx/ops/attention_vjp/cpu_gemm.h"
 #include "ortmlx/ops/attention_vjp/cpu_rows.h"
 #include "ortmlx/ops/attention_vjp/paths.h"
+#include "ortmlx/ops/common.h"
 
 namespace ortmlx::attention_vjp {
 
@@ -517,7 +518,7 @@ std::vector<mx::array> cpu_kernel(const Config& c, const std::vector<mx::array>&
   if (!rows::supported(picked))
     throw std::runtime_error(std::string("the AttentionVJP CPU kernel was asked for ") +
                              isa_name(picked) + " code, which this CPU does not run");
-  if (stream.device.type != mx::Device::cpu)
+  if (!ops::runs_on_cpu(stream))
     throw std::runtime_error(
         "the tiled AttentionVJP kernel is not implemented on the GPU backend yet (GPU kernels "
         "come later); raise ONNXRUNTIME_EP_MLX_ATTENTION_VJP_DENSE_LIMIT_BYTES to use the dense "

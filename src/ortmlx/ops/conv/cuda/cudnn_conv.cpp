@@ -29,6 +29,7 @@
 #include <mlx/primitives.h>
 
 #include "ortmlx/engine/device/device_memory.h"
+#include "ortmlx/ops/common.h"
 #include "ortmlx/ops/cuda_library_call.h"
 #endif
 
@@ -321,7 +322,7 @@ bool cudnn_conv_applies(const mx::array& x, const mx::array& w, const CudnnConvG
       w.dtype() != mx::float32 || x.size() == 0 || w.size() == 0 || out_size == 0 ||
       x.size() > kMaxInt || w.size() > kMaxInt || out_size > kMaxInt)
     return false;
-  if (mx::to_stream(s).device.type != mx::Device::gpu || device::cuda_graphs_enabled() ||
+  if (!runs_on_gpu(s) || device::cuda_graphs_enabled() ||
       failed_plans().contains(plan_key(x.shape(), w.shape(), g)))
     return false;
   double flops = 2.0 * static_cast<double>(out_size) * w.shape(1);

@@ -28,6 +28,7 @@
 #include <mlx/primitives.h>
 
 #include "ortmlx/engine/device/device_memory.h"
+#include "ortmlx/ops/common.h"
 #include "ortmlx/ops/cuda_library_call.h"
 #endif
 
@@ -425,7 +426,7 @@ bool cublaslt_matmul_applies(const mx::array& a, const mx::array& b,
       static_cast<int64_t>(a.size()) > kMaxInt || static_cast<int64_t>(b.size()) > kMaxInt ||
       batch * m * n > kMaxInt)
     return false;
-  if (mx::to_stream(s).device.type != mx::Device::gpu || device::cuda_graphs_enabled() ||
+  if (!runs_on_gpu(s) || device::cuda_graphs_enabled() ||
       failed_shapes().contains(shape_key(a.shape(), b.shape(), bias.has_value())))
     return false;
   return cublaslt().loaded;
