@@ -56,15 +56,6 @@ const Binary& binary(int dmax) {
   return dmax <= 32 ? b32 : dmax <= 64 ? b64 : dmax <= 128 ? b128 : b256;
 }
 
-}  // namespace
-#endif
-
-namespace {
-
-using namespace ortmlx_avjp_tiles;
-// CUDA's limit on the grid's y extent, which carries (batch, head).
-constexpr int kMaxGridY = 65535;
-
 // The kernels' `mode` scalar (kernels.cu, enum Mode): 1 in the EP's tf32 mode; else 3xTF32, 2
 // telling the kernels that the inputs are TF32 values, whose products with each other need one
 // mma and with P or dS two (the same sums in fewer instructions: kernels.cu, kSplitTf32Inputs).
@@ -75,6 +66,15 @@ int precision_mode(bool inputs_are_tf32_values) {
              ? 2
              : 0;
 }
+
+}  // namespace
+#endif
+
+namespace {
+
+using namespace ortmlx_avjp_tiles;
+// CUDA's limit on the grid's y extent, which carries (batch, head).
+constexpr int kMaxGridY = 65535;
 
 }  // namespace
 
