@@ -264,6 +264,33 @@ def test_stft_empty_batch(rng):
     check_on_ep(model, feeds)
 
 
+# Fuzz seed 158, o32_3: STFT of a (0, 4, 2) signal with frame_length -1. ORT's kernel computes
+# the output shape and runs no frame for an empty batch, so a frame_length of 0 or below is valid
+# there while the shape has no negative dim: -1 gives 6 frames of (-1 >> 1) + 1 = 0 onesided
+# bins. The EP raised "frame_length must be greater than zero".
+@pytest.mark.parametrize("shape", [(0, 4, 2), (0, 4, 1), (0, 4), (0, 0, 1)], ids=str)
+@pytest.mark.parametrize("flen,step,onesided", [(-1, 1, 1), (-2, 1, 1), (-1, 2, 1), (0, 1, 1),
+                                                (0, 3, 0), (4, 1, 1)], ids=str)
+def test_stft_empty_batch_with_frame_length_zero_or_below(shape, flen, step, onesided):
+    if flen > shape[1]:
+        pytest.skip("frame_length beyond the signal raises on both")
+    x = np.zeros(shape, np.float32)
+    model, feeds = stft_model(x, np.array(step, np.int64), frame_length=np.array(flen, np.int64),
+                              attrs={"onesided": onesided})
+    check_on_ep(model, feeds)
+
+
+@pytest.mark.parametrize("flen,onesided", [(-3, 1), (-1, 0), (-2**62, 1), (5, 1)], ids=str)
+def test_stft_empty_batch_with_a_negative_output_dim_raises_like_cpu(flen, onesided):
+    # ORT's allocator rejects the negative bin count ((-3 >> 1) + 1 = -1; -1 bins two-sided); a
+    # frame beyond the signal raises as for a non-empty batch.
+    x = np.zeros((0, 4, 1), np.float32)
+    model, good = stft_model(x, np.array(1, np.int64), frame_length=np.array(2, np.int64),
+                             attrs={"onesided": onesided})
+    bad = dict(good, frame_length=np.array(flen, np.int64))
+    check_raises_like_cpu(model, bad, good, match="frame_length")
+
+
 @pytest.mark.parametrize("bad,match", [({"step": 0}, "frame_step"), ({"step": -2}, "frame_step"),
                                        ({"frame_length": 21}, "exceeds"),
                                        ({"frame_length": -3}, "frame_length")], ids=str)

@@ -267,6 +267,26 @@ void translate_stft(TranslationContext& ctx, const NodeDesc& n) {
                                " differs from the window's size " + std::to_string(frame_length));
     frame_length = given;
   }
+  const bool onesided = n.attr_int("onesided", 1) == 1;
+  if (x.shape(0) == 0) {
+    // An empty batch: ORT's kernel computes the output shape and runs no frame, so a frame
+    // length of 0 or below is valid as long as that shape has no negative dim (-1 gives
+    // (length + 1) / step + 1 frames of (-1 >> 1) + 1 = 0 onesided bins; -3 a dim of -1, which
+    // ORT's allocator rejects). MLX's take refuses to gather from an empty array.
+    if (frame_length > length)
+      throw std::runtime_error("frame_length " + std::to_string(frame_length) +
+                               " exceeds the signal length " + std::to_string(length));
+    const int64_t bins = onesided ? (frame_length >> 1) + 1 : frame_length;
+    if (bins < 0)  // so frame_length >= -2 below
+      throw std::runtime_error("frame_length " + std::to_string(frame_length) +
+                               " gives a negative bin count (" + std::to_string(bins) + ")");
+    const int64_t frames = static_cast<int64_t>(
+        std::floor(static_cast<float>(length - frame_length) / static_cast<float>(step)) + 1);
+    ctx.bind_output(n, 0,
+                    mx::zeros({0, checked_int(frames, "frame count"), checked_int(bins, "bins"), 2},
+                              mx::float32, s));
+    return;
+  }
   if (frame_length <= 0) throw std::runtime_error("frame_length must be greater than zero");
   if (frame_length > length)
     throw std::runtime_error("frame_length " + std::to_string(frame_length) +
@@ -285,11 +305,6 @@ void translate_stft(TranslationContext& ctx, const NodeDesc& n) {
   // One frame needs no step (a step beyond int32 is valid then).
   const int step_i = f > 1 ? checked_int(step, "frame_step") : 0;
   checked_int(checked_mul(frames, frame_length, "frames * frame_length"), "frame elements");
-  const bool onesided = n.attr_int("onesided", 1) == 1;
-  if (x.size() == 0) {  // an empty batch: MLX's take refuses to gather from an empty array
-    ctx.bind_output(n, 0, mx::zeros({x.shape(0), f, onesided ? w / 2 + 1 : w, 2}, mx::float32, s));
-    return;
-  }
   // Start of frame i plus offset j, each below `length` (the last frame ends inside the signal).
   const mx::array starts = mx::multiply(mx::arange(f, mx::int32, s), mx::array(step_i), s);
   const mx::array idx = mx::add(mx::reshape(starts, {f, 1}, s),
