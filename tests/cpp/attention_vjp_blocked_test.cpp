@@ -130,8 +130,8 @@ TEST(AttentionVjpBlocked, PathChoicePerBackendAndOption) {
       path_label(rec, {1, 16, 1024, 32}, {1, 8, 1025, 32}, std::nullopt, false, Tiled::kBlocked),
       kBlockedLabel);
   EXPECT_EQ(path_label(rec, qr, kr, std::nullopt, false, Tiled::kBlocked), kDenseLabel);
-  // auto: the fused CPU kernel on MLX's CPU backend, blocked MLX ops on a GPU backend (also on
-  // the CUDA backend: its fused kernels are opt-in).
+  // auto: the fused CPU kernel on MLX's CPU backend, the fused CUDA kernels on the CUDA backend
+  // with an sm_90 GPU, blocked MLX ops on other GPU backends.
   const char* beyond = tiled_label();
   EXPECT_EQ(path_label(plain, q, k, 0), beyond);
   EXPECT_EQ(path_label(rec, qr, kr, 4095), beyond);

@@ -405,11 +405,13 @@ inline std::vector<Problem> variants(bool recompute) {
 }
 
 // The label the translator marks for live shapes and a limit (the graph is built, not evaluated).
-// The label of the path beyond the dense limit with attention_vjp_tiled=auto: the fused CPU
-// kernel on MLX's CPU backend, blocked MLX ops on a GPU backend (the default device's; the fused
-// CUDA kernels are opt-in, attention_vjp_tiled=kernel).
+// The label of the path beyond the dense limit with attention_vjp_tiled=auto on the default
+// device's backend.
 inline const char* tiled_label() {
-  return mx::default_device() == mx::Device::cpu ? kTiledLabel : kBlockedLabel;
+  if (mx::default_device() == mx::Device::cpu) return kTiledLabel;
+  // GPU backends: the fused CUDA kernels on the CUDA backend with an sm_90 GPU (the default
+  // there beyond the dense limit), blocked MLX ops elsewhere.
+  return ortmlx::attention_vjp::cuda_fused_available() ? kCudaFusedLabel : kBlockedLabel;
 }
 
 inline std::string path_label(

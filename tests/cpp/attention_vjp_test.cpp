@@ -401,7 +401,7 @@ TEST(AttentionVjpPaths, SelectionFollowsTheSeed) {
   const std::string plain = "AttentionVJP_r4_q16_k8_d8_s3e800000_c0_o012_m0_0123456789abcdef";
   const std::string rec =
       "AttentionVJPRecompute_r4_q16_k8_d32_s3e800000_c0_o012_m0_0123456789abcdef";
-  // 4 * 1 * 16 * 1024 * 1024 bytes = 64 MiB: dense; one more key: tiled (GPU backends: blocked).
+  // 4 * 1 * 16 * 1024 * 1024 bytes = 64 MiB: dense; one more key: tiled_label().
   EXPECT_EQ(path_label(plain, {1, 16, 1024, 8}, {1, 8, 1024, 8}, std::nullopt), kDenseLabel);
   EXPECT_EQ(path_label(plain, {1, 16, 1024, 8}, {1, 8, 1025, 8}, std::nullopt), tiled_label());
   EXPECT_EQ(path_label(plain, {1, 16, 8, 8}, {1, 8, 8, 8}, 0), tiled_label());
