@@ -6,8 +6,9 @@
 // by atomics; ONNXRUNTIME_EP_MLX_ATTENTION_VJP_ONE_PASS=0 keeps the separate dq pass, whose
 // sums run in a fixed order). The dq and dkv passes multiply on tensor cores: 3xTF32 (fp32
 // accuracy) by default, plain TF32 when the process runs in the EP's tf32 mode
-// (device::tf32_enabled()). Other builds have no kernels, and GPUs other than sm_90 no code for
-// them: cuda_fused_available() is false there and the translator keeps the MLX-op paths.
+// (device::tf32_enabled()); float16/bfloat16 contracts skip the 3xTF32 terms of their inputs'
+// zero lo parts (precision_mode). Other builds have no kernels, and GPUs other than sm_90 no code
+// for them: cuda_fused_available() is false there and the translator keeps the MLX-op paths.
 #include "ortmlx/ops/attention_vjp/cuda/fused.h"
 #include "ortmlx/engine/device/device_memory.h"
 #include "ortmlx/ops/attention_vjp/cuda/tiles.h"

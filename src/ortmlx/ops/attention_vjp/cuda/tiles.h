@@ -81,8 +81,9 @@ constexpr int wr_bk(int dmax) {
 constexpr int wr_dq_bk(int dmax) {
   return dmax >= 128 ? 16 : 32;
 }
-// dkv's query rows per step: 32, or 16 at D 128 in the 3xTF32 modes, whose stages hold lo planes
-// too (the TF32 mode's stages fit 32 rows of hi planes in the same space).
+// dkv's query rows per step: 32, or 16 at D 128 where the stages hold lo planes too (3xTF32 on
+// float32 inputs); `tf32`: stages of hi planes alone, 32 rows in the same space (the TF32 mode,
+// and 3xTF32 on inputs that are TF32 values, whose lo is zero).
 constexpr int wr_kq(int dmax, bool tf32 = false) {
   return dmax >= 128 && !tf32 ? 16 : 32;
 }
