@@ -613,10 +613,13 @@ class OpCases(ElemGen, ShapeGen, NNGen, ControlGen, RecurrentGen, VisionGen, MlG
         if input_form and r.random() < 0.3:
             attrs["noop_with_empty_axes"] = int(r.random() < 0.5)
         node, feeds, consts = self._axes_node(cid, op, x, axes, attrs)
-        keep = attrs.get("keepdims", 1) == 1
-        noop = attrs.get("noop_with_empty_axes", 0) == 1
 
         def ref():
+            # The node's attributes when the reference runs: a hostile value may have replaced
+            # one (seed 179, o39_28: keepdims 1 drawn, 0 run).
+            final = {a.name: helper.get_attribute_value(a) for a in c.nodes[0].attribute}
+            keep = final.get("keepdims", 1) == 1
+            noop = final.get("noop_with_empty_axes", 0) == 1
             if not axes and noop:
                 return [x]
             ax = tuple(sorted({a % rank for a in axes})) if axes and rank else tuple(range(rank))
@@ -637,9 +640,10 @@ class OpCases(ElemGen, ShapeGen, NNGen, ControlGen, RecurrentGen, VisionGen, MlG
             y = np.array(np.clip(y, int(info.min), int(info.max)), dtype=object)
             return [y.astype(x.dtype)]
         mag = float(np.sum(np.abs(_f64(np.nan_to_num(x))), initial=0.0)) if t in FLOATS else 0.0
-        return self.case(cid, op, [node], feeds, [f"{cid}_y"], consts,
-                         reference=ref, mag=[min(mag, 1e30)],
-                         label=f"{op} {x.dtype} {shape} axes={axes} {attrs}{empty_marker(x)}")
+        c = self.case(cid, op, [node], feeds, [f"{cid}_y"], consts,
+                      reference=ref, mag=[min(mag, 1e30)],
+                      label=f"{op} {x.dtype} {shape} axes={axes} {attrs}{empty_marker(x)}")
+        return c
 
     def gen_ReduceSum(self, cid):
         return self._reduce(cid, "ReduceSum")
