@@ -50,6 +50,8 @@ from tests.contracts.test_attention_vjp import (
     handler_missing,  # noqa: F401  (fixture)
     run_on_ep,
 )
+from tests.contracts.test_attention_vjp_half import TYPES as HALF_TYPES
+from tests.contracts.test_attention_vjp_half import _float32_boundary
 
 
 @pytest.fixture
@@ -306,9 +308,7 @@ def test_cuda_fused_half_inputs_mode_gives_the_exact_modes_bits(case, type_name,
                                                                 monkeypatch, cuda_backend):
     if tf32_mode():
         pytest.skip("the tf32 mode has no lo terms to skip")
-    from tests.contracts.test_attention_vjp_half import TYPES, _float32_boundary
-
-    np_type, onnx_type, _ = TYPES[type_name]
+    np_type, onnx_type, unit = HALF_TYPES[type_name]
     use_cuda_fused(monkeypatch)
     monkeypatch.setenv("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_ONE_PASS", "0")
     model = case.model(dtype=np_type)
@@ -326,7 +326,6 @@ def test_cuda_fused_half_inputs_mode_gives_the_exact_modes_bits(case, type_name,
         np.testing.assert_array_equal(fast, plain, err_msg=f"d{'QKV'[o]} {type_name}")
     want = attention_vjp_reference_for(model, feeds)
     mag = gradient_magnitude(model, feeds)
-    unit = TYPES[type_name][2]
     for o, g, w in zip(case.outputs, runs["1"], want):
         np.testing.assert_allclose(g, w, rtol=2 * unit, atol=1e-4 * max(mag, 1e-3),
                                    err_msg=f"d{'QKV'[o]} {type_name} vs float64")

@@ -57,15 +57,16 @@ const Binary& binary(int dmax) {
   return dmax <= 32 ? b32 : dmax <= 64 ? b64 : dmax <= 128 ? b128 : b256;
 }
 
-// The kernels' `mode` scalar (kernels.cu, enum Mode): 1 in the EP's tf32 mode; else 3xTF32, 2
-// telling the kernels that the inputs are TF32 values, whose products with each other need one
-// mma and with P or dS two (the same sums in fewer instructions: kernels.cu, kSplitTf32Inputs).
+// The kernels' `mode` scalar (tiles.h). Inputs that are TF32 values need one mma for their
+// products with each other and two with P or dS (the same sums in fewer instructions:
+// kernels.cu, kSplitTf32Inputs).
 int precision_mode(bool inputs_are_tf32_values) {
-  if (device::tf32_enabled()) return 1;
+  namespace t = ortmlx_avjp_tiles;
+  if (device::tf32_enabled()) return t::kModeTf32;
   return inputs_are_tf32_values &&
                  ops::kernel_enabled("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_TF32_INPUTS")
-             ? 2
-             : 0;
+             ? t::kModeExactTf32Inputs
+             : t::kModeExact;
 }
 
 }  // namespace

@@ -52,9 +52,8 @@ constexpr float kInf = __builtin_huge_valf();
 
 // How the tensor-core products round their operands (see mma_tile).
 enum Precision { kTf32 = 0, kSplit = 1, kSplitSafe = 2, kSplitTf32Inputs = 3 };
-
-// The precision modes the host passes (Problem::mode).
-enum Mode { kModeExact = 0, kModeTf32 = 1, kModeExactTf32Inputs = 2 };
+using ortmlx_avjp_tiles::kModeExactTf32Inputs;
+using ortmlx_avjp_tiles::kModeTf32;
 
 struct Problem {
   int b, hq, hk, sq, sk, d, rank, causal, mask_kind;

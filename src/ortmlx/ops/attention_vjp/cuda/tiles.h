@@ -9,6 +9,13 @@ namespace ortmlx_avjp_tiles {
 constexpr int kThreads = 256;  // per block: 8 warps (a 16 x 16 grid in the SIMT stats pass)
 constexpr int kWarps = kThreads / 32;
 
+// The kernels' precision mode, the `mode` scalar the host passes: 3xTF32 products (fp32
+// accuracy), the EP's tf32 mode (one TF32 product), or 3xTF32 on inputs that are TF32 values
+// (float16/bfloat16 contracts widened to fp32), whose zero lo terms the products skip.
+constexpr int kModeExact = 0;
+constexpr int kModeTf32 = 1;
+constexpr int kModeExactTf32Inputs = 2;
+
 // The head-size bucket a head size runs in (the kernels are instantiated for these).
 constexpr int dmax_of(int d) {
   return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256;
