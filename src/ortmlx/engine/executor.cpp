@@ -163,7 +163,8 @@ Executor::Executor(std::shared_ptr<const Plan> plan, ExecConfig config)
       cache_(config.cache_size),
       segments_(config.compile && config.segments
                     ? std::make_unique<SegmentStore>(config.cache_size, config.fuse)
-                    : nullptr) {
+                    : nullptr),
+      replay_(config.compile && device::graph_replay_available()) {
   output_producers_.assign(plan_->output_names.size(), nullptr);
   for (size_t i = 0; i < plan_->output_names.size(); ++i)
     for (const auto& node : plan_->nodes)
@@ -445,7 +446,10 @@ bool Executor::run_compiled(const std::vector<mx::array>& inputs, TraceSink* sin
       return false;
     }
     try {
-      evaluate(r.outputs, fp);
+      // A key due for graph replay is evaluated by its capture (same kernels, same results).
+      const bool captured =
+          replay_ && !traced && fn->checks().empty() && capture(key, inputs, *fn, r);
+      if (!captured) evaluate(r.outputs, fp);
     } catch (const std::exception& e) {
       failure = std::string("evaluating the compiled function failed: ") + e.what();
       out_of_memory = dynamic_cast<const OutOfMemoryError*>(&e) != nullptr;
@@ -466,15 +470,81 @@ bool Executor::run_compiled(const std::vector<mx::array>& inputs, TraceSink* sin
   return true;
 }
 
+bool Executor::replay(const std::string& key, const std::vector<mx::array>& inputs, TraceSink* sink,
+                      RunResult& r) {
+  auto it = replays_.find(key);
+  if (it == replays_.end() || !it->second.run) return false;
+  RunStats& st = r.stats;
+  const auto t0 = Clock::now();
+  {
+    TraceSpan span(sink, "mlx.eval", "ep.phase");
+    if (sink) span.args().add("fused_node", plan_->name).add("compiled", true).add("replay", true);
+    try {
+      r.outputs = device::replay_run(*it->second.run, inputs);
+    } catch (const std::exception& e) {
+      throw NodeError("fused node " + plan_->name + ": CUDA graph replay failed: " + e.what());
+    }
+  }
+  st.eval_s = seconds_since(t0);
+  st.cache = CacheOutcome::kHit;
+  st.compiled = true;
+  st.replayed = true;
+  st.cache_entries = cache_.size();
+  r.marks = it->second.marks;
+  it->second.last_use = ++replay_clock_;
+  return true;
+}
+
+bool Executor::capture(const std::string& key, const std::vector<mx::array>& inputs, CompiledFn& fn,
+                       RunResult& r) {
+  if (replays_.size() >= 16 * kMaxCapturedRuns)  // counts of keys never captured: bounded
+    std::erase_if(replays_, [](const auto& kv) { return !kv.second.run; });
+  ReplayEntry& entry = replays_[key];
+  if (entry.refused || ++entry.hits < kCaptureAfterHits) return false;
+  size_t held = 0;
+  ReplayEntry* oldest = nullptr;
+  for (auto& [k, e] : replays_) {
+    if (!e.run) continue;
+    ++held;
+    if (oldest == nullptr || e.last_use < oldest->last_use) oldest = &e;
+  }
+  if (held >= kMaxCapturedRuns && oldest != nullptr) oldest->run.reset();
+  try {
+    device::Capture c = device::capture_run(r.outputs, inputs);
+    if (!c.run) {
+      entry.refused = true;
+      r.stats.replay_note = c.why_not;
+      return false;
+    }
+    entry.run = std::move(c.run);
+    entry.marks = fn.marks();
+    entry.last_use = ++replay_clock_;
+    r.stats.captured = true;
+    return true;
+  } catch (const device::CaptureFailed& e) {
+    replay_ = false;
+    replays_.clear();
+    std::cerr << "[ortmlx] fused node '" << plan_->name
+              << "': graph replay off for this node: " << e.what() << std::endl;
+    r.stats.replay_note = e.what();
+    r.outputs = fn(inputs);  // the failed capture's arrays hold nothing valid: build them again
+    return false;
+  }
+}
+
 RunResult Executor::run(const std::vector<mx::array>& inputs, TraceSink* sink) {
   const std::string key = shape_key(inputs);
+  RunResult compiled;
+  compiled.stats.shape_key = key;
+  if (replay_ && compile_enabled() && replay(key, inputs, sink, compiled)) return compiled;
+  // Any other run may read inputs on the host: the copies an executor with graph replay left
+  // unwaited (device::upload) must be done first.
+  if (replay_) device::wait_uploads();
   if (!compile_enabled()) {
     RunResult r = run_eager(inputs, sink);
     r.stats.shape_key = key;
     return r;
   }
-  RunResult compiled;
-  compiled.stats.shape_key = key;
   std::string failure;
   bool out_of_memory = false;
   if (run_compiled(inputs, sink, compiled, failure, out_of_memory)) return compiled;
@@ -501,6 +571,7 @@ RunResult Executor::run(const std::vector<mx::array>& inputs, TraceSink* sink) {
   r.stats.fallback_reason = failure;
   compile_disabled_ = true;
   disabled_reason_ = failure;
+  replays_.clear();
   cache_.clear();
   compiled_footprints_.clear();
   r.stats.cache_entries = 0;

@@ -36,6 +36,7 @@
 #include <mlx/array.h>
 
 #include "ortmlx/engine/compile_cache.h"
+#include "ortmlx/engine/device/graph_replay.h"
 #include "ortmlx/engine/footprint.h"
 #include "ortmlx/engine/plan.h"
 #include "ortmlx/engine/segments.h"
@@ -84,6 +85,9 @@ struct RunStats {
   double compile_s = 0;      // trace + mlx::compile (first call of a compiled function)
   double eval_s = 0;         // mlx::eval of the outputs
   size_t segment_calls = 0;  // eager run: compiled segments called (engine/segments.h)
+  bool captured = false;     // evaluated by capturing a CUDA graph (device/graph_replay.h)
+  bool replayed = false;     // a captured graph was launched again: no trace, no mlx::eval
+  std::string replay_note;   // why this run's key will not be captured ("" if it may be)
 };
 
 struct RunResult {
@@ -117,6 +121,12 @@ class Executor {
       std::vector<TranslationContext::Check>* checks = nullptr,
       SegmentStore* segments = nullptr) const;
 
+  // Graph replay (device/graph_replay.h): a key is captured on its kCaptureAfterHits-th cache hit;
+  // at most kMaxCapturedRuns captured runs are kept (least recently launched dropped first).
+  static constexpr size_t kCaptureAfterHits = 2;
+  static constexpr size_t kMaxCapturedRuns = 4;
+  bool graph_replay_enabled() const { return replay_; }
+
   // Whether the next run may use the compiled path.
   bool compile_enabled() const { return config_.compile && !compile_disabled_; }
   // Why compilation was switched off for this plan after a fallback ("" when it was not).
@@ -133,6 +143,13 @@ class Executor {
   // `out_of_memory` tells that memory, not compilation, was the reason.
   bool run_compiled(const std::vector<mlx::core::array>& inputs, TraceSink* sink, RunResult& r,
                     std::string& failure, bool& out_of_memory);
+  // Launches the captured run of `key`, if there is one (false: none).
+  bool replay(const std::string& key, const std::vector<mlx::core::array>& inputs, TraceSink* sink,
+              RunResult& r);
+  // Evaluates r.outputs (a cache hit of `fn`) by capturing them, when `key` is due; false when
+  // the caller must evaluate them (r.outputs rebuilt if a capture failed midway).
+  bool capture(const std::string& key, const std::vector<mlx::core::array>& inputs, CompiledFn& fn,
+               RunResult& r);
   // Throws OutOfMemoryError when the largest array of `fp` cannot be allocated.
   void check_memory(const GraphFootprint& fp) const;
   // Reads the evaluated bools of the runtime checks; throws NodeError for the first false one.
@@ -156,6 +173,18 @@ class Executor {
   // Footprint of each compiled function's graph by shape key: a compiled function replays the
   // same graph for its key, so the walk runs once per key (bounded; cleared with the cache).
   std::unordered_map<std::string, GraphFootprint> compiled_footprints_;
+  // Graph replay: per shape key, the cache hits seen and the captured run. Off for good after a
+  // capture fails midway.
+  struct ReplayEntry {
+    size_t hits = 0;
+    bool refused = false;  // capture_run said why not: never tried again for this key
+    device::CapturedRunPtr run;
+    std::vector<TranslationContext::PathMark> marks;
+    uint64_t last_use = 0;
+  };
+  bool replay_ = false;
+  uint64_t replay_clock_ = 0;
+  std::unordered_map<std::string, ReplayEntry> replays_;
 };
 
 }  // namespace ortmlx

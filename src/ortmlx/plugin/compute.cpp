@@ -120,8 +120,10 @@ mx::array to_mlx(const InputDesc& in, InputPins& pins, RunRecord& rec,
 
 // Host outputs are copied here; device outputs are listed in `copies` and copied all at once
 // (device::copy_out reads MLX's device buffers in place; it never migrates them to the host).
+// `device_read`: the array's buffer must not move (a captured run's, graph_replay.h), so a host
+// output is copied from the device too, where a.data() would move the buffer to unified memory.
 void to_ort(const mx::array& a, OrtKernelContext* ctx, size_t index, RunRecord& rec,
-            std::vector<device::CopyOut>& copies) {
+            std::vector<device::CopyOut>& copies, bool device_read) {
   std::vector<int64_t> dims(a.shape().begin(), a.shape().end());
   OrtValue* out = nullptr;
   ORTMLX_CHECK(g_ort->KernelContext_GetOutput(ctx, index, dims.data(), dims.size(), &out));
@@ -132,6 +134,8 @@ void to_ort(const mx::array& a, OrtKernelContext* ctx, size_t index, RunRecord& 
   ORTMLX_CHECK(g_ort->GetTensorMutableData(out, &dst));
   if (on_gpu(out))
     copies.push_back({a, dst});
+  else if (device_read)
+    copies.push_back({a, dst, /*to_host=*/true});
   else
     std::memcpy(dst, a.data<uint8_t>(), bytes);
   rec.bytes_out += bytes;
@@ -218,7 +222,9 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
           TraceSpan span(sink, "mlx.copy", "ep.phase");
           std::vector<device::Upload> uploads;
           for (const auto& d : descs) inputs.push_back(to_mlx(d, pins, rec, uploads));
-          if (!uploads.empty()) device::upload(uploads);
+          // An executor with graph replay waits for the copies itself unless it replays.
+          if (!uploads.empty())
+            device::upload(uploads, /*wait=*/!executor_->graph_replay_enabled());
           if (sink)
             span.args()
                 .add("direction", "in")
@@ -240,7 +246,8 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
           TraceSpan span(sink, "mlx.copy", "ep.phase");
           std::vector<device::CopyOut> copies;
           for (size_t i = 0; i < result.outputs.size(); ++i)
-            to_ort(result.outputs[i], kernel_context, i, rec, copies);
+            to_ort(result.outputs[i], kernel_context, i, rec, copies,
+                   result.stats.captured || result.stats.replayed);
           device::copy_out(copies);
           if (sink) span.args().add("direction", "out").add("bytes", rec.bytes_out);
         }
@@ -286,6 +293,9 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
   rec.fallback = stats.fallback;
   rec.cache_entries = stats.cache_entries;
   rec.segment_calls = stats.segment_calls;
+  rec.captured = stats.captured;
+  rec.replayed = stats.replayed;
+  rec.replay_refused = !stats.replay_note.empty();
   rec.translate_s = stats.translate_s;
   rec.compile_s = stats.compile_s;
   rec.eval_s = stats.eval_s;
@@ -295,7 +305,9 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
     TraceArgs args;
     args.add("fused_node", plan.name)
         .add("nodes", plan.nodes.size())
-        .add("path", stats.compiled ? "general" : "eager")
+        .add("path", stats.replayed   ? "replay"
+                     : stats.compiled ? "general"
+                                      : "eager")
         .add("cache", stats.compiled || stats.fallback ? cache_outcome_name(stats.cache) : "EAGER")
         .add("shape_key", stats.shape_key)
         .add("shape_keyed", plan.shape_keyed)
@@ -303,6 +315,8 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
         .add("queue_us", queue_us)
         .add("session", ep_.session_id());
     if (stats.fallback) args.add("fallback", stats.fallback_reason);
+    if (stats.captured) args.add("captured", true);
+    if (!stats.replay_note.empty()) args.add("replay_refused", stats.replay_note);
     sink->span("mlx.subgraph", "ep", start_us, args);
   }
   ep_.flush_report();

@@ -16,6 +16,7 @@
 #include <mlx/transforms.h>
 
 #include "ortmlx/engine/device/block_cache.h"
+#include "ortmlx/engine/device/cuda_internal.h"
 #include "ortmlx/engine/device/device_memory.h"
 
 namespace ortmlx::device {
@@ -111,12 +112,6 @@ void* allocate_from_pool(size_t bytes) {
   return p;
 }
 
-// MLX's CUDA stream for the default GPU stream: copies queued there are ordered with MLX's
-// kernels without a host synchronisation.
-cudaStream_t mlx_stream() {
-  return mx::cu::get_command_encoder(mx::default_stream(mx::Device::gpu)).stream();
-}
-
 // A buffer the EP allocated for MLX (device_block: inputs, its primitives' outputs) goes back to
 // the pool when MLX drops it: from device memory, or from the unified memory MLX moved it to if
 // host code read it (Buffer::raw_ptr copies the data there and frees the device block itself,
@@ -149,6 +144,14 @@ bool legacy_device_copy() {
   return legacy;
 }
 
+}  // namespace
+
+// MLX's CUDA stream for the default GPU stream: copies queued there are ordered with MLX's
+// kernels without a host synchronisation.
+cudaStream_t mlx_stream() {
+  return mx::cu::get_command_encoder(mx::default_stream(mx::Device::gpu)).stream();
+}
+
 // Queues plain copies on `s`: one cudaMemcpyBatchAsync call (a host call costs ~5-10 us, and a
 // decoder step moves 49 tensors), or one cudaMemcpyAsync each where the driver refuses the batch.
 void queue_copies(std::vector<void*>& dsts, std::vector<const void*>& srcs,
@@ -167,8 +170,6 @@ void queue_copies(std::vector<void*>& dsts, std::vector<const void*>& srcs,
   for (size_t i = 0; i < dsts.size(); ++i)
     check(cudaMemcpyAsync(dsts[i], srcs[i], sizes[i], cudaMemcpyDefault, s), "cudaMemcpyAsync");
 }
-
-}  // namespace
 
 // MLX's own gpu_ptr, which is not exported. Reading the buffer struct never migrates the buffer,
 // unlike array::data().
@@ -269,11 +270,33 @@ mx::array new_device_array(const mx::Shape& shape, mx::Dtype dtype) {
   return mx::array(device_block(bytes, mlx_stream()), shape, dtype);
 }
 
+namespace {
+thread_local std::vector<void*>* capture_blocks = nullptr;
+}  // namespace
+
+void set_capture_blocks(std::vector<void*>* blocks) {
+  capture_blocks = blocks;
+}
+
 mx::allocator::Data device_block(size_t bytes, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
   const bool cached = s == mlx_stream();  // reuse is ordered on that stream only
   const size_t size = BlockCache::rounded(bytes);
   void* p = cached ? stream_block_cache().reuse(size) : nullptr;
+  if (p == nullptr && capture_blocks != nullptr) {
+    // The graph's own memory (set_capture_blocks): no retry after freeing kept blocks, which
+    // would queue frees into the graph.
+    check(cudaMallocAsync(&p, size, s), "cudaMallocAsync");
+    capture_blocks->push_back(p);
+    auto* buf = new mx::cu::CudaBuffer{p, bytes, gpu_ordinal()};
+    return mx::allocator::Data(mx::allocator::Buffer(buf), [s, p](mx::allocator::Buffer b) {
+      auto* dropped = static_cast<mx::cu::CudaBuffer*>(b.ptr());
+      if (dropped != nullptr && dropped->device >= 0 && dropped->data == p)
+        delete dropped;  // the captured run frees the block
+      else
+        free_device_block(b, s);  // moved to unified memory by MLX, which freed the block
+    });
+  }
   if (p == nullptr) {
     if (cudaMallocAsync(&p, size, s) != cudaSuccess) {  // the pool may be short by what is kept
       (void)cudaGetLastError();
@@ -301,7 +324,17 @@ mx::allocator::Data device_block(size_t bytes, void* stream) {
   });
 }
 
-void upload(const std::vector<Upload>& uploads) {
+namespace {
+thread_local bool uploads_pending = false;  // upload(wait = false) left copies unwaited
+}  // namespace
+
+void wait_uploads() {
+  if (!uploads_pending) return;
+  uploads_pending = false;
+  check(cudaStreamSynchronize(mlx_stream()), "cudaStreamSynchronize");
+}
+
+void upload(const std::vector<Upload>& uploads, bool wait) {
   if (uploads.empty()) return;
   // On MLX's stream, after the allocations. The wait stays: a translator that reads an input's
   // values on the host (a shape, a trip count) must not see a copy still in flight.
@@ -320,7 +353,8 @@ void upload(const std::vector<Upload>& uploads) {
   }
   cudaStream_t s = mlx_stream();
   queue_copies(dsts, srcs, sizes, s);
-  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  uploads_pending = !wait;
+  if (wait) check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
 void to_device(const mx::array& a, void* dst) {
@@ -333,14 +367,19 @@ void copy_out(const std::vector<CopyOut>& copies) {
   std::vector<void*> dsts;
   std::vector<const void*> srcs;
   std::vector<size_t> sizes;
+  cudaStream_t s = mlx_stream();
   for (const auto& c : copies) {
     if (c.src.nbytes() == 0) continue;
+    if (c.to_host) {  // pageable host memory: not part of the batch
+      check(cudaMemcpyAsync(c.dst, device_address(c.src), c.src.nbytes(), cudaMemcpyDefault, s),
+            "cudaMemcpyAsync");
+      continue;
+    }
     dsts.push_back(c.dst);
     srcs.push_back(device_address(c.src));
     sizes.push_back(c.src.nbytes());
   }
-  cudaStream_t s = mlx_stream();
-  queue_copies(dsts, srcs, sizes, s);
+  if (!dsts.empty()) queue_copies(dsts, srcs, sizes, s);
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 

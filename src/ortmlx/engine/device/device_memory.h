@@ -45,7 +45,9 @@ void copy_bytes(void* dst, const void* src, size_t bytes);
 // Device inputs in two steps, so that a Compute with several inputs copies them with one call and
 // one wait: new_device_array() returns an MLX array over an uninitialised device block (taken
 // from the default pool in MLX's stream order; no kernel runs); upload() copies each source into
-// its array on MLX's own stream, batched, and waits once.
+// its array on MLX's own stream, batched, and waits once. With `wait` false it leaves the wait to
+// wait_uploads(), which a run calls before anything may read an input on the host (a graph
+// replay reads nothing there: its launch is queued behind the copies on the same stream).
 struct Upload {
   mlx::core::array dst;
   const void* src;  // device pointer, dst.nbytes() bytes
@@ -58,13 +60,15 @@ mlx::core::allocator::Data device_block(size_t bytes, void* stream);
 // The device address of an evaluated MLX array's data, and of a block from device_block.
 const void* device_address(const mlx::core::array& a);
 void* device_address(const mlx::core::allocator::Data& block);
-void upload(const std::vector<Upload>& uploads);
+void upload(const std::vector<Upload>& uploads, bool wait = true);
+void wait_uploads();
 // Copies an evaluated, row-contiguous array into device memory at `dst` (a.nbytes() bytes).
 void to_device(const mlx::core::array& a, void* dst);
 // Several such copies (a Compute's device outputs), queued as one batch, with one synchronisation.
 struct CopyOut {
   mlx::core::array src;
-  void* dst;  // device memory, src.nbytes() bytes
+  void* dst;             // device memory, src.nbytes() bytes
+  bool to_host = false;  // dst is host memory instead (copied on its own, in the same wait)
 };
 void copy_out(const std::vector<CopyOut>& copies);
 

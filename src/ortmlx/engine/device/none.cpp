@@ -2,6 +2,7 @@
 #include <stdexcept>
 
 #include "ortmlx/engine/device/device_memory.h"
+#include "ortmlx/engine/device/graph_replay.h"
 
 namespace ortmlx::device {
 
@@ -46,14 +47,32 @@ const void* device_address(const mlx::core::array&) {
 void* device_address(const mlx::core::allocator::Data&) {
   no_gpu();
 }
-void upload(const std::vector<Upload>&) {
+void upload(const std::vector<Upload>&, bool) {
   no_gpu();
 }
+void wait_uploads() {}
 void to_device(const mlx::core::array&, void*) {
   no_gpu();
 }
 void copy_out(const std::vector<CopyOut>& copies) {
   if (!copies.empty()) no_gpu();
+}
+
+class CapturedRun {};
+void CapturedRunDeleter::operator()(CapturedRun* run) const {
+  delete run;
+}
+bool graph_replay_available() {
+  return false;
+}
+Capture capture_run(const std::vector<mlx::core::array>&, const std::vector<mlx::core::array>&) {
+  return {nullptr, "graph replay needs the CUDA flavour of ortmlx"};
+}
+std::vector<mlx::core::array> replay_run(CapturedRun&, const std::vector<mlx::core::array>&) {
+  no_gpu();
+}
+size_t captured_bytes(const CapturedRun&) {
+  return 0;
 }
 
 }  // namespace ortmlx::device

@@ -1,0 +1,146 @@
+"""Graph replay (ONNXRUNTIME_EP_MLX_GRAPH_REPLAY=1, engine/device/graph_replay.h): a compiled run
+captured once as a CUDA graph and launched again for the later runs of its shape key. Checks,
+with device-resident I/O, that the captured and the replayed runs give ORT CPU's values with new
+data each run (a replay that read stale inputs or wrote stale outputs fails), that the report
+counts the capture and the replays, and the cases with other paths: shapes that change (one
+captured run per key, the oldest dropped past four), an input whose values are read on the host,
+an output that passes an input through, and a plan that refuses capture. Skipped where MLX has no
+GPU backend (the CPU flavour)."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+from ortmlx.testing import make_model, mlx_backend, run_cpu
+
+from tests.engine.test_device_io import DeviceSession
+from tests.engine.test_device_io import _model as _reshape_model
+
+pytestmark = pytest.mark.skipif(mlx_backend() != "gpu", reason="needs MLX's GPU backend")
+
+
+@pytest.fixture(autouse=True)
+def _replay_on(monkeypatch):
+    # Read when each fused node's executor is made: set before the sessions below are created.
+    monkeypatch.setenv("ONNXRUNTIME_EP_MLX_GRAPH_REPLAY", "1")
+
+
+def _block_model(e=32, f=64):
+    # A transformer block in miniature: projection with bias, softmax attention over the rows,
+    # residual, LayerNorm, GELU MLP. Weights are initializers (constants of the compiled function).
+    rng = np.random.default_rng(11)
+    w = {n: nh.from_array((rng.standard_normal(s) * 0.2).astype(np.float32), n)
+         for n, s in [("wq", (e, e)), ("wk", (e, e)), ("wv", (e, e)), ("bq", (e,)),
+                      ("w1", (e, f)), ("w2", (f, e)), ("g", (e,)), ("b", (e,))]}
+    nodes = [
+        h.make_node("MatMul", ["x", "wq"], ["q0"], name="q"),
+        h.make_node("Add", ["q0", "bq"], ["q"], name="qb"),
+        h.make_node("MatMul", ["x", "wk"], ["k"], name="k"),
+        h.make_node("MatMul", ["x", "wv"], ["v"], name="v"),
+        h.make_node("Transpose", ["k"], ["kt"], name="kt", perm=[0, 2, 1]),
+        h.make_node("MatMul", ["q", "kt"], ["s"], name="scores"),
+        h.make_node("Softmax", ["s"], ["p"], name="softmax", axis=-1),
+        h.make_node("MatMul", ["p", "v"], ["a"], name="attend"),
+        h.make_node("Add", ["a", "x"], ["r"], name="residual"),
+        h.make_node("LayerNormalization", ["r", "g", "b"], ["n"], name="norm", axis=-1),
+        h.make_node("MatMul", ["n", "w1"], ["m1"], name="up"),
+        h.make_node("Gelu", ["m1"], ["m2"], name="gelu"),
+        h.make_node("MatMul", ["m2", "w2"], ["y"], name="down"),
+    ]
+    graph = h.make_graph(nodes, "block", [h.make_tensor_value_info("x", T.FLOAT, ["b", "s", e])],
+                         [h.make_tensor_value_info("y", T.FLOAT, ["b", "s", e])],
+                         initializer=list(w.values()))
+    return make_model(graph, opset=20)
+
+
+def _run_block(s, model, shape, rng):
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32)}
+    want = run_cpu(model, feeds)[0]
+    got = s.run(feeds, {"y": (shape, np.float32)})["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_replay_gives_cpu_values_run_after_run():
+    model = _block_model()
+    s = DeviceSession(model)
+    rng = np.random.default_rng(5)
+    try:
+        for _ in range(7):  # miss, two hits (the second captured), then four replays
+            _run_block(s, model, (2, 16, 32), rng)
+        rep = s.report()
+        assert rep.executed_nodes() >= {"q", "scores", "softmax", "norm", "gelu", "down"}
+        c = rep.counters()
+        assert c.get("graph_replay.capture", 0) == 1, c
+        assert c.get("graph_replay.replay", 0) == 4, c
+    finally:
+        s.close()
+
+
+def test_replay_one_captured_run_per_shape_oldest_dropped():
+    # Six shape keys, more than the four captured runs a fused node keeps, in turns: each key is
+    # captured on its second hit; a dropped key is captured again when it comes back.
+    model = _block_model()
+    s = DeviceSession(model)
+    rng = np.random.default_rng(6)
+    shapes = [(1, 8, 32), (2, 8, 32), (1, 12, 32), (3, 5, 32), (1, 7, 32), (2, 9, 32)]
+    try:
+        for _ in range(4):
+            for shape in shapes:
+                _run_block(s, model, shape, rng)
+        c = s.report().counters()
+        assert c.get("graph_replay.capture", 0) >= len(shapes), c
+        assert c.get("graph_replay.replay", 0) >= 1, c
+    finally:
+        s.close()
+
+
+def test_replay_on_with_host_read_input_and_passed_through_output():
+    # The device I/O model: Reshape's shape input is read on the host, one output is an input
+    # passed through. With replay on, its runs stay right however they run (a plan that reads
+    # values on the host runs eagerly and is never captured; its uploads are waited for).
+    model = _reshape_model()
+    s = DeviceSession(model)
+    rng = np.random.default_rng(7)
+    try:
+        for a, b in [(4, 6)] * 5 + [(8, 3)] * 5:
+            feeds = {"x": rng.standard_normal((a, b)).astype(np.float32),
+                     "y": rng.standard_normal((a, b)).astype(np.float32),
+                     "k": np.array([b, a], np.int64)}
+            want = dict(zip(["z", "xo", "m"], run_cpu(model, feeds)))
+            got = s.run(feeds, {"z": ((b, a), np.float32), "xo": ((a, b), np.float32),
+                                "m": ((a, b), np.float32)})
+            for name in want:
+                np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    finally:
+        s.close()
+
+
+def test_runtime_checks_are_never_captured():
+    # Integer division checks its divisor at run time (an error naming the node), which a replay
+    # could not raise: such a plan runs the usual way, and a zero divisor still fails cleanly.
+    graph = h.make_graph(
+        [h.make_node("Div", ["a", "b"], ["q"], name="div"),
+         h.make_node("Add", ["q", "a"], ["y"], name="add")],
+        "checks",
+        [h.make_tensor_value_info("a", T.INT32, [3, 4]), h.make_tensor_value_info("b", T.INT32, [3, 4])],
+        [h.make_tensor_value_info("y", T.INT32, [3, 4])])
+    model = make_model(graph, opset=17)
+    s = DeviceSession(model)
+    rng = np.random.default_rng(8)
+    try:
+        for _ in range(5):
+            feeds = {"a": rng.integers(-50, 50, (3, 4)).astype(np.int32),
+                     "b": rng.integers(1, 9, (3, 4)).astype(np.int32)}
+            got = s.run(feeds, {"y": ((3, 4), np.int32)})["y"]
+            np.testing.assert_array_equal(got, run_cpu(model, feeds)[0])
+        assert s.report().counters().get("graph_replay.replay", 0) == 0
+        feeds["b"][1, 2] = 0
+        with pytest.raises(Exception, match="div"):
+            s.run(feeds, {"y": ((3, 4), np.int32)})
+        feeds["b"][1, 2] = 3
+        np.testing.assert_array_equal(s.run(feeds, {"y": ((3, 4), np.int32)})["y"],
+                                      run_cpu(model, feeds)[0])
+    finally:
+        s.close()
