@@ -96,6 +96,18 @@ def _model():
     return make_model(graph, opset=17)
 
 
+def check_model_run(s: DeviceSession, model, a: int, b: int, rng):
+    """One run of _model() with new (a, b) inputs, compared with ORT CPU."""
+    feeds = {"x": rng.standard_normal((a, b)).astype(np.float32),
+             "y": rng.standard_normal((a, b)).astype(np.float32),
+             "k": np.array([b, a], np.int64)}
+    want = dict(zip(["z", "xo", "m"], run_cpu(model, feeds)))
+    got = s.run(feeds, {"z": ((b, a), np.float32), "xo": ((a, b), np.float32),
+                        "m": ((a, b), np.float32)})
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
 @pytest.mark.parametrize("shapes", [[(4, 6)], [(4, 6), (8, 3), (4, 6)], [(0, 5), (3, 5)]],
                          ids=["one_shape", "shapes_change", "empty_input"])
 def test_device_io_matches_cpu(shapes):
@@ -105,14 +117,7 @@ def test_device_io_matches_cpu(shapes):
     try:
         for a, b in shapes:
             for _ in range(2):  # the second run of a shape replays its compiled graph
-                feeds = {"x": rng.standard_normal((a, b)).astype(np.float32),
-                         "y": rng.standard_normal((a, b)).astype(np.float32),
-                         "k": np.array([b, a], np.int64)}
-                want = dict(zip(["z", "xo", "m"], run_cpu(model, feeds)))
-                got = s.run(feeds, {"z": ((b, a), np.float32), "xo": ((a, b), np.float32),
-                                    "m": ((a, b), np.float32)})
-                for name in want:
-                    np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+                check_model_run(s, model, a, b, rng)
         rep = s.report()
         assert rep.executed_nodes() >= {"add", "reshape", "pass", "mul"}, rep.executed_nodes()
         assert rep.raw["io"] == "device", rep.raw["io"]

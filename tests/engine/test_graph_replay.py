@@ -15,7 +15,7 @@ from onnx import numpy_helper as nh
 
 from ortmlx.testing import make_model, mlx_backend, run_cpu
 
-from tests.engine.test_device_io import DeviceSession
+from tests.engine.test_device_io import DeviceSession, check_model_run
 from tests.engine.test_device_io import _model as _reshape_model
 
 pytestmark = pytest.mark.skipif(mlx_backend() != "gpu", reason="needs MLX's GPU backend")
@@ -55,45 +55,39 @@ def _block_model(e=32, f=64):
     return make_model(graph, opset=20)
 
 
-def _run_block(s, model, shape, rng):
-    feeds = {"x": rng.standard_normal(shape).astype(np.float32)}
-    want = run_cpu(model, feeds)[0]
-    got = s.run(feeds, {"y": (shape, np.float32)})["y"]
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+def _block_runs(shapes, seed: int) -> tuple[dict, set]:
+    """Runs the block model on `shapes` in order with new data each run, each compared with ORT
+    CPU; returns the report's counters and the nodes that ran on the EP."""
+    model = _block_model()
+    s = DeviceSession(model)
+    rng = np.random.default_rng(seed)
+    try:
+        for shape in shapes:
+            feeds = {"x": rng.standard_normal(shape).astype(np.float32)}
+            want = run_cpu(model, feeds)[0]
+            got = s.run(feeds, {"y": (shape, np.float32)})["y"]
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        rep = s.report()
+        return rep.counters(), rep.executed_nodes()
+    finally:
+        s.close()
 
 
 def test_replay_gives_cpu_values_run_after_run():
-    model = _block_model()
-    s = DeviceSession(model)
-    rng = np.random.default_rng(5)
-    try:
-        for _ in range(7):  # miss, two hits (the second captured), then four replays
-            _run_block(s, model, (2, 16, 32), rng)
-        rep = s.report()
-        assert rep.executed_nodes() >= {"q", "scores", "softmax", "norm", "gelu", "down"}
-        c = rep.counters()
-        assert c.get("graph_replay.capture", 0) == 1, c
-        assert c.get("graph_replay.replay", 0) == 4, c
-    finally:
-        s.close()
+    # A miss, two hits (the second captured), then four replays.
+    c, ran = _block_runs([(2, 16, 32)] * 7, seed=5)
+    assert ran >= {"q", "scores", "softmax", "norm", "gelu", "down"}, ran
+    assert c.get("graph_replay.capture", 0) == 1, c
+    assert c.get("graph_replay.replay", 0) == 4, c
 
 
 def test_replay_one_captured_run_per_shape_oldest_dropped():
     # Six shape keys, more than the four captured runs a fused node keeps, in turns: each key is
     # captured on its second hit; a dropped key is captured again when it comes back.
-    model = _block_model()
-    s = DeviceSession(model)
-    rng = np.random.default_rng(6)
     shapes = [(1, 8, 32), (2, 8, 32), (1, 12, 32), (3, 5, 32), (1, 7, 32), (2, 9, 32)]
-    try:
-        for _ in range(4):
-            for shape in shapes:
-                _run_block(s, model, shape, rng)
-        c = s.report().counters()
-        assert c.get("graph_replay.capture", 0) >= len(shapes), c
-        assert c.get("graph_replay.replay", 0) >= 1, c
-    finally:
-        s.close()
+    c, _ = _block_runs(shapes * 4, seed=6)
+    assert c.get("graph_replay.capture", 0) >= len(shapes), c
+    assert c.get("graph_replay.replay", 0) >= 1, c
 
 
 def test_replay_on_with_host_read_input_and_passed_through_output():
@@ -105,14 +99,7 @@ def test_replay_on_with_host_read_input_and_passed_through_output():
     rng = np.random.default_rng(7)
     try:
         for a, b in [(4, 6)] * 5 + [(8, 3)] * 5:
-            feeds = {"x": rng.standard_normal((a, b)).astype(np.float32),
-                     "y": rng.standard_normal((a, b)).astype(np.float32),
-                     "k": np.array([b, a], np.int64)}
-            want = dict(zip(["z", "xo", "m"], run_cpu(model, feeds)))
-            got = s.run(feeds, {"z": ((b, a), np.float32), "xo": ((a, b), np.float32),
-                                "m": ((a, b), np.float32)})
-            for name in want:
-                np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+            check_model_run(s, model, a, b, rng)
     finally:
         s.close()
 
