@@ -154,6 +154,8 @@ ExecConfig ExecConfig::from(const EpOptions& options) {
   c.fuse = options.compile_fuse.value_or(true);
   const char* segments = std::getenv("ONNXRUNTIME_EP_MLX_EAGER_SEGMENTS");
   c.segments = segments == nullptr || parse_flag(segments);
+  const char* replay = std::getenv("ONNXRUNTIME_EP_MLX_GRAPH_REPLAY");
+  if (replay != nullptr && std::string(replay) == "first") c.capture_after_hits = 0;
   return c;
 }
 
@@ -447,8 +449,8 @@ bool Executor::run_compiled(const std::vector<mx::array>& inputs, TraceSink* sin
     }
     try {
       // A key due for graph replay is evaluated by its capture (same kernels, same results).
-      const bool captured =
-          replay_ && !traced && fn->checks().empty() && capture(key, inputs, *fn, r);
+      const bool captured = replay_ && (!traced || config_.capture_after_hits == 0) &&
+                            fn->checks().empty() && capture(key, inputs, *fn, r);
       if (!captured) evaluate(r.outputs, fp);
     } catch (const std::exception& e) {
       failure = std::string("evaluating the compiled function failed: ") + e.what();
@@ -500,7 +502,8 @@ bool Executor::capture(const std::string& key, const std::vector<mx::array>& inp
   if (replays_.size() >= 16 * kMaxCapturedRuns)  // counts of keys never captured: bounded
     std::erase_if(replays_, [](const auto& kv) { return !kv.second.run; });
   ReplayEntry& entry = replays_[key];
-  if (entry.refused || ++entry.hits < kCaptureAfterHits) return false;
+  if (entry.refused) return false;
+  if (config_.capture_after_hits != 0 && ++entry.hits < config_.capture_after_hits) return false;
   size_t held = 0;
   ReplayEntry* oldest = nullptr;
   for (auto& [k, e] : replays_) {

@@ -69,6 +69,9 @@ struct ExecConfig {
   bool fuse = true;        // let mlx::compile generate fused kernels
   // compiled segments in eager runs (engine/segments.h; ONNXRUNTIME_EP_MLX_EAGER_SEGMENTS=0: off)
   bool segments = true;
+  // Graph replay captures a key on this cache hit (ONNXRUNTIME_EP_MLX_GRAPH_REPLAY=first: 0, the
+  // key's first compiled run, traced or not; a testing aid that captures every compiled run).
+  size_t capture_after_hits = 2;
   // From the session's options; `fuse` auto-resolves against MLX's default device.
   static ExecConfig from(const EpOptions& options);
 };
@@ -121,9 +124,8 @@ class Executor {
       std::vector<TranslationContext::Check>* checks = nullptr,
       SegmentStore* segments = nullptr) const;
 
-  // Graph replay (device/graph_replay.h): a key is captured on its kCaptureAfterHits-th cache hit;
-  // at most kMaxCapturedRuns captured runs are kept (least recently launched dropped first).
-  static constexpr size_t kCaptureAfterHits = 2;
+  // Graph replay (device/graph_replay.h): a key is captured on its capture_after_hits-th cache
+  // hit; at most kMaxCapturedRuns captured runs are kept (least recently launched dropped first).
   static constexpr size_t kMaxCapturedRuns = 4;
   bool graph_replay_enabled() const { return replay_; }
 
