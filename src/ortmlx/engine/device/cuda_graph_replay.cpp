@@ -211,9 +211,10 @@ Capture capture_run(const std::vector<mx::array>& outputs, const std::vector<mx:
   for (const auto& a : tape.order)
     for (auto& o : a.outputs()) run->held.push_back(std::move(o));
 
-  // Thread-local mode: a call of this thread that cannot be captured (a synchronisation, a
-  // managed allocation) fails and ends the capture instead of running outside the graph.
-  const cudaError_t begun = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+  // Relaxed mode: MLX's allocator asks the memory pool for its figures on a cache miss, which the
+  // stricter modes refuse while any stream captures (seen on an H100). A synchronisation of the
+  // capturing stream still fails the capture, and so does anything the graph cannot hold.
+  const cudaError_t begun = cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
   if (begun != cudaSuccess) {
     (void)cudaGetLastError();
     result.why_not = std::string("the capture did not begin: ") + cudaGetErrorString(begun);
