@@ -4,7 +4,7 @@ with device-resident I/O, that the captured and the replayed runs give ORT CPU's
 data each run (a replay that read stale inputs or wrote stale outputs fails), that the report
 counts the capture and the replays, and the cases with other paths: shapes that change (one
 captured run per key, the oldest dropped past four), an input whose values are read on the host,
-an output that passes an input through, and a plan that refuses capture. Skipped where MLX has no
+an output that passes an input through, and runtime checks (their errors in replayed runs). Skipped where MLX has no
 GPU backend (the CPU flavour)."""
 
 import numpy as np
@@ -105,9 +105,10 @@ def test_replay_on_with_host_read_input_and_passed_through_output():
         s.close()
 
 
-def test_runtime_checks_are_never_captured():
-    # Integer division checks its divisor at run time (an error naming the node), which a replay
-    # could not raise: such a plan runs the usual way, and a zero divisor still fails cleanly.
+def test_runtime_checks_of_replayed_runs_still_raise():
+    # Integer division checks its divisor at run time (an error naming the node). A captured or
+    # replayed run brings the checks' flags back with its outputs: a zero divisor fails cleanly
+    # in a replayed run too, and the next run is right.
     graph = h.make_graph(
         [h.make_node("Div", ["a", "b"], ["q"], name="div"),
          h.make_node("Add", ["q", "a"], ["y"], name="add")],
@@ -123,7 +124,7 @@ def test_runtime_checks_are_never_captured():
                      "b": rng.integers(1, 9, (3, 4)).astype(np.int32)}
             got = s.run(feeds, {"y": ((3, 4), np.int32)})["y"]
             np.testing.assert_array_equal(got, run_cpu(model, feeds)[0])
-        assert s.report().counters().get("graph_replay.replay", 0) == 0
+        assert s.report().counters().get("graph_replay.replay", 0) == 2
         feeds["b"][1, 2] = 0
         with pytest.raises(Exception, match="div"):
             s.run(feeds, {"y": ((3, 4), np.int32)})

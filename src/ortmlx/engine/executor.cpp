@@ -211,6 +211,13 @@ void Executor::verify(const mx::array& flags,
     device::to_device(flags, ok.data());
   else
     std::memcpy(ok.data(), flags.data<bool>(), flags.nbytes());
+  verify_flags(ok, checks);
+}
+
+void Executor::verify_flags(const std::vector<uint8_t>& ok, const Checks& checks) const {
+  if (ok.size() != checks.size())
+    throw NodeError("fused node " + plan_->name + ": " + std::to_string(ok.size()) +
+                    " runtime check results for " + std::to_string(checks.size()) + " checks");
   for (size_t i = 0; i < checks.size(); ++i)
     if (!ok[i]) throw NodeError(checks[i].node + ": " + checks[i].message);
 }
@@ -449,8 +456,8 @@ bool Executor::run_compiled(const std::vector<mx::array>& inputs, TraceSink* sin
     }
     try {
       // A key due for graph replay is evaluated by its capture (same kernels, same results).
-      const bool captured = replay_ && (!traced || config_.capture_after_hits == 0) &&
-                            fn->checks().empty() && capture(key, inputs, *fn, r);
+      const bool captured =
+          replay_ && (!traced || config_.capture_after_hits == 0) && capture(key, inputs, *fn, r);
       if (!captured) evaluate(r.outputs, fp);
     } catch (const std::exception& e) {
       failure = std::string("evaluating the compiled function failed: ") + e.what();
@@ -466,6 +473,11 @@ bool Executor::run_compiled(const std::vector<mx::array>& inputs, TraceSink* sin
   if (!fn->checks().empty()) {
     const mx::array flags = r.outputs.back();
     r.outputs.pop_back();
+    if (st.captured) {  // still running on MLX's stream: the caller reads the flags after its wait
+      r.check_flags = flags;
+      r.checks = replays_.at(key).checks;
+      return true;
+    }
     // A failed check is the input's fault: thrown past the eager fallback, the function stays.
     verify(flags, fn->checks());
   }
@@ -493,6 +505,11 @@ bool Executor::replay(const std::string& key, const std::vector<mx::array>& inpu
   st.replayed = true;
   st.cache_entries = cache_.size();
   r.marks = it->second.marks;
+  if (it->second.checks) {  // the stacked flags follow the outputs, read after the caller's wait
+    r.check_flags = r.outputs.back();
+    r.outputs.pop_back();
+    r.checks = it->second.checks;
+  }
   it->second.last_use = ++replay_clock_;
   return true;
 }
@@ -521,6 +538,7 @@ bool Executor::capture(const std::string& key, const std::vector<mx::array>& inp
     }
     entry.run = std::move(c.run);
     entry.marks = fn.marks();
+    entry.checks = fn.checks().empty() ? nullptr : std::make_shared<const Checks>(fn.checks());
     entry.last_use = ++replay_clock_;
     r.stats.captured = true;
     return true;

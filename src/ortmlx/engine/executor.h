@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -93,10 +94,17 @@ struct RunStats {
   std::string replay_note;   // why this run's key will not be captured ("" if it may be)
 };
 
+using Checks = std::vector<TranslationContext::Check>;
+
 struct RunResult {
   std::vector<mlx::core::array> outputs;  // evaluated, row-contiguous, in plan output order
   std::vector<TranslationContext::PathMark> marks;
   RunStats stats;
+  // A captured or replayed run queues its work without waiting, so its runtime checks are read
+  // by the caller after its own wait (the flags copied with the outputs): when set, pass their
+  // bytes to Executor::verify_flags before the outputs count.
+  std::optional<mlx::core::array> check_flags;
+  std::shared_ptr<const Checks> checks;
 };
 
 class Executor {
@@ -128,6 +136,9 @@ class Executor {
   // hit; at most kMaxCapturedRuns captured runs are kept (least recently launched dropped first).
   static constexpr size_t kMaxCapturedRuns = 4;
   bool graph_replay_enabled() const { return replay_; }
+
+  // Throws NodeError for the first false flag (one byte per check, in order).
+  void verify_flags(const std::vector<uint8_t>& ok, const Checks& checks) const;
 
   // Whether the next run may use the compiled path.
   bool compile_enabled() const { return config_.compile && !compile_disabled_; }
@@ -182,6 +193,7 @@ class Executor {
     bool refused = false;  // capture_run said why not: never tried again for this key
     device::CapturedRunPtr run;
     std::vector<TranslationContext::PathMark> marks;
+    std::shared_ptr<const Checks> checks;  // the compiled function's, when it has any
     uint64_t last_use = 0;
   };
   bool replay_ = false;

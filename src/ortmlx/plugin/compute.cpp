@@ -248,7 +248,14 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
           for (size_t i = 0; i < result.outputs.size(); ++i)
             to_ort(result.outputs[i], kernel_context, i, rec, copies,
                    result.stats.captured || result.stats.replayed);
+          // A captured or replayed run's runtime checks: their flags come back with the outputs.
+          std::vector<uint8_t> check_ok;
+          if (result.check_flags) {
+            check_ok.resize(result.check_flags->size());
+            copies.push_back({*result.check_flags, check_ok.data(), /*to_host=*/true});
+          }
           device::copy_out(copies);
+          if (result.check_flags) executor_->verify_flags(check_ok, *result.checks);
           if (sink) span.args().add("direction", "out").add("bytes", rec.bytes_out);
         }
         rec.copy_s += std::chrono::duration<double>(Clock::now() - t0).count();
