@@ -176,13 +176,19 @@ bool launchable(cudaGraph_t graph, std::string& why, size_t& kernels) {
 
 void CapturedRunDeleter::operator()(CapturedRun* run) const {
   if (run == nullptr) return;
-  // Its last launch may still be running; the buffers go back to MLX's cache afterwards.
-  (void)cudaStreamSynchronize(mlx_stream());
+  // Its last launch may still be running; the buffers go back to MLX's cache afterwards. MLX's
+  // stream is known on the MLX thread only (where executors are destroyed); elsewhere, the device.
+  cudaStream_t s = nullptr;
+  try {
+    s = mlx_stream();
+  } catch (...) {
+  }
+  (void)(s != nullptr ? cudaStreamSynchronize(s) : cudaDeviceSynchronize());
   if (run->exec != nullptr) (void)cudaGraphExecDestroy(run->exec);
   if (run->graph != nullptr) (void)cudaGraphDestroy(run->graph);
   // The graph's allocations outlive it until freed (CUDA's graph memory nodes); the last launch
   // has finished.
-  for (void* p : run->blocks) (void)cudaFreeAsync(p, mlx_stream());
+  for (void* p : run->blocks) (void)(s != nullptr ? cudaFreeAsync(p, s) : cudaFree(p));
   (void)cudaGetLastError();
   delete run;
 }
