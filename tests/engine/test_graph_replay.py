@@ -101,6 +101,8 @@ def test_replay_on_with_host_read_input_and_passed_through_output():
     try:
         for a, b in [(4, 6)] * 5 + [(8, 3)] * 5:
             check_model_run(s, model, a, b, rng)
+        ran = s.report().executed_nodes()
+        assert ran >= {"add", "reshape", "pass", "mul"}, ran
     finally:
         s.close()
 
@@ -124,7 +126,9 @@ def test_runtime_checks_of_replayed_runs_still_raise():
                      "b": rng.integers(1, 9, (3, 4)).astype(np.int32)}
             got = s.run(feeds, {"y": ((3, 4), np.int32)})["y"]
             np.testing.assert_array_equal(got, run_cpu(model, feeds)[0])
-        assert s.report().counters().get("graph_replay.replay", 0) == 2
+        rep = s.report()
+        assert rep.executed_nodes() >= {"div", "add"}, rep.executed_nodes()
+        assert rep.counters().get("graph_replay.replay", 0) == 2, rep.counters()
         feeds["b"][1, 2] = 0
         with pytest.raises(Exception, match="div"):
             s.run(feeds, {"y": ((3, 4), np.int32)})
