@@ -25,11 +25,6 @@ namespace mx = mlx::core;
 
 namespace {
 
-void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess)
-    throw std::runtime_error(std::string("CUDA ") + what + " failed: " + cudaGetErrorString(err));
-}
-
 // One non-blocking stream for the EP's own copies; every copy is synchronous for its caller.
 cudaStream_t copy_stream() {
   static cudaStream_t stream = [] {
@@ -145,6 +140,12 @@ bool legacy_device_copy() {
 }
 
 }  // namespace
+
+void check(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return;
+  (void)cudaGetLastError();  // a later launch's error check must not see this one
+  throw std::runtime_error(std::string("CUDA ") + what + " failed: " + cudaGetErrorString(err));
+}
 
 // MLX's CUDA stream for the default GPU stream: copies queued there are ordered with MLX's
 // kernels without a host synchronisation.

@@ -37,7 +37,6 @@ class CapturedRun {
   std::vector<size_t> input_bytes;
   std::vector<mx::array> outputs;
   std::vector<void*> blocks;  // device_block()'s allocations in the capture (cuda_internal.h)
-  size_t bytes = 0;
 };
 
 namespace {
@@ -52,13 +51,6 @@ struct TemporariesOf {
   }
 };
 template struct TemporariesOf<&mx::cu::CommandEncoder::temporaries_>;
-
-void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw std::runtime_error(std::string("CUDA ") + what + " failed: " + cudaGetErrorString(err));
-  }
-}
 
 // The arrays a failed capture touched, never released: some hold addresses that the abandoned
 // graph reserved and never backed, which must not reach MLX's cache.
@@ -139,7 +131,7 @@ std::string refusal(const Tape& tape, const std::vector<mx::array>& inputs, cons
 
 // Node types a replay may launch: kernels, copies and fills, the graph's own allocations, and
 // child graphs made of the same (host callbacks or events would belong to one run only).
-bool launchable(cudaGraph_t graph, std::string& why, size_t& kernels) {
+bool launchable(cudaGraph_t graph, std::string& why) {
   size_t n = 0;
   check(cudaGraphGetNodes(graph, nullptr, &n), "cudaGraphGetNodes");
   std::vector<cudaGraphNode_t> nodes(n);
@@ -149,8 +141,6 @@ bool launchable(cudaGraph_t graph, std::string& why, size_t& kernels) {
     check(cudaGraphNodeGetType(node, &type), "cudaGraphNodeGetType");
     switch (type) {
       case cudaGraphNodeTypeKernel:
-        ++kernels;
-        break;
       case cudaGraphNodeTypeMemcpy:
       case cudaGraphNodeTypeMemset:
       case cudaGraphNodeTypeEmpty:
@@ -160,7 +150,7 @@ bool launchable(cudaGraph_t graph, std::string& why, size_t& kernels) {
       case cudaGraphNodeTypeGraph: {
         cudaGraph_t child = nullptr;
         check(cudaGraphChildGraphNodeGetGraph(node, &child), "cudaGraphChildGraphNodeGetGraph");
-        if (!launchable(child, why, kernels)) return false;
+        if (!launchable(child, why)) return false;
         break;
       }
       default:
@@ -251,10 +241,9 @@ Capture capture_run(const std::vector<mx::array>& outputs, const std::vector<mx:
   if (temporaries.size() > temporaries_before)
     run->temporaries.assign(temporaries.begin() + static_cast<std::ptrdiff_t>(temporaries_before),
                             temporaries.end());
-  size_t kernels = 0;
   if (failure.empty() && graph == nullptr) failure = "the capture returned no graph";
   try {
-    if (failure.empty() && launchable(graph, failure, kernels)) {
+    if (failure.empty() && launchable(graph, failure)) {
       check(cudaGraphInstantiateWithFlags(&run->exec, graph,
                                           cudaGraphInstantiateFlagAutoFreeOnLaunch),
             "cudaGraphInstantiateWithFlags");
@@ -278,10 +267,6 @@ Capture capture_run(const std::vector<mx::array>& outputs, const std::vector<mx:
     run->input_bytes.push_back(a.nbytes());
   }
   run->outputs = outputs;
-  std::unordered_set<const void*> buffers;
-  for (const auto& a : run->held)
-    if (a.buffer().ptr() != nullptr && buffers.insert(a.buffer().ptr()).second)
-      run->bytes += a.buffer_size();
   // As mx::eval does once an array is computed: drop the graph's edges (the buffers stay held).
   for (auto& a : tape.order) a.detach();
   result.run = std::move(run);
@@ -311,10 +296,6 @@ std::vector<mx::array> replay_run(CapturedRun& run, const std::vector<mx::array>
   if (!dsts.empty()) queue_copies(dsts, srcs, sizes, s);
   check(cudaGraphLaunch(run.exec, s), "cudaGraphLaunch");
   return run.outputs;
-}
-
-size_t captured_bytes(const CapturedRun& run) {
-  return run.bytes;
 }
 
 }  // namespace ortmlx::device

@@ -8,6 +8,8 @@
 
 namespace ortmlx::device {
 
+// Throws std::runtime_error naming `what` when `err` is an error (and clears CUDA's last error).
+void check(cudaError_t err, const char* what);
 // MLX's CUDA stream for the default GPU stream: work queued there is ordered with MLX's kernels.
 cudaStream_t mlx_stream();
 // Queues plain copies on `s` (one batched call where the driver takes it); no wait.

@@ -64,7 +64,4 @@ Capture capture_run(const std::vector<mlx::core::array>& outputs,
 std::vector<mlx::core::array> replay_run(CapturedRun& run,
                                          const std::vector<mlx::core::array>& inputs);
 
-// Device bytes the captured run holds (for diagnostics): its arrays and temporaries.
-size_t captured_bytes(const CapturedRun& run);
-
 }  // namespace ortmlx::device

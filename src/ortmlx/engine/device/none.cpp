@@ -71,8 +71,5 @@ Capture capture_run(const std::vector<mlx::core::array>&, const std::vector<mlx:
 std::vector<mlx::core::array> replay_run(CapturedRun&, const std::vector<mlx::core::array>&) {
   no_gpu();
 }
-size_t captured_bytes(const CapturedRun&) {
-  return 0;
-}
 
 }  // namespace ortmlx::device
