@@ -1,4 +1,4 @@
-"""Graph replay (ONNXRUNTIME_EP_MLX_GRAPH_REPLAY=1, engine/device/graph_replay.h): a compiled run
+"""Graph replay (on by default in the CUDA flavour, engine/device/graph_replay.h): a compiled run
 captured once as a CUDA graph and launched again for the later runs of its shape key. Checks,
 with device-resident I/O, that the captured and the replayed runs give ORT CPU's values with new
 data each run (a replay that read stale inputs or wrote stale outputs fails), that the report
@@ -79,6 +79,20 @@ def test_replay_gives_cpu_values_run_after_run():
     assert ran >= {"q", "scores", "softmax", "norm", "gelu", "down"}, ran
     assert c.get("graph_replay.capture", 0) == 1, c
     assert c.get("graph_replay.replay", 0) == 4, c
+
+
+@pytest.mark.parametrize("setting, replays", [(None, 2), ("0", 0)])
+def test_replay_is_on_by_default_and_zero_turns_it_off(monkeypatch, setting, replays):
+    # The CUDA flavour replays without being asked; ONNXRUNTIME_EP_MLX_GRAPH_REPLAY=0 evaluates
+    # every run the usual way (same values either way).
+    if setting is None:
+        monkeypatch.delenv("ONNXRUNTIME_EP_MLX_GRAPH_REPLAY")
+    else:
+        monkeypatch.setenv("ONNXRUNTIME_EP_MLX_GRAPH_REPLAY", setting)
+    c, ran = _block_runs([(1, 24, 32)] * 5, seed=9)
+    assert ran >= {"q", "scores", "softmax", "norm", "gelu", "down"}, ran
+    assert c.get("graph_replay.capture", 0) == (1 if replays else 0), c
+    assert c.get("graph_replay.replay", 0) == replays, c
 
 
 def test_replay_one_captured_run_per_shape_oldest_dropped():

@@ -456,8 +456,8 @@ bool Executor::run_compiled(const std::vector<mx::array>& inputs, TraceSink* sin
     }
     try {
       // A key due for graph replay is evaluated by its capture (same kernels, same results).
-      const bool captured =
-          replay_ && (!traced || config_.capture_after_hits == 0) && capture(key, inputs, *fn, r);
+      const bool captured = replay_ && (!traced || config_.capture_after_hits == 0) &&
+                            capture(key, inputs, *fn, fp, r);
       if (!captured) evaluate(r.outputs, fp);
     } catch (const std::exception& e) {
       failure = std::string("evaluating the compiled function failed: ") + e.what();
@@ -515,12 +515,24 @@ bool Executor::replay(const std::string& key, const std::vector<mx::array>& inpu
 }
 
 bool Executor::capture(const std::string& key, const std::vector<mx::array>& inputs, CompiledFn& fn,
-                       RunResult& r) {
+                       const GraphFootprint& fp, RunResult& r) {
   if (replays_.size() >= 16 * kMaxCapturedRuns)  // counts of keys never captured: bounded
     std::erase_if(replays_, [](const auto& kv) { return !kv.second.run; });
   ReplayEntry& entry = replays_[key];
   if (entry.refused) return false;
   if (config_.capture_after_hits != 0 && ++entry.hits < config_.capture_after_hits) return false;
+  // A captured run keeps every array of its graph out of MLX's cache while it can be launched
+  // (up to kMaxCapturedRuns of them): a run whose arrays would take more than an eighth of what
+  // MLX can get is evaluated the usual way (such runs are GPU-bound; replay gains them little).
+  const size_t room = available_memory(fp.total).bytes / 8;
+  if (fp.total > room) {
+    entry.refused = true;
+    r.stats.replay_note = "its arrays take up to " + format_bytes(fp.total) +
+                          ", more than the eighth of the memory MLX can get (" +
+                          format_bytes(room) + ") a captured run may hold";
+    return false;
+  }
+  dump_graph(plan_->name, r.outputs);  // what the capture launches, as evaluate() would dump it
   size_t held = 0;
   ReplayEntry* oldest = nullptr;
   for (auto& [k, e] : replays_) {

@@ -159,10 +159,11 @@ class Executor {
   // Launches the captured run of `key`, if there is one (false: none).
   bool replay(const std::string& key, const std::vector<mlx::core::array>& inputs, TraceSink* sink,
               RunResult& r);
-  // Evaluates r.outputs (a cache hit of `fn`) by capturing them, when `key` is due; false when
-  // the caller must evaluate them (r.outputs rebuilt if a capture failed midway).
+  // Evaluates r.outputs (a cache hit of `fn`, whose arrays `fp` counts) by capturing them, when
+  // `key` is due; false when the caller must evaluate them (r.outputs rebuilt if a capture failed
+  // midway).
   bool capture(const std::string& key, const std::vector<mlx::core::array>& inputs, CompiledFn& fn,
-               RunResult& r);
+               const GraphFootprint& fp, RunResult& r);
   // Throws OutOfMemoryError when the largest array of `fp` cannot be allocated.
   void check_memory(const GraphFootprint& fp) const;
   // Reads the evaluated bools of the runtime checks; throws NodeError for the first false one.

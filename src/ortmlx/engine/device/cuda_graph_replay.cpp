@@ -187,7 +187,8 @@ bool graph_replay_available() {
   // Read for each fused node when its executor is made (a session's compile), so one process can
   // hold sessions with and without replay (bench/gpu_peer.py --ab).
   const char* e = std::getenv("ONNXRUNTIME_EP_MLX_GRAPH_REPLAY");
-  return e != nullptr && parse_flag(e) && gpu_io_available() && !cuda_graphs_enabled();
+  // On unless the variable turns it off (0, false, off).
+  return (e == nullptr || parse_flag(e)) && gpu_io_available() && !cuda_graphs_enabled();
 }
 
 Capture capture_run(const std::vector<mx::array>& outputs, const std::vector<mx::array>& inputs) {

@@ -1,5 +1,6 @@
 // Graph replay: a compiled run captured once as a CUDA graph and launched again for the later runs
-// of its shape key (the CUDA flavour; ONNXRUNTIME_EP_MLX_GRAPH_REPLAY=1; docs/ENGINE.md).
+// of its shape key (the CUDA flavour, on by default; ONNXRUNTIME_EP_MLX_GRAPH_REPLAY=0 turns it
+// off; docs/GPU.md).
 //
 // Why: small and mid-sized models leave the GPU waiting for the host. Each run calls the compiled
 // function (MLX rebuilds its graph of arrays) and evaluates it: every primitive's eval_gpu
@@ -36,7 +37,7 @@ using CapturedRunPtr = std::unique_ptr<CapturedRun, CapturedRunDeleter>;
 
 // True when runs can be captured in this process: the CUDA flavour with MLX on the GPU, MLX's own
 // CUDA graphs off (they would hold the launches back until MLX commits them) and
-// ONNXRUNTIME_EP_MLX_GRAPH_REPLAY=1 (read each time: an executor asks when it is made).
+// ONNXRUNTIME_EP_MLX_GRAPH_REPLAY not 0 (read each time: an executor asks when it is made).
 bool graph_replay_available();
 
 // A capture that failed after it began: the outputs it was given are marked evaluated but hold
