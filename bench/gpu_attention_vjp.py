@@ -43,6 +43,15 @@ computes in fp32): the inputs are the fp32 tensors rounded to float16, which tor
 and backends then take in fp32 (bf16 ones: rounded once more), and the errors include the
 gradients' rounding to float16 (about 2^-11). ORT's CUDA EP is not run then.
 
+--half-cudnn runs the EP on bfloat16 contracts, on the opt-in cuDNN half mode
+(attention_vjp_half_cudnn=1: cuDNN's fused SDPA backward, path cudnn_half) and, for comparison,
+on the exact fused kernels (cuda_fused, fp32 inside); the inputs are the fp32 tensors rounded to
+bfloat16, and torch's flash_bf16 and cudnn_bf16 backwards are added to --torch-backends (their
+ratio_<b> columns compare the EP with them on the same values). ORT's Python API carries no
+bfloat16, so the model takes and gives float32 at its graph boundary (a Cast per input and
+output around the contract node, on the EP): the EP's times include those Casts. ORT's CUDA EP is
+not run then.
+
 --torch-backends (comma list, default `efficient`) picks the torch backward variants timed on the
 same tensors, each the backward alone as above (the reference for Y and the errors stays
 EFFICIENT_ATTENTION fp32 whatever the list):
@@ -78,7 +87,9 @@ import time
 import warnings
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
+from onnx import TensorProto
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
@@ -89,14 +100,15 @@ except ImportError:
 
 import gpu_models as gm  # noqa: E402  (Env, sessions, device I/O, timing)
 
-from ortmlx.contracts import attention_vjp_model  # noqa: E402
+from ortmlx.contracts import attention_vjp_model, float32_boundary  # noqa: E402
 
 SHAPES = [(4, 16, 16, 1024, 64), (4, 16, 16, 2048, 128), (2, 16, 16, 4096, 128),
           (2, 32, 8, 4096, 128), (1, 16, 16, 8192, 64)]
 QUICK_SHAPES = [(1, 4, 2, 256, 64), (1, 2, 2, 300, 128)]
 LABELS = {"onnax CUDA fused attention VJP": "cuda_fused", "onnax blocked attention VJP": "blocked",
           "onnax GEMM attention VJP": "dense", "onnax tiled attention VJP": "tiled",
-          "onnax native SDPA attention VJP": "native"}
+          "onnax native SDPA attention VJP": "native",
+          "onnax cuDNN half attention VJP": "cudnn_half"}
 
 
 # The options that select each path (module docstring). kernel = the backend's fused kernel, with
@@ -108,6 +120,7 @@ PATH_OPTIONS = {
     "cuda_fused": {"attention_vjp_tiled": "kernel", "attention_vjp_dense_limit_bytes": "0"},
     "blocked": {"attention_vjp_tiled": "blocked", "attention_vjp_native": "0"},
     "native": {"attention_vjp_native": "1"},
+    "cudnn_half": {"attention_vjp_half_cudnn": "1"},
 }
 
 
@@ -293,17 +306,24 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args, backend_cac
     io_type = np.float16 if args.half else np.float32
     if args.half:
         row["io_dtype"] = "float16"
+    if args.half_cudnn:  # bfloat16 contract, float32 at the graph boundary (module docstring)
+        row["io_dtype"] = "bfloat16 (float32 graph boundary)"
     t = env.torch
     scale = float(np.float32(1.0 / math.sqrt(d)))
     try:
         model = attention_vjp_model(b, s, s, hq, hk, d, rank=4, causal=causal, mask_kind=0,
-                                    mask_shape=(1,), recompute=recompute, dtype=io_type)
+                                    mask_shape=(1,), recompute=recompute,
+                                    dtype=ml_dtypes.bfloat16 if args.half_cudnn else io_type)
+        if args.half_cudnn:
+            model = float32_boundary(model, TensorProto.BFLOAT16)
         rng = np.random.default_rng([args.seed, s, hq, causal])
         qs, ks = (b, hq, s, d), (b, hk, s, d)
         feeds = {n: gm.random_normal(env, sh, rng) for n, sh in
                  (("Q", qs), ("K", ks), ("V", ks), ("dY", qs))}
         if args.half:  # float16 values, held in fp32 for torch
             feeds = {n: x.astype(np.float16).astype(np.float32) for n, x in feeds.items()}
+        if args.half_cudnn:  # bfloat16 values, held in fp32 (torch's bf16 backends: the same)
+            feeds = {n: x.astype(ml_dtypes.bfloat16).astype(np.float32) for n, x in feeds.items()}
         feeds["Mask"] = np.ones((1,), dtype=bool)
     except Exception as e:  # noqa: BLE001
         row["error"] = gm.failure(e)["error"]
@@ -352,6 +372,8 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args, backend_cac
             else np.zeros(qs, np.float32)
     names = ("Q", "K", "V", "dY", "Mask") if recompute else ("Q", "K", "V", "Y", "dY", "Mask")
     feeds = {n: feeds[n] if n == "Mask" else feeds[n].astype(io_type, copy=False) for n in names}
+    if args.half_cudnn:  # the boundary's float32 inputs (Y rounded to bfloat16 by its Cast)
+        feeds = {n if n == "Mask" else f"{n}_f32": x for n, x in feeds.items()}
     opts = PATH_OPTIONS[path]
 
     with tempfile.TemporaryDirectory(prefix="gpu_attention_vjp-") as tmp:
@@ -370,7 +392,8 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args, backend_cac
     gm.free_memory(env)
     try:
         sess = gm.ep_session(env, model, opts)
-        specs = [(o.name, feeds["Q"].shape if o.name == "dQ" else feeds["K"].shape, io_type)
+        shapes = {"Q": qs, "K": ks}
+        specs = [(o.name, shapes["Q" if o.name.startswith("dQ") else "K"], io_type)
                  for o in sess.get_outputs()]
         io = gm.DeviceIO(env, sess, feeds, specs) if env.has_device_io else None
         run = io.run if io else (lambda: sess.run(None, feeds))
@@ -392,7 +415,7 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args, backend_cac
     except Exception as e:  # noqa: BLE001
         row["ep"] = gm.failure(e)
     gm.free_memory(env)
-    if args.ort_cuda and path == "cuda_fused" and not args.half:
+    if args.ort_cuda and path == "cuda_fused" and not args.half and not args.half_cudnn:
         ort_cuda_cell(env, row, model, feeds, ref, args)
     return row
 
@@ -550,11 +573,18 @@ def backends_markdown(res) -> list[str]:
     return lines
 
 
+def contract_type(res) -> str:
+    if res.get("half_cudnn"):
+        return ("bfloat16 contracts (cudnn_half: cuDNN's bf16 backward; cuda_fused: fp32 inside "
+                "the EP; float32 at the graph boundary, its Casts in the EP's time)")
+    return "a float16 contract (fp32 inside the EP)" if res.get("half") else "fp32"
+
+
 def markdown(res) -> str:
     lines = ["# AttentionVJP on the CUDA backend: fused kernels vs torch", "",
              f"Command: `{res['command']}`  ", f"Date: {res['date']}  ",
              f"GPU: {res['gpu']}  ", f"Versions: {json.dumps(res['versions'])}", "",
-             f"Rank 4 (B, H, S, D), {'a float16 contract (fp32 inside the EP)' if res.get('half') else 'fp32'}, "
+             f"Rank 4 (B, H, S, D), {contract_type(res)}, "
              "scale 1/sqrt(D), no mask. EP: one run with device I/O, "
              "median ms; torch: SDPA EFFICIENT_ATTENTION backward alone (retain_graph), median "
              "ms. TFLOP/s from 10*B*HQ*S^2*D (halved when causal). Peak: device memory above "
@@ -617,6 +647,9 @@ def main() -> int:
     ap.add_argument("--causal", default="0,1", help="causal settings to run (0, 1 or 0,1)")
     ap.add_argument("--half", action="store_true",
                     help="the EP on a float16 contract (module docstring)")
+    ap.add_argument("--half-cudnn", action="store_true",
+                    help="the EP on bfloat16 contracts: cuDNN half mode and the exact fused "
+                    "kernels, next to torch's bf16 backwards (module docstring)")
     # gpu_models.Env reads these.
     ap.add_argument("--tf32", action="store_true", help="EP TF32 mode (default exact fp32)")
     ap.add_argument("--cpu-binding", action="store_true")
@@ -626,6 +659,10 @@ def main() -> int:
     if unknown:
         ap.error(f"--torch-backends: unknown {','.join(unknown)}; known: "
                  f"{','.join(TORCH_BACKENDS)}")
+    if args.half and args.half_cudnn:
+        ap.error("--half (float16) and --half-cudnn (bfloat16) exclude each other")
+    if args.half_cudnn:  # the baselines of the cuDNN half mode
+        args.torch_backends += ["flash_bf16", "cudnn_bf16"]
     args.torch_backends = list(dict.fromkeys(args.torch_backends))  # once each, in order
     env = gm.Env(args)
     mem = MlxMemory()
@@ -634,10 +671,13 @@ def main() -> int:
         shapes = [shapes[int(i)] for i in args.shapes.split(",")]
     forms = ["plain", "recompute"] if args.full else ["plain"]
     paths = ["cuda_fused", "blocked"] if args.full else ["cuda_fused"]
+    if args.half_cudnn:
+        paths = ["cudnn_half"] + paths
     res = {"command": " ".join(["python3"] + sys.argv),
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
            "gpu": gm.gpu_name(env), "versions": gm.versions(env),
-           "torch_backends": args.torch_backends, "half": args.half, "rows": [],
+           "torch_backends": args.torch_backends, "half": args.half,
+           "half_cudnn": args.half_cudnn, "rows": [],
            "notes": env.notes}
     if mem.lib is None:
         env.notes.append("EP peak memory not measured: libmlx's counters not found")

@@ -442,6 +442,31 @@ def attention_vjp_reference(q, k, v, dy, mask, *, hq, hk, causal, mask_kind, sca
 # feeds
 # --------------------------------------------------------------------------------------------
 
+def float32_boundary(model: onnx.ModelProto, onnx_type: int) -> onnx.ModelProto:
+    """`model` (changed in place and returned) with float32 graph inputs and outputs: a Cast to
+    `onnx_type` in front of each graph input of that type (renamed `<name>_f32`) and a Cast back
+    to float32 behind each graph output (renamed likewise). For float16/bfloat16 contracts:
+    numpy and ORT's Python API then carry bfloat16 too, while the contract node still sees (and
+    gives) tensors of the half type."""
+    graph = model.graph
+    nodes = []
+    for vi in graph.input:
+        if vi.type.tensor_type.elem_type == onnx_type:
+            nodes.append(helper.make_node("Cast", [f"{vi.name}_f32"], [vi.name], to=onnx_type,
+                                          name=f"cast_{vi.name}"))
+            vi.name = f"{vi.name}_f32"
+            vi.type.tensor_type.elem_type = TensorProto.FLOAT
+    nodes += list(graph.node)
+    for vi in graph.output:
+        nodes.append(helper.make_node("Cast", [vi.name], [f"{vi.name}_f32"], to=TensorProto.FLOAT,
+                                      name=f"cast_{vi.name}"))
+        vi.name = f"{vi.name}_f32"
+        vi.type.tensor_type.elem_type = TensorProto.FLOAT
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return model
+
+
 def _contract_of(model) -> tuple[onnx.NodeProto, onnx.FunctionProto]:
     node = next(n for n in model.graph.node if n.domain == DOMAIN)
     fn = next(f for f in model.functions if f.name == node.op_type)

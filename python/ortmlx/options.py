@@ -58,6 +58,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("attention_vjp_mlx_ops", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_MLX_OPS", "flag",
            "tests: AttentionVJP picks and runs its paths as on GPU backends (MLX ops: dense, "
            "blocked, native) also on MLX's CPU backend", "1"),
+    Option("attention_vjp_half_cudnn", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_HALF_CUDNN", "flag",
+           "float16/bfloat16 AttentionVJP through cuDNN's fused SDPA backward on CUDA (sm_80+, "
+           "Sq = Sk a multiple of 128, D <= 128; other problems keep the exact paths): P and dS "
+           "rounded to the half type, gradients within 2e-2 (bf16) / 4e-3 (fp16) relative L2; "
+           "default off", "1"),
     Option("cpu_claim", "ONNXRUNTIME_EP_MLX_CPU_CLAIM", "auto|all",
            "what the EP claims on MLX's CPU backend: auto (default: only what runs at least as "
            "fast there as on ORT's CPU EP, today the AttentionVJP training kernels) or all (every "

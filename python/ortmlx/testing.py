@@ -152,7 +152,7 @@ class EpRun:
 
 
 _BACKEND: str | None = None
-_SM90: bool | None = None
+_CUDA_MAJOR: int | None = None
 
 
 def kernel_enabled(variable: str) -> bool:
@@ -234,12 +234,13 @@ def mlx_backend() -> str:
     return _BACKEND
 
 
-def cuda_sm90() -> bool:
-    """This process's EP runs MLX on the CUDA backend and the GPU is compute 9.x (H100, H200),
-    where the CUDA flavour's own kernels have code (nvidia-smi's compute_cap; cached)."""
-    global _SM90
-    if _SM90 is None:
-        _SM90 = False
+def cuda_compute_major() -> int:
+    """The compute capability's major number of the GPU this process's EP runs MLX on with the
+    CUDA backend (nvidia-smi's compute_cap; cached), 0 on MLX's CPU backend or where nvidia-smi
+    does not say."""
+    global _CUDA_MAJOR
+    if _CUDA_MAJOR is None:
+        _CUDA_MAJOR = 0
         if mlx_backend() == "gpu":
             import subprocess
 
@@ -247,10 +248,17 @@ def cuda_sm90() -> bool:
                 out = subprocess.run(
                     ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
                     capture_output=True, text=True, timeout=30, check=False).stdout
-                _SM90 = out.strip().splitlines()[0].startswith("9.") if out.strip() else False
+                first = out.strip().splitlines()[0] if out.strip() else ""
+                _CUDA_MAJOR = int(first.split(".")[0]) if first.split(".")[0].isdigit() else 0
             except (OSError, subprocess.SubprocessError):
-                _SM90 = False
-    return _SM90
+                _CUDA_MAJOR = 0
+    return _CUDA_MAJOR
+
+
+def cuda_sm90() -> bool:
+    """This process's EP runs MLX on the CUDA backend and the GPU is compute 9.x (H100, H200),
+    where the CUDA flavour's own kernels have code (nvidia-smi's compute_cap; cached)."""
+    return cuda_compute_major() == 9
 
 
 def cpu_session(model):

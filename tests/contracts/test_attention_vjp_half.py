@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 from ortmlx.contracts import NODE_NAME, attention_vjp_reference_for
+from ortmlx.contracts import float32_boundary as _float32_boundary  # also for the CUDA tests
 from ortmlx.testing import run_cpu
 from tests.contracts.test_attention_vjp import (  # noqa: F401 (fixtures)
     CASES,
@@ -45,28 +45,6 @@ def _one_per_variant():
 
 
 HALF_CASES = _one_per_variant()
-
-
-def _float32_boundary(model: onnx.ModelProto, onnx_type: int) -> onnx.ModelProto:
-    """The contract model with float32 graph inputs and outputs: Casts to `onnx_type` in front of
-    the contract node's float inputs, and back to float32 behind its outputs."""
-    graph = model.graph
-    nodes = []
-    for vi in graph.input:
-        if vi.type.tensor_type.elem_type == onnx_type:
-            nodes.append(helper.make_node("Cast", [f"{vi.name}_f32"], [vi.name], to=onnx_type,
-                                          name=f"cast_{vi.name}"))
-            vi.name = f"{vi.name}_f32"
-            vi.type.tensor_type.elem_type = TensorProto.FLOAT
-    nodes += list(graph.node)
-    for vi in graph.output:
-        nodes.append(helper.make_node("Cast", [vi.name], [f"{vi.name}_f32"], to=TensorProto.FLOAT,
-                                      name=f"cast_{vi.name}"))
-        vi.name = f"{vi.name}_f32"
-        vi.type.tensor_type.elem_type = TensorProto.FLOAT
-    del graph.node[:]
-    graph.node.extend(nodes)
-    return model
 
 
 @pytest.mark.parametrize("type_name", sorted(TYPES))

@@ -41,6 +41,10 @@ const std::vector<OptionSpec>& option_specs() {
       {"attention_vjp_mlx_ops", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_MLX_OPS", "flag",
        "tests: AttentionVJP picks and runs its paths as on GPU backends (MLX ops: dense, blocked, "
        "native) also on MLX's CPU backend"},
+      {"attention_vjp_half_cudnn", "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_HALF_CUDNN", "flag",
+       "float16/bfloat16 AttentionVJP through cuDNN's fused SDPA backward on CUDA (sm_80+, Sq = "
+       "Sk a multiple of 128, D <= 128; other problems keep the exact paths): P and dS rounded to "
+       "the half type, gradients within 2e-2 (bf16) / 4e-3 (fp16) relative L2; default off"},
       {"cpu_claim", "ONNXRUNTIME_EP_MLX_CPU_CLAIM", "auto|all",
        "what the EP claims on MLX's CPU backend: auto (default: only what runs at least as fast "
        "there as on ORT's CPU EP, today the AttentionVJP training kernels) or all (every node it "
@@ -215,6 +219,8 @@ EpOptions EpOptions::resolve(
       o.cpu_isa = parse_cpu_isa(spec, *v, from_session);
     } else if (key == "attention_vjp_mlx_ops") {
       o.attention_vjp_mlx_ops = flag();
+    } else if (key == "attention_vjp_half_cudnn") {
+      o.attention_vjp_half_cudnn = flag();
     } else if (key == "attention_vjp_tiled") {
       o.attention_vjp_tiled = parse_tiled(spec, *v, from_session);
     } else if (key == "attention_vjp_dense_limit_bytes") {

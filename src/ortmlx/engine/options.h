@@ -50,6 +50,10 @@ struct EpOptions {
   // Tests: AttentionVJP picks and runs its paths as on a GPU backend (MLX ops: dense, blocked,
   // native) also on MLX's CPU backend, where the fused CPU kernel runs by default.
   bool attention_vjp_mlx_ops = false;
+  // float16/bfloat16 AttentionVJP through cuDNN's fused SDPA backward on the CUDA backend where
+  // it takes the problem (ops/attention_vjp/cuda/cudnn_half.h); its products round P and dS to
+  // the half type, so it is opt-in (default: the exact paths, float32 inside).
+  bool attention_vjp_half_cudnn = false;
   // What the EP claims on MLX's CPU backend: kAuto = only the op entries measured at least as
   // fast there as on ORT's CPU EP (OpEntry::cpu_default: the fused training kernels); the rest
   // is left to ORT's CPU EP, so adding the EP never slows a model down on a CPU-only machine.

@@ -3,13 +3,15 @@
 // Paths: attention_vjp/dense.cpp (MLX GEMMs), tiled_cpu.cpp (fused CPU kernel, also used for the
 // dense path on the CPU backend), cuda/ (fused CUDA kernels: beyond the dense budget on the CUDA
 // backend when attention_vjp_tiled=kernel asks), blocked.cpp (MLX ops by query blocks: beyond the
-// dense budget on GPU backends, or forced), native.cpp (vjp of MLX's fused SDPA).
+// dense budget on GPU backends, or forced), native.cpp (vjp of MLX's fused SDPA),
+// cuda/cudnn_half.cpp (float16/bfloat16 through cuDNN's fused SDPA backward: opt-in).
 #include <stdexcept>
 #include <string>
 
 #include <mlx/utils.h>
 
 #include "ortmlx/ops/attention_vjp/contract.h"
+#include "ortmlx/ops/attention_vjp/cuda/cudnn_half.h"
 #include "ortmlx/ops/attention_vjp/cuda/fused.h"
 #include "ortmlx/ops/attention_vjp/paths.h"
 #include "ortmlx/ops/common.h"
@@ -80,6 +82,7 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
   for (size_t i = 0; i < tensors; ++i) check_tensor(c, i, in[i], io);
   if (c.mask == 2 ? in[tensors].dtype() != io : in[tensors].dtype() != mx::bool_)
     throw std::runtime_error("AttentionVJP mask type mismatch");
+  const std::vector<mx::array> in_io = in;  // the tensors in their own type (cudnn_half)
   if (io != mx::float32)
     for (size_t i = 0; i < tensors + (c.mask == 2 ? 1 : 0); ++i)
       in[i] = mx::astype(in[i], mx::float32, ctx.stream());
@@ -153,13 +156,14 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
       results.push_back(
           from_bhsd(c, grads[static_cast<size_t>(o)], in[static_cast<size_t>(o)].shape(), s));
   };
-  auto bhsd_inputs = [&]() {
-    Bhsd t{to_bhsd(c, in[0], c.hq, s),           to_bhsd(c, in[1], c.hk, s),
-           to_bhsd(c, in[2], c.hk, s),           std::nullopt,
-           to_bhsd(c, in[tensors - 1], c.hq, s), mask};
-    if (!c.recompute) t.y = to_bhsd(c, in[3], c.hq, s);
+  auto bhsd_of = [&](const std::vector<mx::array>& x) {
+    Bhsd t{to_bhsd(c, x[0], c.hq, s),           to_bhsd(c, x[1], c.hk, s),
+           to_bhsd(c, x[2], c.hk, s),           std::nullopt,
+           to_bhsd(c, x[tensors - 1], c.hq, s), mask};
+    if (!c.recompute) t.y = to_bhsd(c, x[3], c.hq, s);
     return t;
   };
+  auto bhsd_inputs = [&]() { return bhsd_of(in); };
 
   // Beyond the dense budget: the fused CPU kernel on MLX's CPU backend, the fused CUDA kernels on
   // the CUDA backend with an sm_90 GPU, MLX ops by query blocks on other GPU backends; or what
@@ -206,7 +210,16 @@ void translate(TranslationContext& ctx, const NodeDesc& node) {
   plain.recompute = false;
   const bool within_default =
       use_dense(plain, {b, c.hq, sq, c.d}, {b, c.hk, sk, c.d}, std::nullopt);
-  if (native) {
+  // Opt-in, ahead of every other path where it takes the problem (any size: cuDNN's kernels
+  // keep O(S) memory): float16/bfloat16 through cuDNN's fused SDPA backward on the CUDA backend.
+  std::optional<std::array<mx::array, 3>> half;
+  if (ctx.options().attention_vjp_half_cudnn && !ctx.options().attention_vjp_mlx_ops &&
+      cudnn_half_supports(c, io, sq, sk, s))
+    half = cudnn_half(c, bhsd_of(in_io), s);
+  if (half) {
+    bind_bhsd(*half);
+    ctx.mark_fast(node, kCudnnHalfLabel);
+  } else if (native) {
     bind_bhsd(native_sdpa(c, bhsd_inputs(), s, /*mlx_ops=*/!on_cpu));
     ctx.mark_fast(node, kNativeLabel);
   } else if (dense && (!native_requested || within_default)) {

@@ -11,17 +11,20 @@
 
 namespace ortmlx::ops {
 
-bool cuda_sm90_device() {
+int cuda_compute_major() {
 #if ORTMLX_CUDA_KERNELS
-  static const bool ok = [] {
-    int major = 0;
-    return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess &&
-           major == 9;
+  static const int major = [] {
+    int m = 0;
+    return cudaDeviceGetAttribute(&m, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess ? m : 0;
   }();
-  return ok;
+  return major;
 #else
-  return false;
+  return 0;
 #endif
+}
+
+bool cuda_sm90_device() {
+  return cuda_compute_major() == 9;
 }
 
 bool kernel_enabled(const char* name) {

@@ -12,6 +12,10 @@ namespace ortmlx::ops {
 
 namespace mx = mlx::core;
 
+// The compute capability's major number of MLX's device (device 0, the one it uses) when this
+// library is the CUDA flavour, else 0. Cached.
+int cuda_compute_major();
+
 // True when this library carries the kernels (the CUDA flavour) and MLX's device (device 0, the
 // one it uses) is compute 9.x (H100, H200), the only code in them. Cached.
 bool cuda_sm90_device();

@@ -27,6 +27,8 @@ inline constexpr const char* kNativeLabel = "onnax native SDPA attention VJP";
 inline constexpr const char* kBlockedLabel = "onnax blocked attention VJP";
 // Beyond the dense budget on the CUDA backend: the fused CUDA kernels (cuda/kernels.cu).
 inline constexpr const char* kCudaFusedLabel = "onnax CUDA fused attention VJP";
+// float16/bfloat16 through cuDNN's fused SDPA backward (opt-in: cuda/cudnn_half.h).
+inline constexpr const char* kCudnnHalfLabel = "onnax cuDNN half attention VJP";
 
 // The parameters carried by the contract's name.
 struct Config {

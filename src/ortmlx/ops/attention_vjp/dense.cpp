@@ -61,6 +61,20 @@ std::optional<mx::array> additive_bias(const Config& c, const mx::array& mask, i
   return mx::where(*m.keep, m.add ? *m.add : mx::array(0.f), mx::array(kNegInf), s);
 }
 
+std::pair<mx::array, mx::array> neutralise_dead_rows(const Config& c, const mx::array& bias,
+                                                     const mx::array& dy, mx::StreamOrDevice s) {
+  if (c.mask == 0) return {bias, dy};
+  mx::array dead = mx::all(mx::isneginf(bias, s), -1, true, s);  // (Bm, Hm, Sq|1, 1)
+  if (c.mask == 2) {
+    // Hidden keys carry -inf already (causal wins over the mask value), so this sees only the
+    // visible ones.
+    const mx::array odd = mx::logical_or(mx::isnan(bias, s), mx::isposinf(bias, s), s);
+    dead = mx::logical_or(dead, mx::any(odd, -1, true, s), s);
+  }
+  return {mx::where(dead, mx::array(0.f, bias.dtype()), bias, s),
+          mx::where(dead, mx::array(0.f, dy.dtype()), dy, s)};
+}
+
 mx::array exact_probs(const Config& c, mx::array s5, const ScoreMask& m, mx::StreamOrDevice s) {
   // (Bm, Hm, R|1, Sk) -> 5-D against (B, HK, G, R, Sk), splitting a non-broadcast head axis.
   auto to5 = [&](const mx::array& a) {

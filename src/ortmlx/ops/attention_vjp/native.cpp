@@ -26,6 +26,8 @@
 //    another formula for delta (sum(P * dP), not rowsum(dY * Y)). On the CPU backend those inputs
 //    take the fused CPU kernel's answer instead, which follows the reference exactly; the kernel
 //    runs in a mode that only computes when it finds a non-finite input (else it writes zeros).
+#include <tuple>
+
 #include <mlx/fast.h>
 #include <mlx/ops.h>
 #include <mlx/transforms.h>
@@ -40,18 +42,7 @@ std::array<mx::array, 3> native_sdpa(const Config& c, const Bhsd& t, mx::StreamO
   const int sq = t.q.shape(2), sk = t.k.shape(2);
   std::optional<mx::array> bias = additive_bias(c, t.mask, sq, sk, s);
   mx::array dy = t.dy;
-  if (bias && c.mask != 0) {
-    // Causal alone never empties a row (top-left: key 0 is always visible); a mask can.
-    mx::array dead = mx::all(mx::isneginf(*bias, s), -1, true, s);  // (Bm, Hm, Sq|1, 1)
-    if (c.mask == 2) {
-      // Hidden keys carry -inf already (causal wins over the mask value), so this sees only the
-      // visible ones.
-      const mx::array odd = mx::logical_or(mx::isnan(*bias, s), mx::isposinf(*bias, s), s);
-      dead = mx::logical_or(dead, mx::any(odd, -1, true, s), s);
-    }
-    bias = mx::where(dead, mx::array(0.f), *bias, s);
-    dy = mx::where(dead, mx::array(0.f), dy, s);
-  }
+  if (bias) std::tie(bias, dy) = neutralise_dead_rows(c, *bias, dy, s);
   const float scale = c.scale;
   auto forward = [bias, scale, s](const std::vector<mx::array>& in) -> std::vector<mx::array> {
     return {mx::fast::scaled_dot_product_attention(in[0], in[1], in[2], scale, bias ? "array" : "",

@@ -12,6 +12,7 @@
 
 #include <array>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include <mlx/array.h>
@@ -49,6 +50,15 @@ ScoreMask score_mask(const Config& c, const mx::array& mask, int sq, int sk, mx:
 std::optional<mx::array> additive_bias(const Config& c, const mx::array& mask, int sq, int sk,
                                        mx::StreamOrDevice s,
                                        const std::optional<mx::array>& query_rows = std::nullopt);
+
+// Fully masked rows made harmless for a fused softmax (MLX's SDPA, cuDNN's), which would give NaN
+// there: a row whose bias hides every key (-inf), or shows a NaN or +Inf value (the reference's
+// dead row: no finite row maximum), gets a zero bias (an ordinary softmax) and a zero incoming
+// gradient. With dY = 0 the row contributes exactly nothing to dQ, dK and dV (dP = 0, delta = 0,
+// P^T dY = 0): the contract's zeros. Returns {bias, dY} (each in its own type). Causal alone
+// never empties a row (top-left: key 0 is visible), so only mask kinds 1 and 2 are looked at.
+std::pair<mx::array, mx::array> neutralise_dead_rows(const Config& c, const mx::array& bias,
+                                                     const mx::array& dy, mx::StreamOrDevice s);
 
 // P from scaled scores grouped by kv head, (B, HK, G, R, Sk), with the reference's semantics:
 // hidden keys selected away, a row with no visible finite score, or a visible NaN or +Inf score,
