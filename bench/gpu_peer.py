@@ -335,8 +335,8 @@ def table(mode: dict) -> list[str]:
              "|---|---|---|---|---|---|---|---|---|"]
     ab = any("mlx_ab" in r for r in mode["rows"])
     if ab:  # the same-process A/B session: its time and its ratio to the CUDA EP
-        lines[2] += f" MLX EP ms with {mode.get('ab')} | its ratio |"
-        lines[3] += "---|---|"
+        lines[2] += f" MLX EP ms with {mode.get('ab')} | its ratio | its max err |"
+        lines[3] += "---|---|---|"
     for r in mode["rows"]:
         x = ratio(r)
         target = TARGET_RATIO.get(r["kind"])
@@ -358,7 +358,7 @@ def table(mode: dict) -> list[str]:
             b, c = r.get("mlx_ab", {}), r.get("cuda", {})
             xb = (b["median_s"] / c["median_s"] if "median_s" in b and c.get("median_s")
                   else None)
-            lines[-1] += f" {fmt_ms(b)} | {f'{xb:.2f}x' if xb else '-'} |"
+            lines[-1] += f" {fmt_ms(b)} | {f'{xb:.2f}x' if xb else '-'} | {fmt_err(b)} |"
     fails = [(r["model"], side, r[side]["error"]) for r in mode["rows"]
              for side in ("mlx", "cuda", "error") if isinstance(r.get(side), dict)
              and "error" in r[side]]
