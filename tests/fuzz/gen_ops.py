@@ -617,12 +617,17 @@ class OpCases(ElemGen, ShapeGen, NNGen, ControlGen, RecurrentGen, VisionGen, MlG
         def ref():
             # The node's attributes when the reference runs: a hostile value may have replaced
             # one (seed 179, o39_28: keepdims 1 drawn, 0 run).
+            # Axes as an attribute too (seed 219, o25_192: axes [2, 1] drawn, [-1, 1] run).
             final = {a.name: helper.get_attribute_value(a) for a in c.nodes[0].attribute}
             keep = final.get("keepdims", 1) == 1
             noop = final.get("noop_with_empty_axes", 0) == 1
-            if not axes and noop:
+            run_axes = list(final["axes"]) if "axes" in final else axes
+            if run_axes and any(not -rank <= a < rank for a in run_axes):
+                return None  # an axis out of range: the EP raises (compared with ORT CPU's error)
+            if not run_axes and noop:
                 return [x]
-            ax = tuple(sorted({a % rank for a in axes})) if axes and rank else tuple(range(rank))
+            ax = tuple(sorted({a % rank for a in run_axes})) if run_axes and rank \
+                else tuple(range(rank))
             if t in FLOATS:
                 xf = _f64(x)
                 if op == "ReduceSum":
