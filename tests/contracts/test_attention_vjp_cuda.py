@@ -28,6 +28,7 @@ from ortmlx.contracts import (
     attention_vjp_feeds,
     attention_vjp_model,
     attention_vjp_reference_for,
+    float32_boundary,
     parse_attention_vjp_name,
 )
 from ortmlx.testing import cuda_sm90, mlx_backend, run_cpu
@@ -51,7 +52,6 @@ from tests.contracts.test_attention_vjp import (
     run_on_ep,
 )
 from tests.contracts.test_attention_vjp_half import TYPES as HALF_TYPES
-from tests.contracts.test_attention_vjp_half import _float32_boundary
 
 
 @pytest.fixture
@@ -314,7 +314,7 @@ def test_cuda_fused_half_inputs_mode_gives_the_exact_modes_bits(case, type_name,
     model = case.model(dtype=np_type)
     feeds = {k: v.astype(np_type).astype(np.float32) if v.dtype == np.float32 else v
              for k, v in _feeds(case, model, rng).items()}
-    wrapped = _float32_boundary(model, onnx_type)
+    wrapped = float32_boundary(model, onnx_type)
     boundary = {f"{k}_f32" if v.dtype == np.float32 else k: v for k, v in feeds.items()}
     runs = {}
     for flag in ("1", "0"):  # the knob is read when a session translates the node

@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto
 
 from ortmlx.contracts import NODE_NAME, attention_vjp_reference_for
-from ortmlx.contracts import float32_boundary as _float32_boundary  # also for the CUDA tests
+from ortmlx.contracts import float32_boundary
 from ortmlx.testing import run_cpu
 from tests.contracts.test_attention_vjp import (  # noqa: F401 (fixtures)
     CASES,
@@ -57,7 +57,7 @@ def test_half_contract_matches_reference_and_cpu(case, type_name, rng, monkeypat
     # The inputs as the half type holds them, in float32 (exact): what the contract computes on.
     rounded = {k: v.astype(np_type).astype(np.float32) if v.dtype == np.float32 else v
                for k, v in feeds.items()}
-    wrapped = _float32_boundary(model, onnx_type)
+    wrapped = float32_boundary(model, onnx_type)
     boundary = {f"{k}_f32" if v.dtype == np.float32 else k: v for k, v in rounded.items()}
     got, report = run_on_ep(wrapped, boundary)
     assert NODE_NAME in report.executed_nodes(), report.fused
@@ -84,7 +84,7 @@ def test_half_contract_empty_dims_give_zeros_of_the_type(case, type_name, rng, m
     set_path(monkeypatch, case.path, case.limit())
     model = case.model(dtype=np_type)
     feeds = _feeds(case, model, rng)
-    wrapped = _float32_boundary(model, onnx_type)
+    wrapped = float32_boundary(model, onnx_type)
     got, report = run_on_ep(wrapped, {f"{k}_f32" if v.dtype == np.float32 else k: v
                                       for k, v in feeds.items()})
     assert NODE_NAME in report.executed_nodes(), report.fused
