@@ -50,7 +50,9 @@ bfloat16, and torch's flash_bf16 and cudnn_bf16 backwards are added to --torch-b
 ratio_<b> columns compare the EP with them on the same values). ORT's Python API carries no
 bfloat16, so the model takes and gives float32 at its graph boundary (a Cast per input and
 output around the contract node, on the EP): the EP's times include those Casts. ORT's CUDA EP is
-not run then.
+not run then. With --half too, the contracts are float16 and so is the graph boundary (no Casts in
+the EP's time), against torch's flash_fp16 and cudnn_fp16 backwards; --profile then adds the
+cudnn_half cells' top kernels by GPU time (ep_kernels_ms in the JSON).
 
 --torch-backends (comma list, default `efficient`) picks the torch backward variants timed on the
 same tensors, each the backward alone as above (the reference for Y and the errors stays
@@ -59,7 +61,8 @@ EFFICIENT_ATTENTION fp32 whatever the list):
 - math: SDPA MATH (dense, O(S^2) memory), fp32, torch.backends.cuda.matmul.allow_tf32 and
   torch.backends.cudnn.allow_tf32 off during the cell (restored after);
 - math_tf32: the same with both flags on (the baseline of the EP's --tf32 mode);
-- flash_bf16, cudnn_bf16: SDPA FLASH_ATTENTION / CUDNN_ATTENTION on bf16 copies of Q, K, V, dY.
+- flash_bf16, cudnn_bf16: SDPA FLASH_ATTENTION / CUDNN_ATTENTION on bf16 copies of Q, K, V, dY;
+  flash_fp16, cudnn_fp16: the same on float16 copies.
 Per backend the JSON row has torch_<b>_ms, torch_<b>_tflops, torch_<b>_peak_mib, torch_<b>_runs
 and ratio_<b> (torch ms / EP ms, > 1: the EP is faster), or torch_<b>_error where the backend
 rejects the shape or runs out of memory (the run goes on). They are timed once per shape and
@@ -162,6 +165,8 @@ TORCH_BACKENDS = {
     "math_tf32": ("MATH", "float32", True),
     "flash_bf16": ("FLASH_ATTENTION", "bfloat16", None),
     "cudnn_bf16": ("CUDNN_ATTENTION", "bfloat16", None),
+    "flash_fp16": ("FLASH_ATTENTION", "float16", None),
+    "cudnn_fp16": ("CUDNN_ATTENTION", "float16", None),
 }
 
 
@@ -304,17 +309,19 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args, backend_cac
     row = {"b": b, "hq": hq, "hk": hk, "s": s, "d": d, "causal": causal, "form": form,
            "path": path, "flops": flops(b, hq, s, d, causal)}
     io_type = np.float16 if args.half else np.float32
+    # --half-cudnn alone: bfloat16 contracts, float32 at the graph boundary (module docstring).
+    bf16_boundary = args.half_cudnn and not args.half
     if args.half:
         row["io_dtype"] = "float16"
-    if args.half_cudnn:  # bfloat16 contract, float32 at the graph boundary (module docstring)
+    if bf16_boundary:
         row["io_dtype"] = "bfloat16 (float32 graph boundary)"
     t = env.torch
     scale = float(np.float32(1.0 / math.sqrt(d)))
     try:
         model = attention_vjp_model(b, s, s, hq, hk, d, rank=4, causal=causal, mask_kind=0,
                                     mask_shape=(1,), recompute=recompute,
-                                    dtype=ml_dtypes.bfloat16 if args.half_cudnn else io_type)
-        if args.half_cudnn:
+                                    dtype=ml_dtypes.bfloat16 if bf16_boundary else io_type)
+        if bf16_boundary:
             model = float32_boundary(model, TensorProto.BFLOAT16)
         rng = np.random.default_rng([args.seed, s, hq, causal])
         qs, ks = (b, hq, s, d), (b, hk, s, d)
@@ -322,7 +329,7 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args, backend_cac
                  (("Q", qs), ("K", ks), ("V", ks), ("dY", qs))}
         if args.half:  # float16 values, held in fp32 for torch
             feeds = {n: x.astype(np.float16).astype(np.float32) for n, x in feeds.items()}
-        if args.half_cudnn:  # bfloat16 values, held in fp32 (torch's bf16 backends: the same)
+        if bf16_boundary:  # bfloat16 values, held in fp32 (torch's bf16 backends: the same)
             feeds = {n: x.astype(ml_dtypes.bfloat16).astype(np.float32) for n, x in feeds.items()}
         feeds["Mask"] = np.ones((1,), dtype=bool)
     except Exception as e:  # noqa: BLE001
@@ -372,7 +379,7 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args, backend_cac
             else np.zeros(qs, np.float32)
     names = ("Q", "K", "V", "dY", "Mask") if recompute else ("Q", "K", "V", "Y", "dY", "Mask")
     feeds = {n: feeds[n] if n == "Mask" else feeds[n].astype(io_type, copy=False) for n in names}
-    if args.half_cudnn:  # the boundary's float32 inputs (Y rounded to bfloat16 by its Cast)
+    if bf16_boundary:  # the boundary's float32 inputs (Y rounded to bfloat16 by its Cast)
         feeds = {n if n == "Mask" else f"{n}_f32": x for n, x in feeds.items()}
     opts = PATH_OPTIONS[path]
 
@@ -402,6 +409,8 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args, backend_cac
         put_ratios(row, backends)
         if args.profile:
             row["ep_passes_ms"] = pass_times(run)
+            if path == "cudnn_half":  # cuDNN's kernels and MLX's own, by name
+                row["ep_kernels_ms"] = kernel_times(run)
         before = mem.reset()
         run()
         peak = mem.peak()
@@ -500,6 +509,15 @@ def pass_times(run) -> dict:
     return out
 
 
+def kernel_times(run, top: int = 8) -> list:
+    """[name (first 90 characters), GPU ms per run] of the `top` kernels by time, from two
+    profiled runs."""
+    import gpu_profile
+    prof = gpu_profile.profile_runs(run, 2)
+    return [[name[:90], round(ms, 3)]
+            for name, _, ms in sorted(prof["all_kernels"], key=lambda k: -k[2])[:top]]
+
+
 def fmt_time(cell) -> str:
     if not isinstance(cell, dict):
         return "-"
@@ -574,6 +592,9 @@ def backends_markdown(res) -> list[str]:
 
 
 def contract_type(res) -> str:
+    if res.get("half_cudnn") and res.get("half"):
+        return ("float16 contracts, float16 at the graph boundary (cudnn_half: cuDNN's fp16 "
+                "backward; cuda_fused: fp32 inside the EP)")
     if res.get("half_cudnn"):
         return ("bfloat16 contracts (cudnn_half: cuDNN's bf16 backward; cuda_fused: fp32 inside "
                 "the EP; float32 at the graph boundary, its Casts in the EP's time)")
@@ -649,7 +670,8 @@ def main() -> int:
                     help="the EP on a float16 contract (module docstring)")
     ap.add_argument("--half-cudnn", action="store_true",
                     help="the EP on bfloat16 contracts: cuDNN half mode and the exact fused "
-                    "kernels, next to torch's bf16 backwards (module docstring)")
+                    "kernels, next to torch's bf16 backwards; with --half: float16 contracts at a "
+                    "float16 boundary (module docstring)")
     # gpu_models.Env reads these.
     ap.add_argument("--tf32", action="store_true", help="EP TF32 mode (default exact fp32)")
     ap.add_argument("--cpu-binding", action="store_true")
@@ -659,10 +681,9 @@ def main() -> int:
     if unknown:
         ap.error(f"--torch-backends: unknown {','.join(unknown)}; known: "
                  f"{','.join(TORCH_BACKENDS)}")
-    if args.half and args.half_cudnn:
-        ap.error("--half (float16) and --half-cudnn (bfloat16) exclude each other")
-    if args.half_cudnn:  # the baselines of the cuDNN half mode
-        args.torch_backends += ["flash_bf16", "cudnn_bf16"]
+    if args.half_cudnn:  # the baselines of the cuDNN half mode, in its contracts' type
+        args.torch_backends += ["flash_fp16", "cudnn_fp16"] if args.half else ["flash_bf16",
+                                                                             "cudnn_bf16"]
     args.torch_backends = list(dict.fromkeys(args.torch_backends))  # once each, in order
     env = gm.Env(args)
     mem = MlxMemory()

@@ -64,16 +64,21 @@ def half_cudnn_on(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
+def half_feeds(case, model, np_type, rng):
+    """Feeds rounded to `np_type` (as float32) and the same under the float32 boundary's names."""
+    feeds = _feeds(case, model, rng)
+    rounded = {k: v.astype(np_type).astype(np.float32) if v.dtype == np.float32 else v
+               for k, v in feeds.items()}
+    return rounded, {f"{k}_f32" if v.dtype == np.float32 else k: v for k, v in rounded.items()}
+
+
 def run_half(case, type_name, rng):
     """The contract in `type_name` on the EP (float32 at the graph boundary, as in
     test_attention_vjp_half.py): its gradients as float32, the report, the float64 reference of
     the rounded inputs and the gradients' magnitude."""
     np_type, onnx_type, _ = TYPES[type_name]
     model = case.model(dtype=np_type)
-    feeds = _feeds(case, model, rng)
-    rounded = {k: v.astype(np_type).astype(np.float32) if v.dtype == np.float32 else v
-               for k, v in feeds.items()}
-    boundary = {f"{k}_f32" if v.dtype == np.float32 else k: v for k, v in rounded.items()}
+    rounded, boundary = half_feeds(case, model, np_type, rng)
     got, report = run_on_ep(float32_boundary(model, onnx_type), boundary)
     assert NODE_NAME in report.executed_nodes(), report.fused
     want = attention_vjp_reference_for(model, rounded)
@@ -119,12 +124,7 @@ def _id(case):
     return "cudnn_half_" + case.id
 
 
-@pytest.mark.parametrize("type_name", sorted(TYPES))
-@pytest.mark.parametrize("case", CUDNN_CASES, ids=_id)
-def test_cudnn_half_matches_reference(case, type_name, rng, monkeypatch, cudnn_gpu):
-    half_cudnn_on(monkeypatch)
-    got, report, want, mag = run_half(case, type_name, rng)
-    assert CUDNN_HALF_LABEL in report.paths(), sorted(report.paths())
+def check_gradients(case, type_name, got, want, mag):
     np_type = TYPES[type_name][0]
     for o, g, w in zip(case.outputs, got, want):
         what = f"d{'QKV'[o]} {type_name} {case.id}"
@@ -138,6 +138,42 @@ def test_cudnn_half_matches_reference(case, type_name, rng, monkeypatch, cudnn_g
             # masks every key of query rows 0, 3, 6, ... (the mask has a query axis here).
             assert not dead_rows(w, case).any(), f"{what}: the feeds' dead rows moved"
             assert not dead_rows(g, case).any(), f"{what}: fully masked rows"
+
+
+@pytest.mark.parametrize("type_name", sorted(TYPES))
+@pytest.mark.parametrize("case", CUDNN_CASES, ids=_id)
+def test_cudnn_half_matches_reference(case, type_name, rng, monkeypatch, cudnn_gpu):
+    half_cudnn_on(monkeypatch)
+    got, report, want, mag = run_half(case, type_name, rng)
+    assert CUDNN_HALF_LABEL in report.paths(), sorted(report.paths())
+    check_gradients(case, type_name, got, want, mag)
+
+
+def test_cudnn_half_runs_are_not_captured_for_graph_replay(rng, monkeypatch, cudnn_gpu, capfd):
+    # MLX launches cuDNN's SDPA as a CUDA graph of its own, which a stream capture cannot hold:
+    # graph replay (on by default in the CUDA flavour, captures a run's third run) refuses such
+    # runs up front rather than failing a capture, and every run stays right.
+    half_cudnn_on(monkeypatch)
+    monkeypatch.delenv("ONNXRUNTIME_EP_MLX_GRAPH_REPLAY", raising=False)
+    case = C(4, 2, 256, 256, 8, 2, 128, causal=1, mask=1, mask_shape=(2, 1, 256, 256),
+             full_rows=True)
+    np_type, onnx_type, _ = TYPES["bfloat16"]
+    model = case.model(dtype=np_type)
+    run = EpRun(float32_boundary(model, onnx_type))
+    try:
+        for _ in range(4):
+            rounded, boundary = half_feeds(case, model, np_type, rng)
+            got = run.run(boundary)
+            want = attention_vjp_reference_for(model, rounded)
+            check_gradients(case, "bfloat16", got, want, gradient_magnitude(model, rounded))
+        report = assert_ran_on_ep(run, [NODE_NAME])
+        assert CUDNN_HALF_LABEL in report.paths(), sorted(report.paths())
+        c = report.counters()
+        assert c.get("graph_replay.capture", 0) == 0 and c.get("graph_replay.replay", 0) == 0, c
+        assert c.get("graph_replay.refused", 0) == 1, c
+    finally:
+        run.close()
+    assert "capture failed" not in capfd.readouterr().err
 
 
 # What the path leaves to the exact paths: Sq not a multiple of 128, Sq != Sk, D > 128.

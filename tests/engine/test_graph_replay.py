@@ -151,3 +151,44 @@ def test_runtime_checks_of_replayed_runs_still_raise():
                                       run_cpu(model, feeds)[0])
     finally:
         s.close()
+
+
+def _broadcast_sum_model(rows: int, n: int):
+    # y = ReduceSum over `rows` copies of 2x: the doubled copies are one (rows, n) float32 array
+    # of the compiled function, the model's inputs and outputs n floats each.
+    graph = h.make_graph(
+        [h.make_node("Expand", ["x", "shape"], ["e"], name="expand"),
+         h.make_node("Mul", ["e", "two"], ["m"], name="double"),
+         h.make_node("ReduceSum", ["m", "axes"], ["y"], name="sum", keepdims=1)],
+        "broadcast_sum",
+        [h.make_tensor_value_info("x", T.FLOAT, [1, n])],
+        [h.make_tensor_value_info("y", T.FLOAT, [1, n])],
+        initializer=[nh.from_array(np.array([rows, n], np.int64), "shape"),
+                     nh.from_array(np.array(2.0, np.float32), "two"),
+                     nh.from_array(np.array([0], np.int64), "axes")])
+    return make_model(graph, opset=18)
+
+
+@pytest.mark.parametrize("rows, captured", [(8, True), (5120, False)])
+def test_runs_holding_an_eighth_of_device_memory_are_not_captured(rows, captured):
+    # A captured run keeps all its arrays for as long as it can be launched: a run whose arrays
+    # take more than an eighth of the memory MLX can get (20 GiB here, above an eighth of an H200)
+    # is evaluated the usual way every time, counted as refused; the same model small is captured
+    # on its third run and replayed on its fourth.
+    n = 1 << 20
+    model = _broadcast_sum_model(rows, n)
+    s = DeviceSession(model)
+    rng = np.random.default_rng(12)
+    try:
+        for _ in range(4):
+            x = rng.standard_normal((1, n)).astype(np.float32)
+            got = s.run({"x": x}, {"y": ((1, n), np.float32)})["y"]
+            np.testing.assert_allclose(got, 2.0 * rows * x, rtol=1e-5, atol=1e-5)
+        rep = s.report()
+        assert rep.executed_nodes() >= {"expand", "double", "sum"}, rep.executed_nodes()
+        c = rep.counters()
+        assert c.get("graph_replay.capture", 0) == (1 if captured else 0), c
+        assert c.get("graph_replay.replay", 0) == (1 if captured else 0), c
+        assert (c.get("graph_replay.refused", 0) > 0) == (not captured), c
+    finally:
+        s.close()

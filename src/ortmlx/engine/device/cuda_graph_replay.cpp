@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -110,6 +111,20 @@ Tape build_tape(const std::vector<mx::array>& outputs) {
   return tape;
 }
 
+// Primitives whose eval_gpu may launch an instantiated CUDA graph: MLX runs cuDNN's fused SDPA
+// (float16/bfloat16 only; the backward always) by populating a CUDA graph from cuDNN's plan and,
+// with its own CUDA graphs off, launching it on the stream (DnnGraph::encode_graph). A capturing
+// stream refuses the launch ("operation not permitted when stream is capturing", seen on an
+// H100), and a capture that fails keeps its buffers for the life of the process: such tapes are
+// not captured at all. (cuDNN's convolutions are captured: MLX runs them by stream capture.)
+bool launches_graph_of_its_own(const mx::array& a) {
+  const std::string_view name = a.primitive().name();
+  if (name == "ScaledDotProductAttentionVJP") return true;
+  if (name != "ScaledDotProductAttention" || a.inputs().empty()) return false;
+  const mx::Dtype t = a.inputs()[0].dtype();
+  return t == mx::float16 || t == mx::bfloat16;
+}
+
 // Why the tape cannot be captured ("" when it can). Nothing is evaluated here.
 std::string refusal(const Tape& tape, const std::vector<mx::array>& inputs, const mx::Stream& s) {
   if (tape.order.empty()) return "nothing to launch";
@@ -120,6 +135,9 @@ std::string refusal(const Tape& tape, const std::vector<mx::array>& inputs, cons
       if (o.size() == 0) return "an empty tensor";
     if (a.primitive().device() != mx::Device::gpu || a.primitive().stream() != s)
       return std::string(a.primitive().name()) + " runs off MLX's default GPU stream";
+    if (launches_graph_of_its_own(a))
+      return std::string(a.primitive().name()) +
+             " may run cuDNN's SDPA, which MLX launches as a CUDA graph of its own";
   }
   for (const auto& a : inputs) {
     if (a.size() == 0) return "an empty input";
