@@ -408,9 +408,11 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args, backend_cac
         row["ep"] = gm.timed(run, args.warmup, args.repeats, args.max_cell_s)
         put_ratios(row, backends)
         if args.profile:
-            row["ep_passes_ms"] = pass_times(run)
+            import gpu_profile
+            kernels = gpu_profile.profile_runs(run, 2)["all_kernels"]  # CUPTI sees MLX's kernels
+            row["ep_passes_ms"] = pass_times(kernels)
             if path == "cudnn_half":  # cuDNN's kernels and MLX's own, by name
-                row["ep_kernels_ms"] = kernel_times(run)
+                row["ep_kernels_ms"] = top_kernels(kernels)
         before = mem.reset()
         run()
         peak = mem.peak()
@@ -496,26 +498,21 @@ def ort_cuda_markdown(res) -> list[str]:
     return lines
 
 
-def pass_times(run) -> dict:
+def pass_times(kernels) -> dict:
     """GPU ms per run of each fused pass (stats, dq, dkv, or dkvq: dq and dkv in one) and of
-    everything else, from two profiled runs (bench/gpu_profile.py: CUPTI sees MLX's kernels)."""
-    import gpu_profile
-    prof = gpu_profile.profile_runs(run, 2)
+    everything else, from gpu_profile.profile_runs' kernel list."""
     passes = ("stats", "dq", "dkv", "dkvq")
     out = dict.fromkeys(passes + ("other",), 0.0)
-    for name, _, ms in prof["all_kernels"]:
+    for name, _, ms in kernels:
         kind = next((k for k in passes if f"ortmlx_avjp_{k}_" in name), "other")
         out[kind] += ms
     return out
 
 
-def kernel_times(run, top: int = 8) -> list:
-    """[name (first 90 characters), GPU ms per run] of the `top` kernels by time, from two
-    profiled runs."""
-    import gpu_profile
-    prof = gpu_profile.profile_runs(run, 2)
-    return [[name[:90], round(ms, 3)]
-            for name, _, ms in sorted(prof["all_kernels"], key=lambda k: -k[2])[:top]]
+def top_kernels(kernels, top: int = 8) -> list:
+    """[name (first 90 characters), GPU ms per run] of the `top` kernels by time, from
+    gpu_profile.profile_runs' kernel list."""
+    return [[name[:90], round(ms, 3)] for name, _, ms in sorted(kernels, key=lambda k: -k[2])[:top]]
 
 
 def fmt_time(cell) -> str:

@@ -52,6 +52,7 @@ from tests.contracts.test_attention_vjp import (
     run_on_ep,
 )
 from tests.contracts.test_attention_vjp_half import TYPES as HALF_TYPES
+from tests.contracts.test_attention_vjp_half import rounded_feeds
 
 
 @pytest.fixture
@@ -312,10 +313,8 @@ def test_cuda_fused_half_inputs_mode_gives_the_exact_modes_bits(case, type_name,
     use_cuda_fused(monkeypatch)
     monkeypatch.setenv("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_ONE_PASS", "0")
     model = case.model(dtype=np_type)
-    feeds = {k: v.astype(np_type).astype(np.float32) if v.dtype == np.float32 else v
-             for k, v in _feeds(case, model, rng).items()}
+    feeds, boundary = rounded_feeds(_feeds(case, model, rng), np_type)
     wrapped = float32_boundary(model, onnx_type)
-    boundary = {f"{k}_f32" if v.dtype == np.float32 else k: v for k, v in feeds.items()}
     runs = {}
     for flag in ("1", "0"):  # the knob is read when a session translates the node
         monkeypatch.setenv("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_TF32_INPUTS", flag)

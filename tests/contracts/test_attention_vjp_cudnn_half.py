@@ -39,7 +39,7 @@ from tests.contracts.test_attention_vjp import (  # noqa: F401 (fixtures)
     handler_missing,
     run_on_ep,
 )
-from tests.contracts.test_attention_vjp_half import TYPES
+from tests.contracts.test_attention_vjp_half import TYPES, rounded_feeds
 
 HALF_CUDNN_ENV = "ONNXRUNTIME_EP_MLX_ATTENTION_VJP_HALF_CUDNN"
 CUDNN_HALF_LABEL = "onnax cuDNN half attention VJP"
@@ -64,21 +64,13 @@ def half_cudnn_on(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
-def half_feeds(case, model, np_type, rng):
-    """Feeds rounded to `np_type` (as float32) and the same under the float32 boundary's names."""
-    feeds = _feeds(case, model, rng)
-    rounded = {k: v.astype(np_type).astype(np.float32) if v.dtype == np.float32 else v
-               for k, v in feeds.items()}
-    return rounded, {f"{k}_f32" if v.dtype == np.float32 else k: v for k, v in rounded.items()}
-
-
 def run_half(case, type_name, rng):
     """The contract in `type_name` on the EP (float32 at the graph boundary, as in
     test_attention_vjp_half.py): its gradients as float32, the report, the float64 reference of
     the rounded inputs and the gradients' magnitude."""
     np_type, onnx_type, _ = TYPES[type_name]
     model = case.model(dtype=np_type)
-    rounded, boundary = half_feeds(case, model, np_type, rng)
+    rounded, boundary = rounded_feeds(_feeds(case, model, rng), np_type)
     got, report = run_on_ep(float32_boundary(model, onnx_type), boundary)
     assert NODE_NAME in report.executed_nodes(), report.fused
     want = attention_vjp_reference_for(model, rounded)
@@ -162,7 +154,7 @@ def test_cudnn_half_runs_are_not_captured_for_graph_replay(rng, monkeypatch, cud
     run = EpRun(float32_boundary(model, onnx_type))
     try:
         for _ in range(4):
-            rounded, boundary = half_feeds(case, model, np_type, rng)
+            rounded, boundary = rounded_feeds(_feeds(case, model, rng), np_type)
             got = run.run(boundary)
             want = attention_vjp_reference_for(model, rounded)
             check_gradients(case, "bfloat16", got, want, gradient_magnitude(model, rounded))
@@ -230,9 +222,7 @@ def test_cudnn_half_is_not_taken_on_mlx_cpu(type_name, rng, monkeypatch, claim_l
     np_type, onnx_type, _ = TYPES[type_name]
     case = C(4, 1, 128, 128, 4, 2, 64, causal=1, mask=1, mask_shape=(128, 128), full_rows=True)
     model = float32_boundary(case.model(dtype=np_type), onnx_type)
-    feeds = {f"{k}_f32" if v.dtype == np.float32 else k:
-             v.astype(np_type).astype(np.float32) if v.dtype == np.float32 else v
-             for k, v in _feeds(case, case.model(dtype=np_type), rng).items()}
+    _, feeds = rounded_feeds(_feeds(case, case.model(dtype=np_type), rng), np_type)
     results = {}
     for on in ("0", "1"):
         run = EpRun(model, provider_options={"attention_vjp_half_cudnn": on})

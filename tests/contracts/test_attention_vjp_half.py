@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto
 
-from ortmlx.contracts import NODE_NAME, attention_vjp_reference_for
-from ortmlx.contracts import float32_boundary
+from ortmlx.contracts import NODE_NAME, attention_vjp_reference_for, float32_boundary
 from ortmlx.testing import run_cpu
 from tests.contracts.test_attention_vjp import (  # noqa: F401 (fixtures)
     CASES,
@@ -47,18 +46,22 @@ def _one_per_variant():
 HALF_CASES = _one_per_variant()
 
 
+def rounded_feeds(feeds: dict, np_type) -> tuple[dict, dict]:
+    """The float32 feeds as the half type holds them (in float32, exact: what the contract
+    computes on), and the same under the input names of float32_boundary's model."""
+    rounded = {k: v.astype(np_type).astype(np.float32) if v.dtype == np.float32 else v
+               for k, v in feeds.items()}
+    return rounded, {f"{k}_f32" if v.dtype == np.float32 else k: v for k, v in rounded.items()}
+
+
 @pytest.mark.parametrize("type_name", sorted(TYPES))
 @pytest.mark.parametrize("case", HALF_CASES, ids=lambda c: c.id)
 def test_half_contract_matches_reference_and_cpu(case, type_name, rng, monkeypatch, claim_landed):
     np_type, onnx_type, unit = TYPES[type_name]
     set_path(monkeypatch, case.path, case.limit())
     model = case.model(dtype=np_type)
-    feeds = _feeds(case, model, rng)
-    # The inputs as the half type holds them, in float32 (exact): what the contract computes on.
-    rounded = {k: v.astype(np_type).astype(np.float32) if v.dtype == np.float32 else v
-               for k, v in feeds.items()}
+    rounded, boundary = rounded_feeds(_feeds(case, model, rng), np_type)
     wrapped = float32_boundary(model, onnx_type)
-    boundary = {f"{k}_f32" if v.dtype == np.float32 else k: v for k, v in rounded.items()}
     got, report = run_on_ep(wrapped, boundary)
     assert NODE_NAME in report.executed_nodes(), report.fused
     assert expected_label(case.path, case.recompute) in report.paths(), sorted(report.paths())
