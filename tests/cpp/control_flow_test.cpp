@@ -17,8 +17,9 @@ namespace {
 namespace mx = mlx::core;
 using namespace ortmlx::testing;
 
-// out = If(c) then x + y (both outer scope) else -x; `c` a graph input or a constant.
-std::shared_ptr<Plan> if_plan(std::optional<bool> constant_cond) {
+// out = If(c) then x + y (both outer scope) else -x (or ReduceSum(x), shape [1], when
+// `same_outputs` is false); `c` a graph input or a constant.
+std::shared_ptr<Plan> if_plan(std::optional<bool> constant_cond, bool same_outputs = true) {
   auto then_g = std::make_shared<GraphView>();
   {
     Builder b;
@@ -32,7 +33,7 @@ std::shared_ptr<Plan> if_plan(std::optional<bool> constant_cond) {
   {
     Builder b;
     b.g.value_infos["x"] = info(ElemType::kFloat, {3});
-    b.node("else/neg", "Neg", {"x"}, {"e"});
+    b.node("else/neg", same_outputs ? "Neg" : "ReduceSum", {"x"}, {"e"});
     b.g.graph_outputs = {"e"};
     *else_g = std::move(b.g);
   }
@@ -54,17 +55,33 @@ std::shared_ptr<Plan> if_plan(std::optional<bool> constant_cond) {
   return build_plan(b.g, "fused_if", live, {"out"});
 }
 
-TEST(ControlFlow, RuntimeConditionRunsEagerlyAndPicksTheBranchPerRun) {
+TEST(ControlFlow, RuntimeConditionStaysCompiledAndSelectsTheBranchPerRun) {
   on_mlx([] {
+    // Small branches with the same output shape: both traced, the output selected on the device.
     Executor ex(if_plan(std::nullopt), {true, 4});
     mx::array x({1.f, 2.f, 3.f});
     mx::array y({10.f, 20.f, 30.f});
     RunResult r1 = ex.run({x, y, mx::array(true)});
-    EXPECT_FALSE(r1.stats.compiled);
-    EXPECT_FALSE(ex.compile_enabled());  // a runtime condition: eager from the first run
+    EXPECT_TRUE(r1.stats.compiled);
+    EXPECT_TRUE(ex.compile_enabled());
     EXPECT_EQ(values(r1.outputs[0]), (std::vector<float>{11.f, 22.f, 33.f}));
     RunResult r2 = ex.run({x, y, mx::array(false)});
+    EXPECT_TRUE(r2.stats.compiled);
     EXPECT_EQ(values(r2.outputs[0]), (std::vector<float>{-1.f, -2.f, -3.f}));
+  });
+}
+
+TEST(ControlFlow, RuntimeConditionWithBranchesOfOtherOutputsRunsEagerly) {
+  on_mlx([] {
+    Executor ex(if_plan(std::nullopt, /*same_outputs=*/false), {true, 4});
+    mx::array x({1.f, 2.f, 3.f});
+    mx::array y({10.f, 20.f, 30.f});
+    RunResult r1 = ex.run({x, y, mx::array(true)});
+    EXPECT_FALSE(r1.stats.compiled);
+    EXPECT_FALSE(ex.compile_enabled());  // the condition is read on the host from now on
+    EXPECT_EQ(values(r1.outputs[0]), (std::vector<float>{11.f, 22.f, 33.f}));
+    RunResult r2 = ex.run({x, y, mx::array(false)});
+    EXPECT_EQ(values(r2.outputs[0]), (std::vector<float>{6.f}));
   });
 }
 

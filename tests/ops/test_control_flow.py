@@ -3,6 +3,13 @@ fused node's MLX graph, and every case matches ORT's CPU EP."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -47,6 +54,9 @@ def branches_add_mul():
     return then_g, else_g
 
 
+SELECTED = "If: both branches, output selected on the device"
+
+
 def if_model(cond_from_input=True, cond_value=True):
     then_g, else_g = branches_add_mul()
     nodes, inputs, inits = [], [vi("x", F, [2, 3]), vi("y", F, [2, 3])], []
@@ -70,7 +80,12 @@ def test_if_runtime_condition(cond, rng):
             feeds = {"x": x, "y": y, "c": np.array(c)}
             got = run.run(feeds)
             np.testing.assert_allclose(got[0], run_cpu(m, feeds)[0], rtol=1e-6)
-        assert_ran_on_ep(run, ["node"])
+        report = assert_ran_on_ep(run, ["node"])
+        # Small branches of one output shape: both traced, the output selected on the device, so
+        # the fused node stays compiled (no host read of the condition).
+        assert SELECTED in report.paths(), report.paths()
+        assert all(not f.get("eager_only") and f["compiled_runs"] == 3
+                   for f in report.fused.values()), report.fused
     finally:
         run.close()
 
@@ -146,6 +161,63 @@ def test_if_branch_output_shape_differs_from_other_branch(rng):
     x = rng.standard_normal((2, 3), dtype=np.float32)
     for c in (True, False):
         check_on_ep(m, {"x": x, "c": np.array(c)})
+
+
+def gather_or_sum_model():
+    """If (c) then x[i] (Gather, a runtime index) else sum(x): the then branch raises on an index
+    out of range, which must not fail a run that takes the else branch."""
+    then_g = helper.make_graph([helper.make_node("Gather", ["x", "i"], ["t"], name="t_gather", axis=0)],
+                               "then", [], [vi("t", F, [])])
+    else_g = helper.make_graph([helper.make_node("ReduceSum", ["x"], ["e"], name="e_sum", keepdims=0)],
+                               "else", [], [vi("e", F, [])])
+    nodes = [helper.make_node("If", ["c"], ["out"], name="node", then_branch=then_g, else_branch=else_g)]
+    return model(nodes, [vi("x", F, [4]), vi("i", I64, []), vi("c", B, [])], [vi("out", F, None)])
+
+
+def test_if_selected_branch_checks_hold_only_when_taken(rng):
+    m = gather_or_sum_model()
+    x = rng.standard_normal(4, dtype=np.float32)
+    run = EpRun(m, strict=True)
+    try:
+        # The out-of-range index sits in the branch not taken: no error, the sum.
+        for feeds in ({"x": x, "i": np.array(9, np.int64), "c": np.array(False)},
+                      {"x": x, "i": np.array(2, np.int64), "c": np.array(True)},
+                      {"x": x, "i": np.array(-9, np.int64), "c": np.array(False)}):
+            np.testing.assert_allclose(run.run(feeds)[0], run_cpu(m, feeds)[0], rtol=1e-6)
+        # Taken, it raises naming the Gather, and the session still runs.
+        with pytest.raises(Exception, match="t_gather"):
+            run.run({"x": x, "i": np.array(9, np.int64), "c": np.array(True)})
+        feeds = {"x": x, "i": np.array(1, np.int64), "c": np.array(True)}
+        np.testing.assert_allclose(run.run(feeds)[0], x[1], rtol=0)
+        assert SELECTED in assert_ran_on_ep(run, ["node"]).paths()
+    finally:
+        run.close()
+
+
+def test_if_select_switched_off_reads_the_condition_on_the_host(tmp_path):
+    # ONNXRUNTIME_EP_MLX_IF_SELECT is read once per process: a child interpreter with it off.
+    script = tmp_path / "child.py"
+    script.write_text(textwrap.dedent("""
+        import json, sys
+        import numpy as np
+        sys.path.insert(0, sys.argv[1])
+        from test_control_flow import if_model
+        from ortmlx.testing import EpRun
+        run = EpRun(if_model(), strict=True)
+        x = np.ones((2, 3), np.float32)
+        out = [run.run({"x": x, "y": x, "c": np.array(c)})[0].tolist() for c in (True, False)]
+        rep = run.report()
+        print(json.dumps({"out": out, "paths": sorted(rep.paths()),
+                          "eager": [f["eager_only"] for f in rep.fused.values()]}))
+        run.close()
+    """))
+    env = dict(os.environ, ONNXRUNTIME_EP_MLX_IF_SELECT="0")
+    child = subprocess.run([sys.executable, str(script), str(Path(__file__).parent)], env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr
+    got = json.loads(child.stdout.strip().splitlines()[-1])
+    assert got["out"] == [[[2.0] * 3] * 2, [[0.0] * 3] * 2], got
+    assert SELECTED not in got["paths"] and got["eager"] == [True], got
 
 
 def test_if_condition_with_many_elements_raises(rng):

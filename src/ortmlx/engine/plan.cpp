@@ -1,7 +1,10 @@
 #include "ortmlx/engine/plan.h"
 
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include <mlx/allocator.h>
 #include <mlx/ops.h>
@@ -15,6 +18,43 @@ namespace mx = mlx::core;
 
 std::string NodeDesc::label() const {
   return "node '" + name + "' (" + qualified_op() + ")";
+}
+
+namespace {
+
+// Nodes of `plan` and of its nested bodies; SIZE_MAX when one of them is a Loop or Scan.
+size_t nested_node_count(const Plan& plan) {
+  size_t n = 0;
+  for (const auto& node : plan.nodes) {
+    if (node.op_type == "Loop" || node.op_type == "Scan") return SIZE_MAX;
+    ++n;
+    for (const auto& [attr, body] : node.bodies) {
+      if (!body) continue;
+      const size_t inner = nested_node_count(*body);
+      if (inner == SIZE_MAX) return SIZE_MAX;
+      n += inner;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+bool selectable_if(const NodeDesc& node) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("ONNXRUNTIME_EP_MLX_IF_SELECT");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  if (!enabled || node.op_type != "If" || !node.domain.empty()) return false;
+  size_t total = 0;
+  for (const char* attr : {"then_branch", "else_branch"}) {
+    auto it = node.bodies.find(attr);
+    if (it == node.bodies.end() || !it->second) return false;
+    const size_t n = nested_node_count(*it->second);
+    if (n == SIZE_MAX) return false;
+    total += n;
+  }
+  return total <= kMaxSelectedIfNodes;
 }
 
 const Plan& NodeDesc::body(const std::string& attr) const {

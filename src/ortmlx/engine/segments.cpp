@@ -48,9 +48,15 @@ Segment make_segment(const Plan& plan, size_t begin, size_t end, bool compiled, 
   if (!compiled) return s;
   std::set<std::string> produced, seen;
   for (size_t k = begin; k < end; ++k) {
+    // An If inside a segment (selectable_if) reads outer-scope values through its branches too;
+    // names its branches bind themselves resolve to nothing here and are dropped at the call.
+    std::set<std::string> node_reads;
+    add_reads(plan.nodes[k], node_reads);
     for (const auto& name : plan.nodes[k].inputs)
       if (!name.empty() && !produced.count(name) && seen.insert(name).second)
         s.reads.push_back(name);
+    for (const auto& name : node_reads)
+      if (!produced.count(name) && seen.insert(name).second) s.reads.push_back(name);
     for (const auto& name : plan.nodes[k].outputs)
       if (!name.empty()) produced.insert(name);
   }
@@ -79,11 +85,14 @@ SegmentStore::PlanSegments& SegmentStore::segments_of(const Plan& plan) {
   auto& slot = plans_[&plan];
   if (slot) return *slot;
   slot = std::make_unique<PlanSegments>();
-  // Control-flow nodes alone; the runs of nodes between them compiled.
+  // Control-flow nodes alone; the runs of nodes between them compiled. An If with small
+  // branches stays inside its run: traced with a runtime condition it selects between both
+  // branches on the device (ops/control_flow.cpp), and where it cannot, its trace fails and it is
+  // split out below like any node whose trace fails.
   const size_t n = plan.nodes.size();
   size_t begin = 0;
   for (size_t k = 0; k <= n; ++k) {
-    if (k < n && plan.nodes[k].bodies.empty()) continue;
+    if (k < n && (plan.nodes[k].bodies.empty() || selectable_if(plan.nodes[k]))) continue;
     if (k > begin) slot->segments.push_back(make_segment(plan, begin, k, true, cache_size_));
     if (k < n) slot->segments.push_back(make_segment(plan, k, k + 1, false, cache_size_));
     begin = k + 1;

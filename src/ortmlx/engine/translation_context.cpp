@@ -117,6 +117,14 @@ void TranslationContext::add_check(Check check, mx::array ok) {
   root_->checks_.push_back(std::move(check));
 }
 
+void TranslationContext::guard_checks(size_t first, const mx::array& taken) {
+  auto& values = root_->check_values_;
+  if (first >= values.size()) return;
+  const mx::array not_taken = mx::logical_not(taken, stream_);
+  for (size_t j = first; j < values.size(); ++j)
+    values[j] = mx::logical_or(values[j], not_taken, stream_);
+}
+
 void TranslationContext::mark_composed(const NodeDesc& node, std::string reason) {
   root_->marks_.push_back({node.name, std::move(reason), false});
 }

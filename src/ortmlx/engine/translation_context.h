@@ -112,6 +112,10 @@ class TranslationContext {
   const std::vector<mlx::core::array>& check_values() const { return root_->check_values_; }
   // A check a compiled segment computed: its recorded node label and message, `ok` one bool.
   void add_check(Check check, mlx::core::array ok);
+  // The checks recorded from index `first` on hold vacuously where the boolean scalar `taken`
+  // is false: those of an If branch translated for both conditions (ops/control_flow.cpp), which
+  // must not fail a run that takes the other branch.
+  void guard_checks(size_t first, const mlx::core::array& taken);
 
   // Small helpers translators share.
   mlx::core::array reshape(const mlx::core::array& a, const mlx::core::Shape& shape) const;

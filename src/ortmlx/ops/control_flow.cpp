@@ -5,14 +5,17 @@
 // control decisions need on the host decides between compiled and eager evaluation:
 // - If: a constant condition, or one derived from shapes only (not an MLX tracer while the plan
 //   is traced for mlx::compile), picks its branch at trace time; the compiled function holds the
-//   taken branch only. A runtime condition throws NotCompilable: the plan runs eagerly, the
-//   condition is evaluated, then one branch is translated.
+//   taken branch only. A runtime condition with small branches of the same output shapes
+//   (selectable_if) translates both and selects each output on the device; otherwise it throws
+//   NotCompilable: the plan runs eagerly, the condition is evaluated, then one branch is
+//   translated.
 // - Loop: a trip count and conditions known at trace time unroll into the graph (up to
 //   kMaxUnroll iterations); otherwise eager, evaluated one iteration at a time (the condition of
 //   the next iteration is read on the host; carried values are evaluated so the graph stays one
 //   iteration deep). Loop-carried values may change shape from one iteration to the next.
 // - Scan: the sequence length is a static dimension, so Scan always unrolls.
 #include <algorithm>
+#include <array>
 #include <limits>
 
 #include <mlx/transforms.h>
@@ -195,12 +198,61 @@ void check_declared(const NodeDesc& n, size_t i, const mx::array& v, const char*
                              type_str(got) + ", the node declares " + type_str(info.dtype));
 }
 
+// An If whose condition is a runtime value of a compiled trace, its branches small
+// (selectable_if): both branches are translated and each output is where(condition, then, else),
+// so the compiled function holds the If and no host read of the condition splits the run. Exact:
+// `where` picks elements, the branch not taken adds nothing to them, and its runtime checks hold
+// vacuously when it is not taken. What cannot be traced both ways (outputs that differ in shape
+// or type between the branches, a branch that raises on these shapes) throws NotCompilable: the
+// condition is then read on the host and one branch translated, as before.
+void translate_if_both(TranslationContext& ctx, const NodeDesc& n, const mx::array& condition) {
+  if (condition.size() != 1)
+    throw std::runtime_error("the If condition must hold one element, got shape " +
+                             shape_str(condition.shape()));
+  const mx::array taken =
+      mx::astype(mx::reshape(condition, {}, ctx.stream()), mx::bool_, ctx.stream());
+  std::array<std::vector<mx::array>, 2> outs;
+  const std::array<const char*, 2> attrs = {"then_branch", "else_branch"};
+  for (size_t b = 0; b < 2; ++b) {
+    const size_t first_check = ctx.checks().size();
+    try {
+      outs[b] = translate_body(ctx, n.body(attrs[b]), {});
+    } catch (const NotCompilable&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw NotCompilable(std::string(attrs[b]) + " cannot be traced for both conditions (" +
+                          e.what() + "): the condition is read on the host");
+    }
+    ctx.guard_checks(first_check, b == 0 ? taken : mx::logical_not(taken, ctx.stream()));
+    if (outs[b].size() != n.outputs.size())
+      throw std::runtime_error(std::string(attrs[b]) + " produced " +
+                               std::to_string(outs[b].size()) + " outputs for " +
+                               std::to_string(n.outputs.size()));
+  }
+  for (size_t i = 0; i < n.outputs.size(); ++i) {
+    const mx::array &t = outs[0][i], &e = outs[1][i];
+    if (t.shape() != e.shape() || t.dtype() != e.dtype())
+      throw NotCompilable(
+          "the branches' output " + std::to_string(i) + " differs (" + shape_str(t.shape()) + " " +
+          type_str(from_mlx_dtype(t.dtype())) + " and " + shape_str(e.shape()) + " " +
+          type_str(from_mlx_dtype(e.dtype())) + "): the condition is read on the host");
+    check_declared(n, i, t, attrs[0]);
+    check_declared(n, i, e, attrs[1]);
+    ctx.bind_output(n, i, mx::where(taken, t, e, ctx.stream()));
+  }
+  ctx.mark_fast(n, "If: both branches, output selected on the device");
+}
+
 void translate_if(TranslationContext& ctx, const NodeDesc& n) {
   bool cond;
-  if (const ConstTensor* t = ctx.constant_input(n, 0); t && t->as_int64() && t->numel() == 1)
+  if (const ConstTensor* t = ctx.constant_input(n, 0); t && t->as_int64() && t->numel() == 1) {
     cond = t->as_int64()->front() != 0;
-  else
-    cond = host_scalar_true(ctx, ctx.input(n, 0), "the If condition");
+  } else {
+    const mx::array condition = ctx.input(n, 0);
+    if (ctx.compiling() && condition.is_tracer() && selectable_if(n))
+      return translate_if_both(ctx, n, condition);
+    cond = host_scalar_true(ctx, condition, "the If condition");
+  }
   const char* attr = cond ? "then_branch" : "else_branch";
   std::vector<mx::array> outs = translate_body(ctx, n.body(attr), {});
   if (outs.size() != n.outputs.size())
