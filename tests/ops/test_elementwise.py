@@ -105,6 +105,15 @@ def test_unary(op, shape, rng):
     check_on_ep(single_node_model(op, {"x": x}), {"x": x}, rtol=2e-6, atol=1e-6)
 
 
+def test_exp_stays_finite_up_to_the_float32_limit():
+    # e^x is finite up to ln(FLT_MAX) = 88.72; MLX's CPU exp returns inf past 88 (regression:
+    # fuzz seed 245, a GRU's Softplus): the EP's Exp keeps the whole range, as ORT CPU does.
+    x = np.array([87.9, 88.0, 88.01, 88.3, 88.61, 88.72, 88.73, 89.0, -88.5, -104.0], np.float32)
+    # rtol: MLX's CPU exp itself is within a few 1e-6 relative out here (2e-6 at x = 88).
+    got = check_on_ep(single_node_model("Exp", {"x": x}), {"x": x}, rtol=1e-5)[0]
+    assert np.isfinite(got[:6]).all() and np.isinf(got[6:8]).all(), got
+
+
 @pytest.mark.parametrize("op", ["Neg", "Abs"])  # ORT CPU has no integer Relu to compare with
 def test_unary_signed_int(op, rng):
     x = random_array(rng, (4, 5), np.int64)

@@ -438,6 +438,17 @@ def test_overflowing_gate_inputs_clamp_like_cpu(op, bias, rng):
     assert all(np.isfinite(g).all() for g in got) and all(np.isfinite(w).all() for w in want)
 
 
+def test_softplus_activation_finite_up_to_the_float32_limit(rng):
+    """Softplus(x) = log(1 + e^x) as ORT computes it is finite up to x = 88.72 and inf past it;
+    MLX's CPU exp returned inf past 88 (fuzz seed 245, o57_43: a GRU whose candidate gate's
+    input reached 88.61). An RNN with input size 1 and W = 1 puts X itself into the activation."""
+    x = np.array([87.5, 88.2, 88.61, 88.7, 88.9, 10.0], np.float32).reshape(6, 1, 1)
+    ins = {"X": x, "W": np.ones((1, 1, 1), np.float32), "R": np.zeros((1, 1, 1), np.float32)}
+    attrs = {"hidden_size": 1, "activations": ["Softplus"]}
+    got = check_on_ep(rnn_model("RNN", ins, attrs), feeds_of(ins), rtol=1e-6)[0].ravel()
+    assert np.isfinite(got[:4]).all() and np.isinf(got[4]), got
+
+
 # On the GPU (unless ONNXRUNTIME_EP_MLX_RNN_KERNEL=0) an LSTM or GRU direction with default
 # activations is one CUDA kernel; otherwise MLX ops.
 RNN_KERNEL = mlx_backend() == "gpu" and kernel_enabled("ONNXRUNTIME_EP_MLX_RNN_KERNEL")

@@ -214,6 +214,13 @@ void Executor::verify(const mx::array& flags,
   verify_flags(ok, checks);
 }
 
+double Executor::replayed_gpu_seconds() {
+  auto it = last_replayed_key_.empty() ? replays_.end() : replays_.find(last_replayed_key_);
+  last_replayed_key_.clear();
+  if (it == replays_.end() || !it->second.run) return -1.0;
+  return device::replay_gpu_seconds(*it->second.run);
+}
+
 void Executor::verify_flags(const std::vector<uint8_t>& ok, const Checks& checks) const {
   if (ok.size() != checks.size())
     throw NodeError("fused node " + plan_->name + ": " + std::to_string(ok.size()) +
@@ -503,6 +510,7 @@ bool Executor::replay(const std::string& key, const std::vector<mx::array>& inpu
   st.cache = CacheOutcome::kHit;
   st.compiled = true;
   st.replayed = true;
+  last_replayed_key_ = key;
   st.cache_entries = cache_.size();
   r.marks = it->second.marks;
   if (it->second.checks) {  // the stacked flags follow the outputs, read after the caller's wait
@@ -566,6 +574,7 @@ bool Executor::capture(const std::string& key, const std::vector<mx::array>& inp
 }
 
 RunResult Executor::run(const std::vector<mx::array>& inputs, TraceSink* sink) {
+  last_replayed_key_.clear();
   const std::string key = shape_key(inputs);
   RunResult compiled;
   compiled.stats.shape_key = key;

@@ -62,6 +62,15 @@ int64_t checked_add(int64_t a, int64_t b, const char* what) {
   return r;
 }
 
+mx::array exp_full_range(const mx::array& x, mx::StreamOrDevice s) {
+  if (runs_on_gpu(s) || !mx::issubdtype(x.dtype(), mx::floating)) return mx::exp(x, s);
+  // Below the clamp MLX's exp is used as it is; float16 overflows long before it anyway.
+  constexpr float kMlxCpuExpClamp = 88.0f;
+  const mx::array halves = mx::exp(mx::multiply(x, mx::array(0.5f, x.dtype()), s), s);
+  return mx::where(mx::greater(x, mx::array(kMlxCpuExpClamp, x.dtype()), s),
+                   mx::multiply(halves, halves, s), mx::exp(x, s), s);
+}
+
 ClaimResult require_int_range(const ClaimContext& c, const char* name, int64_t lo, int64_t hi) {
   const NodeView& n = c.node();
   if (!n.has_attr(name)) return ClaimResult::yes();

@@ -67,6 +67,11 @@ inline bool runs_on_gpu(mx::StreamOrDevice s) {
   return mx::to_stream(s).device.type == mx::Device::gpu;
 }
 
+// e^x over float32's whole range. MLX's CPU backend returns inf for x > 88 (its vector exp
+// clamps there) where e^x stays finite up to ln(FLT_MAX) = 88.72: there this takes exp(x/2)^2
+// (x/2 exact; about twice exp's rounding error). GPU backends' exp is used as it is.
+mx::array exp_full_range(const mx::array& x, mx::StreamOrDevice s = {});
+
 // Checked int64 arithmetic. ONNX attributes and shape values are int64; MLX dims and most MLX op
 // arguments are int32. A value narrowed with a plain cast wraps (2^32 becomes 0, a divisor that
 // crashes; 2^32 + 1 becomes 1, a silently different model), so every narrowing and every product

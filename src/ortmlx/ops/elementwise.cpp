@@ -559,7 +559,7 @@ void register_elementwise_ops(OpRegistry& r) {
 
   r.add("", "Neg", 6, 1 << 30, claim_unary(UnaryTypes::kSigned), translate_unary(mx::negative));
   r.add("", "Abs", 6, 1 << 30, claim_unary(UnaryTypes::kNumeric), translate_unary(mx::abs));
-  r.add("", "Exp", 6, 1 << 30, claim_unary(UnaryTypes::kFloat), translate_unary(mx::exp));
+  r.add("", "Exp", 6, 1 << 30, claim_unary(UnaryTypes::kFloat), translate_unary(exp_full_range));
   r.add("", "Log", 6, 1 << 30, claim_unary(UnaryTypes::kFloat), translate_unary(mx::log));
   r.add("", "Sqrt", 6, 1 << 30, claim_unary(UnaryTypes::kFloat), translate_unary(mx::sqrt));
   r.add("", "Reciprocal", 6, 1 << 30, claim_unary(UnaryTypes::kFloat), translate_reciprocal);

@@ -288,8 +288,9 @@ mx::array activate(const mx::array& x, const ActSpec& a, mx::StreamOrDevice s) {
     case Act::kSoftsign:
       return mx::divide(x, mx::add(mx::abs(x, s), one, s), s);
     case Act::kSoftplus:
-      // ORT computes log(1 + exp(x)) as written (Inf past exp's range): so does this.
-      return mx::log(mx::add(mx::exp(x, s), one, s), s);
+      // ORT computes log(1 + exp(x)) as written (Inf past exp's range, x > 88.72): so does
+      // this, with an exp that keeps that range on MLX's CPU backend too.
+      return mx::log(mx::add(ops::exp_full_range(x, s), one, s), s);
   }
   throw std::runtime_error("unknown activation");
 }

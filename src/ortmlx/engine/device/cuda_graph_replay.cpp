@@ -38,6 +38,9 @@ class CapturedRun {
   std::vector<size_t> input_bytes;
   std::vector<mx::array> outputs;
   std::vector<void*> blocks;  // device_block()'s allocations in the capture (cuda_internal.h)
+  // Around each launch, for the report's evaluation time (replay_gpu_seconds); null when their
+  // creation failed (the time is then unknown, the replay unaffected).
+  cudaEvent_t launch_start = nullptr, launch_end = nullptr;
 };
 
 namespace {
@@ -192,6 +195,8 @@ void CapturedRunDeleter::operator()(CapturedRun* run) const {
   } catch (...) {
   }
   (void)(s != nullptr ? cudaStreamSynchronize(s) : cudaDeviceSynchronize());
+  if (run->launch_start != nullptr) (void)cudaEventDestroy(run->launch_start);
+  if (run->launch_end != nullptr) (void)cudaEventDestroy(run->launch_end);
   if (run->exec != nullptr) (void)cudaGraphExecDestroy(run->exec);
   if (run->graph != nullptr) (void)cudaGraphDestroy(run->graph);
   // The graph's allocations outlive it until freed (CUDA's graph memory nodes); the last launch
@@ -274,6 +279,8 @@ Capture capture_run(const std::vector<mx::array>& outputs, const std::vector<mx:
     failure = e.what();
   }
   if (!failure.empty()) {
+    if (run->launch_start != nullptr) (void)cudaEventDestroy(run->launch_start);
+    if (run->launch_end != nullptr) (void)cudaEventDestroy(run->launch_end);
     if (run->exec != nullptr) (void)cudaGraphExecDestroy(run->exec);
     run->exec = nullptr;
     run->blocks.clear();  // never freed: addresses of a graph that may never have existed
@@ -313,8 +320,31 @@ std::vector<mx::array> replay_run(CapturedRun& run, const std::vector<mx::array>
   }
   const cudaStream_t s = mlx_stream();
   if (!dsts.empty()) queue_copies(dsts, srcs, sizes, s);
+  if (run.launch_start == nullptr && (cudaEventCreate(&run.launch_start) != cudaSuccess ||
+                                      cudaEventCreate(&run.launch_end) != cudaSuccess)) {
+    (void)cudaGetLastError();
+    if (run.launch_start != nullptr) (void)cudaEventDestroy(run.launch_start);
+    run.launch_start = run.launch_end = nullptr;
+  }
+  const bool timed =
+      run.launch_end != nullptr && cudaEventRecord(run.launch_start, s) == cudaSuccess;
   check(cudaGraphLaunch(run.exec, s), "cudaGraphLaunch");
+  if (timed) (void)cudaEventRecord(run.launch_end, s);
+  (void)cudaGetLastError();
   return run.outputs;
+}
+
+double replay_gpu_seconds(CapturedRun& run) {
+  if (run.launch_end == nullptr || cudaEventQuery(run.launch_end) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1.0;
+  }
+  float ms = 0.0f;
+  if (cudaEventElapsedTime(&ms, run.launch_start, run.launch_end) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1.0;
+  }
+  return static_cast<double>(ms) * 1e-3;
 }
 
 }  // namespace ortmlx::device

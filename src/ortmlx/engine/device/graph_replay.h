@@ -65,4 +65,10 @@ Capture capture_run(const std::vector<mlx::core::array>& outputs,
 std::vector<mlx::core::array> replay_run(CapturedRun& run,
                                          const std::vector<mlx::core::array>& inputs);
 
+// Seconds the GPU spent on the run's latest launch (CUDA events around the graph launch, the
+// input copies before it not counted), or a negative value when unknown. Call after something
+// waited for the launch (device::copy_out does): the run's report counts this as its evaluation,
+// which the host does not wait for inside replay_run.
+double replay_gpu_seconds(CapturedRun& run);
+
 }  // namespace ortmlx::device

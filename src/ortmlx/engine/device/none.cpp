@@ -71,5 +71,8 @@ Capture capture_run(const std::vector<mlx::core::array>&, const std::vector<mlx:
 std::vector<mlx::core::array> replay_run(CapturedRun&, const std::vector<mlx::core::array>&) {
   no_gpu();
 }
+double replay_gpu_seconds(CapturedRun&) {
+  return -1.0;
+}
 
 }  // namespace ortmlx::device
