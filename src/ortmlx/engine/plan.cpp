@@ -41,11 +41,11 @@ size_t nested_node_count(const Plan& plan) {
 }  // namespace
 
 bool selectable_if(const NodeDesc& node) {
-  static const bool enabled = [] {
-    const char* v = std::getenv("ONNXRUNTIME_EP_MLX_IF_SELECT");
-    return v == nullptr || std::string(v) != "0";
-  }();
-  if (!enabled || node.op_type != "If" || !node.domain.empty()) return false;
+  // Read at each call (segment building and traces, not per run), so that one process can hold
+  // sessions translated with and without it (bench/gpu_peer.py --ab).
+  const char* v = std::getenv("ONNXRUNTIME_EP_MLX_IF_SELECT");
+  if ((v != nullptr && std::string(v) == "0") || node.op_type != "If" || !node.domain.empty())
+    return false;
   size_t total = 0;
   for (const char* attr : {"then_branch", "else_branch"}) {
     auto it = node.bodies.find(attr);

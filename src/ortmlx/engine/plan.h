@@ -71,7 +71,7 @@ mlx::core::array constant_to_array(const ConstTensor& t);
 // Whether an If node may be translated for both conditions, its outputs selected on the device,
 // when its condition is a runtime value inside a compiled trace (ops/control_flow.cpp): its
 // branches hold at most kMaxSelectedIfNodes nodes together, nested bodies counted, and no Loop
-// or Scan; ONNXRUNTIME_EP_MLX_IF_SELECT=0 (read once per process) turns it off. Compiled
+// or Scan; ONNXRUNTIME_EP_MLX_IF_SELECT=0 (read when a plan is translated) turns it off. Compiled
 // segments of eager runs take such an If into a segment instead of cutting there.
 inline constexpr size_t kMaxSelectedIfNodes = 64;
 bool selectable_if(const NodeDesc& node);
