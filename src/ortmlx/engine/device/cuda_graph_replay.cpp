@@ -279,8 +279,6 @@ Capture capture_run(const std::vector<mx::array>& outputs, const std::vector<mx:
     failure = e.what();
   }
   if (!failure.empty()) {
-    if (run->launch_start != nullptr) (void)cudaEventDestroy(run->launch_start);
-    if (run->launch_end != nullptr) (void)cudaEventDestroy(run->launch_end);
     if (run->exec != nullptr) (void)cudaGraphExecDestroy(run->exec);
     run->exec = nullptr;
     run->blocks.clear();  // never freed: addresses of a graph that may never have existed
