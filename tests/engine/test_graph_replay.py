@@ -229,3 +229,32 @@ def test_replayed_runs_count_the_graph_gpu_time_as_evaluation():
         assert ev > 2e-5 and ev > cp, (ev, cp)
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("alloc", ["pool", "graph"])
+def test_replay_of_cudnn_convolutions_with_either_capture_allocation(monkeypatch, alloc):
+    # Convolutions large enough for the EP's cuDNN primitive (>= 2^28 FLOPs each): their outputs
+    # are the EP's own blocks, which a capture takes outside the graph by default ("pool") or as
+    # the graph's memory nodes ("graph"). Either way every replay gives ORT CPU's values.
+    monkeypatch.setenv("ONNXRUNTIME_EP_MLX_GRAPH_REPLAY_ALLOC", alloc)
+    rng = np.random.default_rng(8)
+    c = 64
+    w1 = nh.from_array((rng.standard_normal((c, c, 3, 3)) * 0.05).astype(np.float32), "w1")
+    w2 = nh.from_array((rng.standard_normal((c, c, 3, 3)) * 0.05).astype(np.float32), "w2")
+    nodes = [h.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             h.make_node("Relu", ["c1"], ["r1"], name="relu"),
+             h.make_node("Conv", ["r1", "w2"], ["y"], name="conv2", pads=[1, 1, 1, 1])]
+    shape = (2, c, 56, 56)
+    graph = h.make_graph(nodes, "convs", [h.make_tensor_value_info("x", T.FLOAT, list(shape))],
+                         [h.make_tensor_value_info("y", T.FLOAT, list(shape))], initializer=[w1, w2])
+    model = make_model(graph, opset=17)
+    s = DeviceSession(model)
+    try:
+        for _ in range(6):
+            feeds = {"x": rng.standard_normal(shape).astype(np.float32)}
+            got = s.run(feeds, {"y": (shape, np.float32)})["y"]
+            np.testing.assert_allclose(got, run_cpu(model, feeds)[0], rtol=1e-4, atol=1e-4)
+        c_ = s.report().counters()
+        assert c_.get("graph_replay.capture", 0) == 1 and c_.get("graph_replay.replay", 0) == 3, c_
+    finally:
+        s.close()

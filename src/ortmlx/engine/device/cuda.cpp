@@ -273,6 +273,12 @@ mx::array new_device_array(const mx::Shape& shape, mx::Dtype dtype) {
 
 namespace {
 thread_local std::vector<void*>* capture_blocks = nullptr;
+
+// Read at each capture: one process can A/B it (bench/gpu_peer.py --ab).
+bool capture_allocs_in_graph() {
+  const char* e = std::getenv("ONNXRUNTIME_EP_MLX_GRAPH_REPLAY_ALLOC");
+  return e != nullptr && std::string(e) == "graph";
+}
 }  // namespace
 
 void set_capture_blocks(std::vector<void*>* blocks) {
@@ -285,9 +291,17 @@ mx::allocator::Data device_block(size_t bytes, void* stream) {
   const size_t size = BlockCache::rounded(bytes);
   void* p = cached ? stream_block_cache().reuse(size) : nullptr;
   if (p == nullptr && capture_blocks != nullptr) {
-    // The graph's own memory (set_capture_blocks): no retry after freeing kept blocks, which
-    // would queue frees into the graph.
-    check(cudaMallocAsync(&p, size, s), "cudaMallocAsync");
+    // The captured run's own memory (set_capture_blocks): no retry after freeing kept blocks,
+    // which would queue frees into the graph. By default a plain pool block taken outside the
+    // capture (on the copy stream, waited for): an allocation on the capturing stream becomes a
+    // memory node of the graph, which, instantiated to free on launch, allocates again at every
+    // launch. ONNXRUNTIME_EP_MLX_GRAPH_REPLAY_ALLOC=graph keeps those memory nodes (A/B).
+    if (capture_allocs_in_graph()) {
+      check(cudaMallocAsync(&p, size, s), "cudaMallocAsync");
+    } else {
+      p = allocate_from_pool(size);
+      if (p == nullptr) throw std::runtime_error("graph capture: no device memory for a block");
+    }
     capture_blocks->push_back(p);
     auto* buf = new mx::cu::CudaBuffer{p, bytes, gpu_ordinal()};
     return mx::allocator::Data(mx::allocator::Buffer(buf), [s, p](mx::allocator::Buffer b) {

@@ -18,7 +18,10 @@
 // so no later allocation (a constant of another session, say) shares memory with it. Allocations
 // that miss MLX's cache during the capture are stream-ordered allocations on the capturing
 // stream, which CUDA records as the graph's own memory (fixed addresses; instantiated with
-// auto-free on launch, so each launch takes them again).
+// auto-free on launch, so each launch takes them again). The EP's own blocks (device_block: the
+// outputs of its primitives, e.g. cuDNN convolutions) that miss its block cache are instead plain
+// pool blocks taken outside the capture and owned by the captured run, so no launch allocates
+// them; ONNXRUNTIME_EP_MLX_GRAPH_REPLAY_ALLOC=graph makes them memory nodes too (A/B).
 #pragma once
 
 #include <memory>
