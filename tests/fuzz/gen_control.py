@@ -31,7 +31,23 @@ class ControlGen:
         then_nodes = [helper.make_node("Add", [f"{cid}_x0", f"{cid}_x1"], [f"{cid}_t"],
                                        name=f"{cid}_tadd")]
         mag = None
-        if r.random() < 0.3:
+        extra, kind = {}, ""
+        if len(shape) >= 1 and shape[0] >= 1 and r.random() < 0.25:
+            # The then branch gathers rows by a runtime index that may be out of range: an error
+            # only where the branch is taken (a runtime If selected on the device must not raise
+            # for the branch it does not take). Same output shape as the else branch's product.
+            n0 = shape[0]
+            idx = r.integers(0, n0, size=n0).astype(np.int64)
+            if r.random() < 0.5:
+                idx[int(r.integers(n0))] = int(r.choice([n0, -n0 - 1, 1 << 40]))
+            extra[f"{cid}_x2"] = idx
+            kind = f" gather {idx.tolist()}"
+            then_nodes = [helper.make_node("Gather", [f"{cid}_x0", f"{cid}_x2"], [f"{cid}_t"],
+                                           name=f"{cid}_tgather", axis=0)]
+        if kind:
+            else_nodes = [helper.make_node("Mul", [f"{cid}_x0", f"{cid}_x1"], [f"{cid}_e"],
+                                           name=f"{cid}_emul")]
+        elif r.random() < 0.3:
             else_nodes = [helper.make_node("ReduceSum", [f"{cid}_x0"], [f"{cid}_e"],
                                            name=f"{cid}_esum", keepdims=0)]
             # A sum rounds at its terms' magnitude, not its result's (seed 120, o17_4: ten terms
@@ -44,11 +60,11 @@ class ControlGen:
         then_g = helper.make_graph(then_nodes, f"{cid}_then", [], [_vi(f"{cid}_t", t, None)])
         else_g = helper.make_graph(else_nodes, f"{cid}_else", [], [_vi(f"{cid}_e", t, None)])
         cond = np.array(r.random() < 0.5)
-        feeds = {f"{cid}_x0": x, f"{cid}_x1": y, f"{cid}_c": cond}
+        feeds = {f"{cid}_x0": x, f"{cid}_x1": y, f"{cid}_c": cond, **extra}
         node = helper.make_node("If", [f"{cid}_c"], [f"{cid}_y0"], name=f"{cid}_n",
                                 then_branch=then_g, else_branch=else_g)
         return self.case(cid, "If", [node], feeds, [f"{cid}_y0"], mag=mag,
-                         label=f"If {NP_OF[t].__name__} {shape} cond={bool(cond)}")
+                         label=f"If {NP_OF[t].__name__} {shape} cond={bool(cond)}{kind}")
 
     def gen_Loop(self, cid):
         r = self.rng

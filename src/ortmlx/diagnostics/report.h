@@ -39,6 +39,7 @@ struct RunRecord {
   size_t cache_entries = 0;     // compiled functions held by the fused node after the run
   size_t segment_calls = 0;     // eager run: compiled segments called (engine/segments.h)
   bool captured = false;        // evaluated by capturing a CUDA graph (graph replay)
+  size_t capture_blocks = 0;    // the capture's EP blocks that missed its block cache
   bool replayed = false;        // a captured CUDA graph launched again
   bool replay_refused = false;  // its shape key will not be captured
   double translate_s = 0, compile_s = 0, eval_s = 0, copy_s = 0;

@@ -556,6 +556,7 @@ bool Executor::capture(const std::string& key, const std::vector<mx::array>& inp
       r.stats.replay_note = c.why_not;
       return false;
     }
+    r.stats.capture_blocks = device::capture_allocations(*c.run);
     entry.run = std::move(c.run);
     entry.marks = fn.marks();
     entry.checks = fn.checks().empty() ? nullptr : std::make_shared<const Checks>(fn.checks());

@@ -83,15 +83,16 @@ struct RunStats {
   bool fallback = false;  // the compiled path failed; eager produced the outputs
   std::string fallback_reason;
   std::string shape_key;
-  size_t evictions = 0;      // LRU evictions caused by this run
-  size_t cache_entries = 0;  // compiled functions held after this run
-  double translate_s = 0;    // graph build: eager translation, or compiled replay
-  double compile_s = 0;      // trace + mlx::compile (first call of a compiled function)
-  double eval_s = 0;         // mlx::eval of the outputs
-  size_t segment_calls = 0;  // eager run: compiled segments called (engine/segments.h)
-  bool captured = false;     // evaluated by capturing a CUDA graph (device/graph_replay.h)
-  bool replayed = false;     // a captured graph was launched again: no trace, no mlx::eval
-  std::string replay_note;   // why this run's key will not be captured ("" if it may be)
+  size_t evictions = 0;       // LRU evictions caused by this run
+  size_t cache_entries = 0;   // compiled functions held after this run
+  double translate_s = 0;     // graph build: eager translation, or compiled replay
+  double compile_s = 0;       // trace + mlx::compile (first call of a compiled function)
+  double eval_s = 0;          // mlx::eval of the outputs
+  size_t segment_calls = 0;   // eager run: compiled segments called (engine/segments.h)
+  bool captured = false;      // evaluated by capturing a CUDA graph (device/graph_replay.h)
+  size_t capture_blocks = 0;  // a capture's blocks missing the EP's cache (capture_allocations)
+  bool replayed = false;      // a captured graph was launched again: no trace, no mlx::eval
+  std::string replay_note;    // why this run's key will not be captured ("" if it may be)
 };
 
 using Checks = std::vector<TranslationContext::Check>;

@@ -313,6 +313,7 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
   rec.cache_entries = stats.cache_entries;
   rec.segment_calls = stats.segment_calls;
   rec.captured = stats.captured;
+  rec.capture_blocks = stats.capture_blocks;
   rec.replayed = stats.replayed;
   rec.replay_refused = !stats.replay_note.empty();
   rec.translate_s = stats.translate_s;

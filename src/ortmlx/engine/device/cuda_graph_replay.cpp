@@ -332,6 +332,10 @@ std::vector<mx::array> replay_run(CapturedRun& run, const std::vector<mx::array>
   return run.outputs;
 }
 
+size_t capture_allocations(const CapturedRun& run) {
+  return run.blocks.size();
+}
+
 double replay_gpu_seconds(CapturedRun& run) {
   if (run.launch_end == nullptr || cudaEventQuery(run.launch_end) != cudaSuccess) {
     (void)cudaGetLastError();

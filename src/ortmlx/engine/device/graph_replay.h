@@ -24,6 +24,7 @@
 // them; ONNXRUNTIME_EP_MLX_GRAPH_REPLAY_ALLOC=graph makes them memory nodes too (A/B).
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +68,10 @@ Capture capture_run(const std::vector<mlx::core::array>& outputs,
 // run's buffers, valid until its next launch; read them through device::copy_out.
 std::vector<mlx::core::array> replay_run(CapturedRun& run,
                                          const std::vector<mlx::core::array>& inputs);
+
+// How many of the EP's blocks (device_block) the capture had to allocate, its block cache holding
+// none of their size: the captured run holds them (graph_replay.capture_blocks in the report).
+size_t capture_allocations(const CapturedRun& run);
 
 // Seconds the GPU spent on the run's latest launch (CUDA events around the graph launch, the
 // input copies before it not counted), or a negative value when unknown. Call after something

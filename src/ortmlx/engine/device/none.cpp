@@ -74,5 +74,8 @@ std::vector<mlx::core::array> replay_run(CapturedRun&, const std::vector<mlx::co
 double replay_gpu_seconds(CapturedRun&) {
   return -1.0;
 }
+size_t capture_allocations(const CapturedRun&) {
+  return 0;
+}
 
 }  // namespace ortmlx::device
