@@ -214,9 +214,8 @@ void Executor::verify(const mx::array& flags,
   verify_flags(ok, checks);
 }
 
-double Executor::replayed_gpu_seconds() {
-  auto it = last_replayed_key_.empty() ? replays_.end() : replays_.find(last_replayed_key_);
-  last_replayed_key_.clear();
+double Executor::replayed_gpu_seconds(const std::string& key) {
+  auto it = replays_.find(key);
   if (it == replays_.end() || !it->second.run) return -1.0;
   return device::replay_gpu_seconds(*it->second.run);
 }
@@ -510,7 +509,6 @@ bool Executor::replay(const std::string& key, const std::vector<mx::array>& inpu
   st.cache = CacheOutcome::kHit;
   st.compiled = true;
   st.replayed = true;
-  last_replayed_key_ = key;
   st.cache_entries = cache_.size();
   r.marks = it->second.marks;
   if (it->second.checks) {  // the stacked flags follow the outputs, read after the caller's wait
@@ -575,7 +573,6 @@ bool Executor::capture(const std::string& key, const std::vector<mx::array>& inp
 }
 
 RunResult Executor::run(const std::vector<mx::array>& inputs, TraceSink* sink) {
-  last_replayed_key_.clear();
   const std::string key = shape_key(inputs);
   RunResult compiled;
   compiled.stats.shape_key = key;

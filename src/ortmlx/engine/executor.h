@@ -141,9 +141,9 @@ class Executor {
   // Throws NodeError for the first false flag (one byte per check, in order).
   void verify_flags(const std::vector<uint8_t>& ok, const Checks& checks) const;
 
-  // GPU seconds of the latest replayed launch (device::replay_gpu_seconds), after the caller
-  // waited for it; negative when the latest run was not replayed or the time is unknown.
-  double replayed_gpu_seconds();
+  // GPU seconds of the latest launch of `key`'s captured run (device::replay_gpu_seconds), after
+  // the caller waited for it; negative when the key has no captured run or the time is unknown.
+  double replayed_gpu_seconds(const std::string& key);
 
   // Whether the next run may use the compiled path.
   bool compile_enabled() const { return config_.compile && !compile_disabled_; }
@@ -204,7 +204,6 @@ class Executor {
   };
   bool replay_ = false;
   uint64_t replay_clock_ = 0;
-  std::string last_replayed_key_;  // the latest run's key when it was replayed, else empty
   std::unordered_map<std::string, ReplayEntry> replays_;
 };
 

@@ -44,7 +44,7 @@ bool selectable_if(const NodeDesc& node) {
   // Read at each call (segment building and traces, not per run), so that one process can hold
   // sessions translated with and without it (bench/gpu_peer.py --ab).
   const char* v = std::getenv("ONNXRUNTIME_EP_MLX_IF_SELECT");
-  if ((v != nullptr && std::string(v) == "0") || node.op_type != "If" || !node.domain.empty())
+  if ((v != nullptr && !parse_flag(v)) || node.op_type != "If" || !node.domain.empty())
     return false;
   size_t total = 0;
   for (const char* attr : {"then_branch", "else_branch"}) {

@@ -48,15 +48,18 @@ Segment make_segment(const Plan& plan, size_t begin, size_t end, bool compiled, 
   if (!compiled) return s;
   std::set<std::string> produced, seen;
   for (size_t k = begin; k < end; ++k) {
-    // An If inside a segment (selectable_if) reads outer-scope values through its branches too;
-    // names its branches bind themselves resolve to nothing here and are dropped at the call.
-    std::set<std::string> node_reads;
-    add_reads(plan.nodes[k], node_reads);
     for (const auto& name : plan.nodes[k].inputs)
       if (!name.empty() && !produced.count(name) && seen.insert(name).second)
         s.reads.push_back(name);
-    for (const auto& name : node_reads)
-      if (!produced.count(name) && seen.insert(name).second) s.reads.push_back(name);
+    if (!plan.nodes[k].bodies.empty()) {
+      // An If inside a segment (selectable_if) reads outer-scope values through its branches
+      // too; names its branches bind themselves resolve to nothing here and are dropped at the
+      // call.
+      std::set<std::string> body_reads;
+      add_reads(plan.nodes[k], body_reads);
+      for (const auto& name : body_reads)
+        if (!produced.count(name) && seen.insert(name).second) s.reads.push_back(name);
+    }
     for (const auto& name : plan.nodes[k].outputs)
       if (!name.empty()) produced.insert(name);
   }

@@ -162,13 +162,19 @@ ClaimResult claim_scan(const ClaimContext& c) {
 // A one-element boolean (or integer) decided on the host. A traced value that depends on a
 // fused input cannot be: the plan runs eagerly (NotCompilable).
 // `v` as the boolean scalar the host will read, after the checks host_scalar_true makes.
-mx::array host_scalar_bool(const TranslationContext& ctx, const mx::array& v, const char* what) {
+// `v`, which must hold one element, as a boolean scalar.
+mx::array scalar_bool(const mx::array& v, const char* what, mx::StreamOrDevice s = {}) {
   if (v.size() != 1)
     throw std::runtime_error(std::string(what) + " must hold one element, got shape " +
                              shape_str(v.shape()));
+  return mx::astype(mx::reshape(v, {}, s), mx::bool_, s);
+}
+
+mx::array host_scalar_bool(const TranslationContext& ctx, const mx::array& v, const char* what) {
+  mx::array b = scalar_bool(v, what);
   if (ctx.compiling() && v.is_tracer())
     throw NotCompilable(std::string(what) + " depends on a runtime value (read on the host)");
-  return mx::astype(mx::reshape(v, {}), mx::bool_);
+  return b;
 }
 
 bool host_scalar_true(const TranslationContext& ctx, const mx::array& v, const char* what) {
@@ -198,6 +204,16 @@ void check_declared(const NodeDesc& n, size_t i, const mx::array& v, const char*
                              type_str(got) + ", the node declares " + type_str(info.dtype));
 }
 
+// The outputs of the If's branch `attr`, as many as the node has.
+std::vector<mx::array> translate_branch(TranslationContext& ctx, const NodeDesc& n,
+                                        const char* attr) {
+  std::vector<mx::array> outs = translate_body(ctx, n.body(attr), {});
+  if (outs.size() != n.outputs.size())
+    throw std::runtime_error(std::string(attr) + " produced " + std::to_string(outs.size()) +
+                             " outputs for " + std::to_string(n.outputs.size()));
+  return outs;
+}
+
 // An If whose condition is a runtime value of a compiled trace, its branches small
 // (selectable_if): both branches are translated and each output is where(condition, then, else),
 // so the compiled function holds the If and no host read of the condition splits the run. Exact:
@@ -206,17 +222,13 @@ void check_declared(const NodeDesc& n, size_t i, const mx::array& v, const char*
 // or type between the branches, a branch that raises on these shapes) throws NotCompilable: the
 // condition is then read on the host and one branch translated, as before.
 void translate_if_both(TranslationContext& ctx, const NodeDesc& n, const mx::array& condition) {
-  if (condition.size() != 1)
-    throw std::runtime_error("the If condition must hold one element, got shape " +
-                             shape_str(condition.shape()));
-  const mx::array taken =
-      mx::astype(mx::reshape(condition, {}, ctx.stream()), mx::bool_, ctx.stream());
+  const mx::array taken = scalar_bool(condition, "the If condition", ctx.stream());
   std::array<std::vector<mx::array>, 2> outs;
   const std::array<const char*, 2> attrs = {"then_branch", "else_branch"};
   for (size_t b = 0; b < 2; ++b) {
     const size_t first_check = ctx.checks().size();
     try {
-      outs[b] = translate_body(ctx, n.body(attrs[b]), {});
+      outs[b] = translate_branch(ctx, n, attrs[b]);
     } catch (const NotCompilable&) {
       throw;
     } catch (const std::exception& e) {
@@ -224,10 +236,6 @@ void translate_if_both(TranslationContext& ctx, const NodeDesc& n, const mx::arr
                           e.what() + "): the condition is read on the host");
     }
     ctx.guard_checks(first_check, b == 0 ? taken : mx::logical_not(taken, ctx.stream()));
-    if (outs[b].size() != n.outputs.size())
-      throw std::runtime_error(std::string(attrs[b]) + " produced " +
-                               std::to_string(outs[b].size()) + " outputs for " +
-                               std::to_string(n.outputs.size()));
   }
   for (size_t i = 0; i < n.outputs.size(); ++i) {
     const mx::array &t = outs[0][i], &e = outs[1][i];
@@ -254,10 +262,7 @@ void translate_if(TranslationContext& ctx, const NodeDesc& n) {
     cond = host_scalar_true(ctx, condition, "the If condition");
   }
   const char* attr = cond ? "then_branch" : "else_branch";
-  std::vector<mx::array> outs = translate_body(ctx, n.body(attr), {});
-  if (outs.size() != n.outputs.size())
-    throw std::runtime_error(std::string(attr) + " produced " + std::to_string(outs.size()) +
-                             " outputs for " + std::to_string(n.outputs.size()));
+  std::vector<mx::array> outs = translate_branch(ctx, n, attr);
   for (size_t i = 0; i < outs.size(); ++i) {
     check_declared(n, i, outs[i], attr);
     ctx.bind_output(n, i, outs[i]);

@@ -264,7 +264,7 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
         if (stats.replayed) {
           // A replay only launches the graph: the host waits for it inside the output copy. The
           // graph's GPU time is the run's evaluation, so it moves from the copy to eval.
-          const double gpu_s = executor_->replayed_gpu_seconds();
+          const double gpu_s = executor_->replayed_gpu_seconds(stats.shape_key);
           if (gpu_s > stats.eval_s) {
             const double moved = std::min(gpu_s - stats.eval_s, copy_out_s);
             stats.eval_s += moved;
