@@ -79,11 +79,21 @@ class ControlGen:
         use_cond = r.random() < 0.5 or not use_trip
         data_cond = r.random() < 0.5 or not use_trip
         p = f"{cid}_b"
+        # A Gather by the iteration number from an outer-scope table of `stop` values: out of
+        # range in the iterations from `stop` on (those past the loop's end when the body's
+        # condition ends it, which the EP may translate speculatively and must drop).
+        gather = r.random() < 0.4
         nodes = [helper.make_node("Cast", [f"{p}_i"], [f"{p}_ci"], name=f"{p}_cast", to=t),
-                 helper.make_node("Add", [f"{p}_xin", f"{p}_ci"], [f"{p}_s"], name=f"{p}_add"),
-                 # outer-scope read: the step added each iteration
-                 helper.make_node("Add", [f"{p}_s", f"{cid}_x1"], [f"{p}_xout"], name=f"{p}_add2"),
-                 helper.make_node("Neg", [f"{p}_xout"], [f"{p}_scan"], name=f"{p}_neg")]
+                 helper.make_node("Add", [f"{p}_xin", f"{p}_ci"], [f"{p}_s0"], name=f"{p}_add")]
+        if gather:
+            nodes += [helper.make_node("Gather", [f"{cid}_table", f"{p}_i"], [f"{p}_g"],
+                                       name=f"{p}_gather", axis=0),
+                      helper.make_node("Add", [f"{p}_s0", f"{p}_g"], [f"{p}_s"], name=f"{p}_addg")]
+        else:
+            nodes.append(helper.make_node("Identity", [f"{p}_s0"], [f"{p}_s"], name=f"{p}_ids"))
+        # outer-scope read: the step added each iteration
+        nodes += [helper.make_node("Add", [f"{p}_s", f"{cid}_x1"], [f"{p}_xout"], name=f"{p}_add2"),
+                  helper.make_node("Neg", [f"{p}_xout"], [f"{p}_scan"], name=f"{p}_neg")]
         if data_cond:
             nodes += [helper.make_node("Add", [f"{p}_i", f"{cid}_one"], [f"{p}_i1"], name=f"{p}_inc"),
                       helper.make_node("Less", [f"{p}_i1", f"{cid}_stop"], [f"{p}_cout"],
@@ -97,6 +107,8 @@ class ControlGen:
              _vi(f"{p}_scan", t, list(shape))])
         step = data(r, (), t, "small")
         feeds = {f"{cid}_x0": x, f"{cid}_x1": step}
+        if gather:
+            feeds[f"{cid}_table"] = data(r, (max(stop, 1),), t, "small")
         consts = {f"{cid}_one": np.array(1, np.int64), f"{cid}_stop": np.array(stop, np.int64)}
         trip_name = ""
         if use_trip:
@@ -110,7 +122,8 @@ class ControlGen:
                                 name=f"{cid}_n", body=body)
         return self.case(cid, "Loop", [node], feeds, [f"{cid}_y0", f"{cid}_y1"], consts,
                          label=f"Loop {NP_OF[t].__name__} {shape} trip={trip if use_trip else '-'} "
-                               f"cond={'in' if use_cond else '-'} stop={stop if data_cond else '-'}")
+                               f"cond={'in' if use_cond else '-'} stop={stop if data_cond else '-'}"
+                               f"{' gather' if gather else ''}")
 
     def gen_Scan(self, cid):
         if self.opset < 9:

@@ -390,6 +390,93 @@ def test_greedy_decoding_loop(rng):
         check_on_ep(m, {"h0": rng.standard_normal((1, 5), dtype=np.float32), "go": np.array(True)})
 
 
+CHUNKS = "Loop: iterations evaluated in chunks, conditions read once a chunk"
+
+
+def gather_steps_model(host_read=False):
+    """Loop over i while i + 1 < limit (at most M): x += table[i] (Gather by a runtime index:
+    out of range once i passes the table). With host_read, x also adds sum(Range(0, i + 1)), whose
+    size the EP reads on the host."""
+    nodes = [helper.make_node("Gather", ["table", "i"], ["v"], name="b_gather", axis=0),
+             helper.make_node("Add", ["x_in", "v"], ["x_out0" if host_read else "x_out"], name="b_add"),
+             helper.make_node("Add", ["i", "one"], ["i1"], name="b_next"),
+             helper.make_node("Less", ["i1", "limit"], ["cond_out"], name="b_less"),
+             helper.make_node("Neg", ["v"], ["scan"], name="b_neg")]
+    if host_read:
+        nodes += [helper.make_node("Range", ["zero", "i1", "one"], ["r"], name="b_range"),
+                  helper.make_node("ReduceSum", ["r"], ["rs"], name="b_rsum", keepdims=0),
+                  helper.make_node("Cast", ["rs"], ["rf"], name="b_rcast", to=F),
+                  helper.make_node("Add", ["x_out0", "rf"], ["x_out"], name="b_radd")]
+    body = helper.make_graph(
+        nodes, "body", [vi("i", I64, []), vi("cond_in", B, []), vi("x_in", F, [])],
+        [vi("cond_out", B, []), vi("x_out", F, []), vi("scan", F, [])],
+        [numpy_helper.from_array(np.int64(1), "one"), numpy_helper.from_array(np.int64(0), "zero")])
+    loop = helper.make_node("Loop", ["M", "", "x"], ["xf", "scan"], name="node", body=body)
+    return model([loop], [vi("x", F, []), vi("table", F, [4]), vi("limit", I64, []), vi("M", I64, [])],
+                 [vi("xf", F, None), vi("scan", F, None)])
+
+
+def test_loop_speculative_iterations_past_the_end_do_not_count(rng):
+    # An eager Loop evaluates its iterations in chunks, those after a chunk's first one translated
+    # before the host knows they run. The iteration after the last one here Gathers out of range:
+    # it must not fail the run, nor add to the outputs.
+    m = gather_steps_model()
+    table = rng.standard_normal(4, dtype=np.float32)
+    run = EpRun(m, strict=True)
+    try:
+        # The first run's chunks are 1, 2, 4 long (past the end); later runs' first chunk is as
+        # long as the run before (exact), or shorter or longer than the loop.
+        for limit in (4, 4, 2, 3, 4, 1):
+            feeds = {"x": np.array(0.5, np.float32), "table": table,
+                     "limit": np.array(limit, np.int64), "M": np.array(9, np.int64)}
+            for g, w in zip(run.run(feeds), run_cpu(m, feeds)):
+                np.testing.assert_allclose(g, w, rtol=1e-6)
+        assert CHUNKS in assert_ran_on_ep(run, ["node"]).paths()
+        # An iteration that runs and Gathers out of range raises, naming the Gather; the session
+        # still runs.
+        bad = {"x": np.array(0.5, np.float32), "table": table, "limit": np.array(6, np.int64),
+               "M": np.array(9, np.int64)}
+        with pytest.raises(Exception, match="b_gather"):
+            run.run(bad)
+        feeds = dict(bad, limit=np.array(3, np.int64))
+        np.testing.assert_allclose(run.run(feeds)[0], run_cpu(m, feeds)[0], rtol=1e-6)
+    finally:
+        run.close()
+
+
+def test_loop_body_reading_host_values_is_not_speculated(rng):
+    # Range's size is read on the host: a speculative iteration may not do that (its value could
+    # belong to an iteration that does not run), so this Loop runs one iteration at a time.
+    m = gather_steps_model(host_read=True)
+    table = rng.standard_normal(4, dtype=np.float32)
+    run = EpRun(m, strict=True)
+    try:
+        for limit in (4, 2, 4):
+            feeds = {"x": np.array(0.5, np.float32), "table": table,
+                     "limit": np.array(limit, np.int64), "M": np.array(9, np.int64)}
+            for g, w in zip(run.run(feeds), run_cpu(m, feeds)):
+                np.testing.assert_allclose(g, w, rtol=1e-6)
+        assert CHUNKS not in assert_ran_on_ep(run, ["node"]).paths()
+    finally:
+        run.close()
+
+
+def test_loop_speculation_switched_off(monkeypatch, rng):
+    monkeypatch.setenv("ONNXRUNTIME_EP_MLX_LOOP_SPECULATE", "1")
+    m = gather_steps_model()
+    table = rng.standard_normal(4, dtype=np.float32)
+    run = EpRun(m, strict=True)
+    try:
+        for limit in (4, 3):
+            feeds = {"x": np.array(0.5, np.float32), "table": table,
+                     "limit": np.array(limit, np.int64), "M": np.array(9, np.int64)}
+            for g, w in zip(run.run(feeds), run_cpu(m, feeds)):
+                np.testing.assert_allclose(g, w, rtol=1e-6)
+        assert CHUNKS not in assert_ran_on_ep(run, ["node"]).paths()
+    finally:
+        run.close()
+
+
 # ---- Scan ------------------------------------------------------------------------------------
 
 def scan_model(in_dirs=None, in_axes=None, out_dirs=None, out_axes=None, x_shape=(4, 3), opset=21):

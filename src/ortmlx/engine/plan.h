@@ -2,6 +2,7 @@
 // node's I/O names (in ORT's order), and the constants, copied into MLX arrays once at Compile.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -47,6 +48,14 @@ struct Plan {
   // by every trace and eager run (TranslationContext::derived_constant). Mutable: filled while
   // translating, which happens only on the MLX thread, one job at a time.
   mutable std::map<std::string, mlx::core::array> derived_constants;
+  // Per Loop node of this plan run eagerly (ops/control_flow.cpp): the most iterations one
+  // evaluation may take (read when the node is first translated), and how many its latest run
+  // took, the next run's first chunk. Mutable like derived_constants.
+  struct LoopHistory {
+    int64_t chunk_limit = 1;  // 1: one iteration at a time (its body reads values on the host)
+    int64_t iterations = 1;
+  };
+  mutable std::map<const NodeDesc*, LoopHistory> loop_history;
 };
 
 // Builds a Plan from the graph ORT hands to Compile (all constant data copied into `graph`).

@@ -1,5 +1,6 @@
 #include "ortmlx/engine/translation_context.h"
 
+#include <cstddef>
 #include <stdexcept>
 
 #include <mlx/transforms.h>
@@ -123,6 +124,22 @@ void TranslationContext::guard_checks(size_t first, const mx::array& taken) {
   const mx::array not_taken = mx::logical_not(taken, stream_);
   for (size_t j = first; j < values.size(); ++j)
     values[j] = mx::logical_or(values[j], not_taken, stream_);
+}
+
+void TranslationContext::host_read(const std::string& what) const {
+  if (root_->speculating_ > 0)
+    throw SpeculationRefused(what +
+                             " is read on the host, which a speculative Loop iteration "
+                             "may not do");
+}
+
+void TranslationContext::rewind(size_t marks, size_t checks) {
+  auto drop_from = [](auto& v, size_t first) {
+    if (first < v.size()) v.erase(v.begin() + static_cast<std::ptrdiff_t>(first), v.end());
+  };
+  drop_from(root_->marks_, marks);
+  drop_from(root_->checks_, checks);
+  drop_from(root_->check_values_, checks);
 }
 
 void TranslationContext::mark_composed(const NodeDesc& node, std::string reason) {

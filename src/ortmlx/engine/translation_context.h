@@ -24,6 +24,13 @@ class NotCompilable : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Thrown by a translator asked to read a value on the host during speculative translation
+// (TranslationContext::Speculation): the value may belong to a Loop iteration that does not run.
+class SpeculationRefused : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class SegmentStore;
 
 class TranslationContext {
@@ -73,6 +80,9 @@ class TranslationContext {
   // The session's knobs (e.g. the AttentionVJP dense byte budget).
   const EpOptions& options() const { return root_->plan_.options; }
 
+  // The plan (or body) this scope translates.
+  const Plan& plan() const { return plan_; }
+
   // True while the plan is traced for mlx::compile: inputs are placeholders without data and
   // must not be evaluated or read. A translator that needs them throws NotCompilable.
   bool compiling() const { return root_->compiling_; }
@@ -117,6 +127,26 @@ class TranslationContext {
   // must not fail a run that takes the other branch.
   void guard_checks(size_t first, const mlx::core::array& taken);
 
+  // Speculative translation, while an instance lives: the Loop iterations a chunk translates
+  // before the host knows whether they run (ops/control_flow.cpp). Their values may be garbage,
+  // so host_read refuses to read them.
+  class Speculation {
+   public:
+    explicit Speculation(TranslationContext& ctx) : root_(*ctx.root_) { ++root_.speculating_; }
+    Speculation(const Speculation&) = delete;
+    Speculation& operator=(const Speculation&) = delete;
+    ~Speculation() { --root_.speculating_; }
+
+   private:
+    TranslationContext& root_;
+  };
+  // Called by a translator before it reads a runtime value on the host (after its own
+  // NotCompilable check): throws SpeculationRefused during speculative translation.
+  void host_read(const std::string& what) const;
+  // Drops the path marks and runtime checks recorded from these counts on (speculative
+  // iterations that did not run).
+  void rewind(size_t marks, size_t checks);
+
   // Small helpers translators share.
   mlx::core::array reshape(const mlx::core::array& a, const mlx::core::Shape& shape) const;
   mlx::core::array transpose(const mlx::core::array& a, const std::vector<int>& axes) const;
@@ -139,6 +169,7 @@ class TranslationContext {
   std::vector<Check> checks_;
   std::vector<mlx::core::array> check_values_;
   bool compiling_ = false;
+  int speculating_ = 0;
 };
 
 // Translates a control-flow body in a scope inside `enclosing`, its formal inputs bound to
