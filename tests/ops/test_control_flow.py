@@ -393,7 +393,10 @@ def test_greedy_decoding_loop(rng):
 CHUNKS = "Loop: iterations evaluated in chunks, conditions read once a chunk"
 
 
-def gather_steps_model(host_read=False):
+UNROLLED = "Loop: unrolled on its latest run's iteration count, conditions checked on the device"
+
+
+def gather_steps_model(host_read=False, trip_input=True):
     """Loop over i while i + 1 < limit (at most M): x += table[i] (Gather by a runtime index:
     out of range once i passes the table). With host_read, x also adds sum(Range(0, i + 1)), whose
     size the EP reads on the host."""
@@ -412,8 +415,13 @@ def gather_steps_model(host_read=False):
         [vi("cond_out", B, []), vi("x_out", F, []), vi("scan", F, [])],
         [numpy_helper.from_array(np.int64(1), "one"), numpy_helper.from_array(np.int64(0), "zero")])
     loop = helper.make_node("Loop", ["M", "", "x"], ["xf", "scan"], name="node", body=body)
-    return model([loop], [vi("x", F, []), vi("table", F, [4]), vi("limit", I64, []), vi("M", I64, [])],
-                 [vi("xf", F, None), vi("scan", F, None)])
+    inputs = [vi("x", F, []), vi("table", F, [4]), vi("limit", I64, [])]
+    inits = []
+    if trip_input:
+        inputs.append(vi("M", I64, []))
+    else:
+        inits.append(numpy_helper.from_array(np.int64(9), "M"))
+    return model([loop], inputs, [vi("xf", F, None), vi("scan", F, None)], inits)
 
 
 def test_loop_speculative_iterations_past_the_end_do_not_count(rng):
@@ -473,6 +481,52 @@ def test_loop_speculation_switched_off(monkeypatch, rng):
             for g, w in zip(run.run(feeds), run_cpu(m, feeds)):
                 np.testing.assert_allclose(g, w, rtol=1e-6)
         assert CHUNKS not in assert_ran_on_ep(run, ["node"]).paths()
+    finally:
+        run.close()
+
+
+def test_loop_compiled_on_its_latest_iteration_count(rng):
+    # A constant trip count and a runtime condition: the first run is eager and counts the
+    # iterations; later runs are compiled with the Loop unrolled that many times, each condition
+    # checked on the device. A run that ends elsewhere misses, and is redone eagerly (exact); the
+    # next run compiles on the new count.
+    m = gather_steps_model(trip_input=False)
+    table = rng.standard_normal(4, dtype=np.float32)
+    run = EpRun(m, strict=True)
+    try:
+        for limit in (4, 4, 4, 4, 2, 2, 2, 4):
+            feeds = {"x": np.array(0.5, np.float32), "table": table, "limit": np.array(limit, np.int64)}
+            for g, w in zip(run.run(feeds), run_cpu(m, feeds)):
+                np.testing.assert_allclose(g, w, rtol=1e-6)
+        report = assert_ran_on_ep(run, ["node"])
+        assert UNROLLED in report.paths(), report.paths()
+        counters = report.counters()
+        assert counters.get("compute.compiled", 0) >= 4, counters
+        assert counters.get("compile.speculation_miss", 0) == 2, counters
+        # A compiled run whose Loop runs on past the table: the trace's assumption misses first,
+        # and the eager run raises naming the Gather, as ORT's CPU EP does; the session still runs.
+        with pytest.raises(Exception, match="b_gather"):
+            run.run({"x": np.array(0.5, np.float32), "table": table, "limit": np.array(6, np.int64)})
+        feeds = {"x": np.array(0.5, np.float32), "table": table, "limit": np.array(3, np.int64)}
+        np.testing.assert_allclose(run.run(feeds)[0], run_cpu(m, feeds)[0], rtol=1e-6)
+    finally:
+        run.close()
+
+
+def test_loop_unrolling_stops_after_repeated_misses(rng):
+    # Every run ends at another count: after a few misses the plan runs eagerly (chunks), still
+    # exact.
+    m = gather_steps_model(trip_input=False)
+    table = rng.standard_normal(4, dtype=np.float32)
+    run = EpRun(m, strict=True)
+    try:
+        for limit in (1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4):
+            feeds = {"x": np.array(0.5, np.float32), "table": table, "limit": np.array(limit, np.int64)}
+            for g, w in zip(run.run(feeds), run_cpu(m, feeds)):
+                np.testing.assert_allclose(g, w, rtol=1e-6)
+        counters = assert_ran_on_ep(run, ["node"]).counters()
+        assert counters.get("compile.speculation_miss", 0) <= 4, counters
+        assert counters.get("compute.eager", 0) >= 6, counters
     finally:
         run.close()
 

@@ -109,6 +109,7 @@ void SessionReport::record_run(const std::string& fused_name, const RunRecord& r
   counters_[run.compiled ? "compute.compiled" : "compute.eager"] += 1;
   if (run.segment_calls) counters_["eager.segment"] += static_cast<int64_t>(run.segment_calls);
   if (run.captured) counters_["graph_replay.capture"] += 1;
+  if (run.speculation_missed) counters_["compile.speculation_miss"] += 1;
   if (run.capture_blocks)
     counters_["graph_replay.capture_blocks"] += static_cast<int64_t>(run.capture_blocks);
   if (run.replayed) counters_["graph_replay.replay"] += 1;

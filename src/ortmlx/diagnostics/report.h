@@ -36,12 +36,13 @@ struct RunRecord {
   std::string cache;      // "HIT", "MISS", "RETRACE", or "" (eager run)
   bool fallback = false;  // compiled path failed, eager produced the outputs
   size_t evictions = 0;
-  size_t cache_entries = 0;     // compiled functions held by the fused node after the run
-  size_t segment_calls = 0;     // eager run: compiled segments called (engine/segments.h)
-  bool captured = false;        // evaluated by capturing a CUDA graph (graph replay)
-  size_t capture_blocks = 0;    // the capture's EP blocks that missed its block cache
-  bool replayed = false;        // a captured CUDA graph launched again
-  bool replay_refused = false;  // its shape key will not be captured
+  size_t cache_entries = 0;         // compiled functions held by the fused node after the run
+  size_t segment_calls = 0;         // eager run: compiled segments called (engine/segments.h)
+  bool captured = false;            // evaluated by capturing a CUDA graph (graph replay)
+  size_t capture_blocks = 0;        // the capture's EP blocks that missed its block cache
+  bool speculation_missed = false;  // a compiled run's assumption missed: redone eagerly
+  bool replayed = false;            // a captured CUDA graph launched again
+  bool replay_refused = false;      // its shape key will not be captured
   double translate_s = 0, compile_s = 0, eval_s = 0, copy_s = 0;
   double queue_s = 0;         // waiting for the MLX thread (other sessions' work, hand-off)
   double total_s = 0;         // wall time of the Compute call (includes waiting for MLX)

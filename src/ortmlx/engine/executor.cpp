@@ -224,8 +224,13 @@ void Executor::verify_flags(const std::vector<uint8_t>& ok, const Checks& checks
   if (ok.size() != checks.size())
     throw NodeError("fused node " + plan_->name + ": " + std::to_string(ok.size()) +
                     " runtime check results for " + std::to_string(checks.size()) + " checks");
-  for (size_t i = 0; i < checks.size(); ++i)
-    if (!ok[i]) throw NodeError(checks[i].node + ": " + checks[i].message);
+  for (size_t i = 0; i < checks.size(); ++i) {
+    if (ok[i]) continue;
+    if (checks[i].speculation)
+      throw SpeculationMissed(checks[i].node + ": the compiled trace assumed that " +
+                              checks[i].message);
+    throw NodeError(checks[i].node + ": " + checks[i].message);
+  }
 }
 
 void Executor::evaluate(std::vector<mx::array>& outputs, const GraphFootprint& fp) const {
@@ -261,6 +266,7 @@ std::vector<mx::array> Executor::trace(const std::vector<mx::array>& inputs,
                     std::to_string(inputs.size()));
   TranslationContext ctx(plan);
   ctx.set_compiling(compiling);
+  ctx.set_unrolls_loops_on_history(unroll_on_history_);
   if (compiling) segments = nullptr;
   ctx.set_segments(segments);
   for (size_t i = 0; i < inputs.size(); ++i) ctx.bind(plan.input_names[i], inputs[i]);
@@ -279,6 +285,8 @@ std::vector<mx::array> Executor::trace(const std::vector<mx::array>& inputs,
           throw std::runtime_error("translator did not produce output '" + node.outputs[i] + "'");
     } catch (const NodeError&) {
       throw;
+    } catch (const NotCompilableYet& e) {
+      throw NotCompilableYet(node.label() + ": " + e.what());
     } catch (const NotCompilable& e) {
       throw NotCompilable(node.label() + ": " + e.what());
     } catch (const std::exception& e) {
@@ -389,6 +397,7 @@ bool Executor::run_compiled(const std::vector<mx::array>& inputs, TraceSink* sin
                             std::string& failure, bool& out_of_memory) {
   RunStats& st = r.stats;
   const std::string& key = st.shape_key;
+  not_yet_ = false;
   CompiledFn* fn = cache_.find(key);
   st.cache = fn ? CacheOutcome::kHit : CacheOutcome::kMiss;
   if (!fn) {
@@ -421,6 +430,7 @@ bool Executor::run_compiled(const std::vector<mx::array>& inputs, TraceSink* sin
                  TraceArgs().add("fused_node", plan_->name).add("error", e.what()));
     failure = std::string("tracing/compiling failed: ") + e.what();
     not_compilable_ = dynamic_cast<const NotCompilable*>(&e) != nullptr;
+    not_yet_ = dynamic_cast<const NotCompilableYet*>(&e) != nullptr;
     cache_.erase(key);
     return false;
   }
@@ -572,6 +582,30 @@ bool Executor::capture(const std::string& key, const std::vector<mx::array>& inp
   }
 }
 
+RunResult Executor::rerun_after_miss(const std::string& key, const std::vector<mx::array>& inputs,
+                                     TraceSink* sink, const std::string& why) {
+  // The key's function baked in the assumption: traced again on the next run, which sees what
+  // this eager run learns (e.g. a Loop's new iteration count).
+  cache_.erase(key);
+  replays_.erase(key);
+  compiled_footprints_.erase(key);
+  if (++speculation_misses_ >= kMaxSpeculationMisses && unroll_on_history_) {
+    unroll_on_history_ = false;
+    cache_.clear();
+    replays_.clear();
+    compiled_footprints_.clear();
+  }
+  if (sink)
+    sink->instant("mlx.speculation_missed", "ep.path",
+                  TraceArgs().add("fused_node", plan_->name).add("reason", why));
+  if (replay_) device::wait_uploads();
+  RunResult r = run_eager(inputs, sink);
+  r.stats.shape_key = key;
+  r.stats.speculation_missed = true;
+  r.stats.cache_entries = cache_.size();
+  return r;
+}
+
 RunResult Executor::run(const std::vector<mx::array>& inputs, TraceSink* sink) {
   const std::string key = shape_key(inputs);
   RunResult compiled;
@@ -587,7 +621,20 @@ RunResult Executor::run(const std::vector<mx::array>& inputs, TraceSink* sink) {
   }
   std::string failure;
   bool out_of_memory = false;
-  if (run_compiled(inputs, sink, compiled, failure, out_of_memory)) return compiled;
+  try {
+    if (run_compiled(inputs, sink, compiled, failure, out_of_memory)) return compiled;
+  } catch (const SpeculationMissed& e) {
+    return rerun_after_miss(key, inputs, sink, e.what());
+  }
+  if (not_yet_ && ++not_yet_runs_ <= kMaxNotYet) {
+    // The trace needs what an eager run learns (NotCompilableYet): compilation stays on.
+    RunResult r = run_eager(inputs, sink);
+    r.stats.shape_key = key;
+    r.stats.cache = compiled.stats.cache;
+    r.stats.compile_s += compiled.stats.compile_s;
+    r.stats.cache_entries = cache_.size();
+    return r;
+  }
 
   // The eager run decides: if it fails too, the input is at fault and its error is the answer
   // (compilation stays on); if it succeeds, compilation is what failed. A run that is too big

@@ -16,6 +16,11 @@
 // executor evaluates them with the outputs (one stacked array, an extra output of the compiled
 // function) and throws NodeError naming the node when one is false. A failed check is the input's
 // fault: the compiled function stays cached and compilation stays on.
+// Speculation (TranslationContext::speculate): a trace may assume runtime values (a Loop unrolled
+// on its latest eager run's iteration count); each assumption is a check marked `speculation`.
+// A run whose assumption fails is redone eagerly (SpeculationMissed, rerun_after_miss) and its
+// key traced again on the next run; a trace that needs an eager run first (NotCompilableYet)
+// keeps compilation on.
 // Memory guard: before either path evaluates, the lazy graph is walked for the largest array it
 // will allocate; one that MLX cannot get is an OutOfMemoryError, raised before anything is
 // allocated (MLX's CPU backend would crash on it). Memory is never a compile problem: a compiled
@@ -60,6 +65,13 @@ class OutOfMemoryError : public NodeError {
   using NodeError::NodeError;
 };
 
+// A compiled run whose trace assumed runtime values that this run's inputs do not have
+// (TranslationContext::speculate): not an error; the run is redone eagerly.
+class SpeculationMissed : public NodeError {
+ public:
+  using NodeError::NodeError;
+};
+
 enum class CacheOutcome { kNone, kHit, kMiss, kRetrace };
 // "HIT", "MISS", "RETRACE" (the reference EP's names), "" for kNone (eager run).
 const char* cache_outcome_name(CacheOutcome c);
@@ -92,7 +104,9 @@ struct RunStats {
   bool captured = false;      // evaluated by capturing a CUDA graph (device/graph_replay.h)
   size_t capture_blocks = 0;  // a capture's blocks missing the EP's cache (capture_allocations)
   bool replayed = false;      // a captured graph was launched again: no trace, no mlx::eval
-  std::string replay_note;    // why this run's key will not be captured ("" if it may be)
+  // The compiled trace's assumption about runtime values missed: this run was redone eagerly.
+  bool speculation_missed = false;
+  std::string replay_note;  // why this run's key will not be captured ("" if it may be)
 };
 
 using Checks = std::vector<TranslationContext::Check>;
@@ -138,8 +152,19 @@ class Executor {
   static constexpr size_t kMaxCapturedRuns = 4;
   bool graph_replay_enabled() const { return replay_; }
 
-  // Throws NodeError for the first false flag (one byte per check, in order).
+  // Throws NodeError for the first false flag (one byte per check, in order); SpeculationMissed
+  // when that flag is a speculation's (TranslationContext::speculate).
   void verify_flags(const std::vector<uint8_t>& ok, const Checks& checks) const;
+  // After a captured or replayed run of `key` missed its speculation (verify_flags threw
+  // SpeculationMissed): drops that key's compiled function and captured run and redoes the run
+  // eagerly. Too many misses switch speculative unrolling off for this plan.
+  RunResult rerun_after_miss(const std::string& key, const std::vector<mlx::core::array>& inputs,
+                             TraceSink* sink, const std::string& why);
+  // Misses after which traces stop unrolling Loops on their latest iteration count.
+  static constexpr size_t kMaxSpeculationMisses = 4;
+  // Compiled attempts that wanted an eager run first (NotCompilableYet) before compilation is
+  // switched off like any NotCompilable.
+  static constexpr size_t kMaxNotYet = 2;
 
   // GPU seconds of the latest launch of `key`'s captured run (device::replay_gpu_seconds), after
   // the caller waited for it; negative when the key has no captured run or the time is unknown.
@@ -183,6 +208,10 @@ class Executor {
   bool compile_disabled_ = false;
   std::string disabled_reason_;
   bool not_compilable_ = false;  // the last compiled attempt failed with NotCompilable
+  bool not_yet_ = false;         // ... with NotCompilableYet
+  size_t not_yet_runs_ = 0;      // compiled attempts that failed with NotCompilableYet
+  size_t speculation_misses_ = 0;
+  bool unroll_on_history_ = true;  // TranslationContext::unrolls_loops_on_history
   // Compiled segments of eager runs: present where compilation is on, dropped for good when a
   // run fails with them and succeeds without.
   std::unique_ptr<SegmentStore> segments_;

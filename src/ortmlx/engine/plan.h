@@ -49,11 +49,13 @@ struct Plan {
   // translating, which happens only on the MLX thread, one job at a time.
   mutable std::map<std::string, mlx::core::array> derived_constants;
   // Per Loop node of this plan run eagerly (ops/control_flow.cpp): the most iterations one
-  // evaluation may take (read when the node is first translated), and how many its latest run
-  // took, the next run's first chunk. Mutable like derived_constants.
+  // evaluation may take (read when the node is first translated), and how many its latest eager
+  // run took: the next eager run's first chunk, and the count a compiled trace unrolls when the
+  // Loop's condition is a runtime value. Mutable like derived_constants.
   struct LoopHistory {
     int64_t chunk_limit = 1;  // 1: one iteration at a time (its body reads values on the host)
-    int64_t iterations = 1;
+    int64_t iterations = 0;
+    bool observed = false;  // an eager run has set `iterations`
   };
   mutable std::map<const NodeDesc*, LoopHistory> loop_history;
 };

@@ -155,6 +155,12 @@ void TranslationContext::require(const NodeDesc& node, const mx::array& ok, std:
   root_->checks_.push_back({node.label(), std::move(message)});
 }
 
+void TranslationContext::speculate(const NodeDesc& node, const mx::array& holds,
+                                   std::string assumption) {
+  require(node, holds, std::move(assumption));
+  if (!root_->checks_.empty()) root_->checks_.back().speculation = true;
+}
+
 mx::array TranslationContext::reshape(const mx::array& a, const mx::Shape& shape) const {
   return mx::reshape(a, shape, stream_);
 }
@@ -188,8 +194,12 @@ std::vector<mx::array> translate_body(TranslationContext& enclosing, const Plan&
       for (const auto& out : node.outputs)
         if (!out.empty() && !c.has(out))
           throw std::runtime_error("translator did not produce output '" + out + "'");
+    } catch (const NotCompilableYet& e) {
+      throw NotCompilableYet(node.label() + ": " + e.what());
     } catch (const NotCompilable& e) {
       throw NotCompilable(node.label() + ": " + e.what());
+    } catch (const SpeculationRefused& e) {
+      throw SpeculationRefused(node.label() + ": " + e.what());
     } catch (const std::exception& e) {
       throw std::runtime_error(node.label() + ": " + e.what());
     }

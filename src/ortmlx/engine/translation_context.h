@@ -24,6 +24,15 @@ class NotCompilable : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Thrown while tracing for mlx::compile where an eager run must come first: a Loop whose
+// condition is a runtime value compiles unrolled on the iteration count of its latest eager run
+// (ops/control_flow.cpp), which the plan has not seen yet. The executor runs that run eagerly
+// and keeps compilation on.
+class NotCompilableYet : public NotCompilable {
+ public:
+  using NotCompilable::NotCompilable;
+};
+
 // Thrown by a translator asked to read a value on the host during speculative translation
 // (TranslationContext::Speculation): the value may belong to a Loop iteration that does not run.
 class SpeculationRefused : public std::runtime_error {
@@ -116,6 +125,9 @@ class TranslationContext {
   struct Check {
     std::string node;  // the node's label
     std::string message;
+    // An assumption of the compiled trace (speculate()), not an error of the input: when it
+    // fails, the run is redone eagerly.
+    bool speculation = false;
   };
   const std::vector<Check>& checks() const { return root_->checks_; }
   // One boolean scalar per check, in checks() order.
@@ -126,6 +138,16 @@ class TranslationContext {
   // is false: those of an If branch translated for both conditions (ops/control_flow.cpp), which
   // must not fail a run that takes the other branch.
   void guard_checks(size_t first, const mlx::core::array& taken);
+
+  // Records an assumption the trace made about runtime values (a Loop unrolled on its latest
+  // iteration count): every element of `holds` must be true, else the executor throws
+  // SpeculationMissed and redoes the run eagerly. Ordered with the runtime checks: a check
+  // recorded after a failed assumption may have seen values of iterations that did not run.
+  void speculate(const NodeDesc& node, const mlx::core::array& holds, std::string assumption);
+  // Whether a Loop whose condition is a runtime value may be unrolled on its latest eager run's
+  // iteration count while tracing (off after the executor saw such traces miss too often).
+  bool unrolls_loops_on_history() const { return root_->unroll_on_history_; }
+  void set_unrolls_loops_on_history(bool on) { root_->unroll_on_history_ = on; }
 
   // Speculative translation, while an instance lives: the Loop iterations a chunk translates
   // before the host knows whether they run (ops/control_flow.cpp). Their values may be garbage,
@@ -170,6 +192,7 @@ class TranslationContext {
   std::vector<mlx::core::array> check_values_;
   bool compiling_ = false;
   int speculating_ = 0;
+  bool unroll_on_history_ = true;
 };
 
 // Translates a control-flow body in a scope inside `enclosing`, its formal inputs bound to

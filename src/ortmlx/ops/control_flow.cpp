@@ -320,7 +320,7 @@ LoopStep translate_iteration(TranslationContext& ctx, const NodeDesc& n, int64_t
     else if (s.dtype() != f.dtype())
       step.scan_error = "scan output " + std::to_string(k) + " changes type";
   }
-  step.next = host_scalar_bool(ctx, outs[0], "the Loop body's condition output");
+  step.next = scalar_bool(outs[0], "the Loop body's condition output", ctx.stream());
   return step;
 }
 
@@ -335,6 +335,11 @@ int64_t speculation_limit() {
   return end != v && *end == '\0' && limit >= 0 ? static_cast<int64_t>(limit) : kDefault;
 }
 
+// The most iterations a compiled trace unrolls on a Loop's latest iteration count.
+constexpr int64_t kMaxSpeculativeUnroll = 64;
+// The report's path mark of a Loop with a runtime condition that a compiled trace unrolled.
+constexpr const char* kLoopUnrolled =
+    "Loop: unrolled on its latest run's iteration count, conditions checked on the device";
 // The report's path mark of an eager Loop that evaluated several iterations at once.
 constexpr const char* kLoopChunks =
     "Loop: iterations evaluated in chunks, conditions read once a chunk";
@@ -375,10 +380,39 @@ void translate_loop(TranslationContext& ctx, const NodeDesc& n) {
       LoopStep step = translate_iteration(
           ctx, n, it, mx::reshape(mx::slice(numbers, {i}, {i + 1}, ctx.stream()), {}, ctx.stream()),
           carried, first_scans);
-      // Reached only when the condition is known at trace time (host_scalar_bool).
-      mx::eval(*step.next);
-      cond = step.next->item<bool>();
+      const mx::array next = *step.next;
       take(step);
+      if (!next.is_tracer()) {  // known at trace time (constants and shapes)
+        mx::eval(next);
+        cond = next.item<bool>();
+        continue;
+      }
+      // A runtime condition: unrolled on the iteration count of the latest eager run, each
+      // condition checked on the device (the run is redone eagerly where one differs).
+      const Plan::LoopHistory* seen = nullptr;
+      if (auto h = ctx.plan().loop_history.find(&n); h != ctx.plan().loop_history.end())
+        seen = &h->second;
+      if (!ctx.unrolls_loops_on_history())
+        throw NotCompilable(
+            "the Loop body's condition output depends on a runtime value (read on the host; "
+            "unrolling on the latest iteration count missed too often)");
+      if (seen == nullptr || !seen->observed)
+        throw NotCompilableYet(
+            "the Loop body's condition output depends on a runtime value: an eager run counts "
+            "the iterations a compiled trace then unrolls");
+      if (seen->iterations > kMaxSpeculativeUnroll)
+        throw NotCompilable("the Loop's latest run took " + std::to_string(seen->iterations) +
+                            " iterations, more than a trace unrolls on a runtime condition (" +
+                            std::to_string(kMaxSpeculativeUnroll) + ")");
+      if (it + 1 < seen->iterations) {
+        ctx.speculate(n, next, "iteration " + std::to_string(it) + " continues the Loop");
+      } else {
+        if (it + 1 < trip)
+          ctx.speculate(n, mx::logical_not(next, ctx.stream()),
+                        "iteration " + std::to_string(it) + " ends the Loop");
+        cond = false;
+        ctx.mark_fast(n, kLoopUnrolled);
+      }
     }
   } else {
     // Eager: iterations are translated in chunks and each chunk evaluated once, its conditions
@@ -392,7 +426,7 @@ void translate_loop(TranslationContext& ctx, const NodeDesc& n) {
     auto [entry, first_run] = ctx.plan().loop_history.try_emplace(&n);
     Plan::LoopHistory& history = entry->second;
     if (first_run) history.chunk_limit = std::max<int64_t>(1, speculation_limit());
-    int64_t chunk = history.iterations;
+    int64_t chunk = std::max<int64_t>(1, history.iterations);
     bool chunked = false;  // some evaluation took several iterations
     while (it < trip && cond) {
       size_t carried_bytes = 1;
@@ -443,7 +477,8 @@ void translate_loop(TranslationContext& ctx, const NodeDesc& n) {
       it += static_cast<int64_t>(ran);
       chunk = stopped ? 1 : std::min(chunk, history.chunk_limit) * 2;
     }
-    history.iterations = std::max<int64_t>(1, it);
+    history.iterations = it;
+    history.observed = true;
     if (chunked) ctx.mark_fast(n, kLoopChunks);
   }
   for (size_t i = 0; i < carried_count; ++i) {

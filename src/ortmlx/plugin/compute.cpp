@@ -241,6 +241,22 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
           rec.evictions = executor_->cache().evictions() - evicted_before;
           throw;
         }
+        // A captured or replayed run that assumed runtime values (a Loop unrolled on its
+        // latest iteration count) must hold before the outputs' shapes are given to ORT: its
+        // flags are read first (one more wait), and a miss redoes the run eagerly.
+        if (result.check_flags && std::any_of(result.checks->begin(), result.checks->end(),
+                                              [](const auto& c) { return c.speculation; })) {
+          std::vector<uint8_t> check_ok(result.check_flags->size());
+          device::copy_out({{*result.check_flags, check_ok.data(), /*to_host=*/true}});
+          try {
+            executor_->verify_flags(check_ok, *result.checks);
+            result.check_flags.reset();
+          } catch (const SpeculationMissed& e) {
+            const std::string key = result.stats.shape_key;
+            result = RunResult{};
+            result = executor_->rerun_after_miss(key, inputs, sink, e.what());
+          }
+        }
         stats = result.stats;
         t0 = Clock::now();
         {
@@ -314,6 +330,7 @@ void MlxComputeInfo::compute(OrtKernelContext* kernel_context) {
   rec.segment_calls = stats.segment_calls;
   rec.captured = stats.captured;
   rec.capture_blocks = stats.capture_blocks;
+  rec.speculation_missed = stats.speculation_missed;
   rec.replayed = stats.replayed;
   rec.replay_refused = !stats.replay_note.empty();
   rec.translate_s = stats.translate_s;
