@@ -469,18 +469,22 @@ def test_loop_body_reading_host_values_is_not_speculated(rng):
         run.close()
 
 
-def test_loop_speculation_switched_off(monkeypatch, rng):
+@pytest.mark.parametrize("trip_input", [True, False])
+def test_loop_speculation_switched_off(trip_input, monkeypatch, rng):
+    # Off: no chunks, and no compiled trace unrolled on the latest count (trip count constant).
     monkeypatch.setenv("ONNXRUNTIME_EP_MLX_LOOP_SPECULATE", "1")
-    m = gather_steps_model()
+    m = gather_steps_model(trip_input=trip_input)
     table = rng.standard_normal(4, dtype=np.float32)
     run = EpRun(m, strict=True)
     try:
-        for limit in (4, 3):
-            feeds = {"x": np.array(0.5, np.float32), "table": table,
-                     "limit": np.array(limit, np.int64), "M": np.array(9, np.int64)}
+        for limit in (4, 4, 3):
+            feeds = {"x": np.array(0.5, np.float32), "table": table, "limit": np.array(limit, np.int64)}
+            if trip_input:
+                feeds["M"] = np.array(9, np.int64)
             for g, w in zip(run.run(feeds), run_cpu(m, feeds)):
                 np.testing.assert_allclose(g, w, rtol=1e-6)
-        assert CHUNKS not in assert_ran_on_ep(run, ["node"]).paths()
+        paths = assert_ran_on_ep(run, ["node"]).paths()
+        assert CHUNKS not in paths and UNROLLED not in paths, paths
     finally:
         run.close()
 

@@ -325,7 +325,8 @@ LoopStep translate_iteration(TranslationContext& ctx, const NodeDesc& n, int64_t
 }
 
 // ONNXRUNTIME_EP_MLX_LOOP_SPECULATE: the most iterations an eager Loop translates before one
-// evaluation reads their conditions (read at translation; 0 or 1: one iteration at a time).
+// evaluation reads their conditions (read when the node is first translated). 0 or 1: one
+// iteration at a time, and no compiled trace unrolls the Loop on its latest iteration count.
 int64_t speculation_limit() {
   constexpr int64_t kDefault = 64;
   const char* v = std::getenv("ONNXRUNTIME_EP_MLX_LOOP_SPECULATE");
@@ -400,6 +401,10 @@ void translate_loop(TranslationContext& ctx, const NodeDesc& n) {
         throw NotCompilableYet(
             "the Loop body's condition output depends on a runtime value: an eager run counts "
             "the iterations a compiled trace then unrolls");
+      if (seen->chunk_limit <= 1)
+        throw NotCompilable(
+            "the Loop body's condition output depends on a runtime value (read on the host; "
+            "speculation is off for this Loop)");
       if (seen->iterations > kMaxSpeculativeUnroll)
         throw NotCompilable("the Loop's latest run took " + std::to_string(seen->iterations) +
                             " iterations, more than a trace unrolls on a runtime condition (" +
