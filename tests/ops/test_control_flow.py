@@ -3,6 +3,8 @@ fused node's MLX graph, and every case matches ORT's CPU EP."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import onnx
 import pytest
@@ -424,69 +426,64 @@ def gather_steps_model(host_read=False, trip_input=True):
     return model([loop], inputs, [vi("xf", F, None), vi("scan", F, None)], inits)
 
 
+def gather_feeds(table, limit, trip=None):
+    feeds = {"x": np.array(0.5, np.float32), "table": table, "limit": np.array(limit, np.int64)}
+    if trip is not None:
+        feeds["M"] = np.array(trip, np.int64)
+    return feeds
+
+
+@contextlib.contextmanager
+def gather_session(rng, **model_args):
+    """(session, model, table) of gather_steps_model, the session closed afterwards."""
+    m = gather_steps_model(**model_args)
+    run = EpRun(m, strict=True)
+    try:
+        yield run, m, rng.standard_normal(4, dtype=np.float32)
+    finally:
+        run.close()
+
+
+def run_limits(run, m, table, limits, trip=None):
+    """Runs the gather_steps_model session once per limit, each against ORT's CPU EP."""
+    for limit in limits:
+        feeds = gather_feeds(table, limit, trip)
+        for g, w in zip(run.run(feeds), run_cpu(m, feeds)):
+            np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
 def test_loop_speculative_iterations_past_the_end_do_not_count(rng):
     # An eager Loop evaluates its iterations in chunks, those after a chunk's first one translated
     # before the host knows they run. The iteration after the last one here Gathers out of range:
     # it must not fail the run, nor add to the outputs.
-    m = gather_steps_model()
-    table = rng.standard_normal(4, dtype=np.float32)
-    run = EpRun(m, strict=True)
-    try:
+    with gather_session(rng) as (run, m, table):
         # The first run's chunks are 1, 2, 4 long (past the end); later runs' first chunk is as
         # long as the run before (exact), or shorter or longer than the loop.
-        for limit in (4, 4, 2, 3, 4, 1):
-            feeds = {"x": np.array(0.5, np.float32), "table": table,
-                     "limit": np.array(limit, np.int64), "M": np.array(9, np.int64)}
-            for g, w in zip(run.run(feeds), run_cpu(m, feeds)):
-                np.testing.assert_allclose(g, w, rtol=1e-6)
+        run_limits(run, m, table, (4, 4, 2, 3, 4, 1), trip=9)
         assert CHUNKS in assert_ran_on_ep(run, ["node"]).paths()
         # An iteration that runs and Gathers out of range raises, naming the Gather; the session
         # still runs.
-        bad = {"x": np.array(0.5, np.float32), "table": table, "limit": np.array(6, np.int64),
-               "M": np.array(9, np.int64)}
         with pytest.raises(Exception, match="b_gather"):
-            run.run(bad)
-        feeds = dict(bad, limit=np.array(3, np.int64))
-        np.testing.assert_allclose(run.run(feeds)[0], run_cpu(m, feeds)[0], rtol=1e-6)
-    finally:
-        run.close()
+            run.run(gather_feeds(table, 6, trip=9))
+        run_limits(run, m, table, (3,), trip=9)
 
 
 def test_loop_body_reading_host_values_is_not_speculated(rng):
     # Range's size is read on the host: a speculative iteration may not do that (its value could
     # belong to an iteration that does not run), so this Loop runs one iteration at a time.
-    m = gather_steps_model(host_read=True)
-    table = rng.standard_normal(4, dtype=np.float32)
-    run = EpRun(m, strict=True)
-    try:
-        for limit in (4, 2, 4):
-            feeds = {"x": np.array(0.5, np.float32), "table": table,
-                     "limit": np.array(limit, np.int64), "M": np.array(9, np.int64)}
-            for g, w in zip(run.run(feeds), run_cpu(m, feeds)):
-                np.testing.assert_allclose(g, w, rtol=1e-6)
+    with gather_session(rng, host_read=True) as (run, m, table):
+        run_limits(run, m, table, (4, 2, 4), trip=9)
         assert CHUNKS not in assert_ran_on_ep(run, ["node"]).paths()
-    finally:
-        run.close()
 
 
 @pytest.mark.parametrize("trip_input", [True, False])
 def test_loop_speculation_switched_off(trip_input, monkeypatch, rng):
     # Off: no chunks, and no compiled trace unrolled on the latest count (trip count constant).
     monkeypatch.setenv("ONNXRUNTIME_EP_MLX_LOOP_SPECULATE", "1")
-    m = gather_steps_model(trip_input=trip_input)
-    table = rng.standard_normal(4, dtype=np.float32)
-    run = EpRun(m, strict=True)
-    try:
-        for limit in (4, 4, 3):
-            feeds = {"x": np.array(0.5, np.float32), "table": table, "limit": np.array(limit, np.int64)}
-            if trip_input:
-                feeds["M"] = np.array(9, np.int64)
-            for g, w in zip(run.run(feeds), run_cpu(m, feeds)):
-                np.testing.assert_allclose(g, w, rtol=1e-6)
+    with gather_session(rng, trip_input=trip_input) as (run, m, table):
+        run_limits(run, m, table, (4, 4, 3), trip=9 if trip_input else None)
         paths = assert_ran_on_ep(run, ["node"]).paths()
         assert CHUNKS not in paths and UNROLLED not in paths, paths
-    finally:
-        run.close()
 
 
 def test_loop_compiled_on_its_latest_iteration_count(rng):
@@ -494,14 +491,8 @@ def test_loop_compiled_on_its_latest_iteration_count(rng):
     # iterations; later runs are compiled with the Loop unrolled that many times, each condition
     # checked on the device. A run that ends elsewhere misses, and is redone eagerly (exact); the
     # next run compiles on the new count.
-    m = gather_steps_model(trip_input=False)
-    table = rng.standard_normal(4, dtype=np.float32)
-    run = EpRun(m, strict=True)
-    try:
-        for limit in (4, 4, 4, 4, 2, 2, 2, 4):
-            feeds = {"x": np.array(0.5, np.float32), "table": table, "limit": np.array(limit, np.int64)}
-            for g, w in zip(run.run(feeds), run_cpu(m, feeds)):
-                np.testing.assert_allclose(g, w, rtol=1e-6)
+    with gather_session(rng, trip_input=False) as (run, m, table):
+        run_limits(run, m, table, (4, 4, 4, 4, 2, 2, 2, 4))
         report = assert_ran_on_ep(run, ["node"])
         assert UNROLLED in report.paths(), report.paths()
         counters = report.counters()
@@ -510,29 +501,18 @@ def test_loop_compiled_on_its_latest_iteration_count(rng):
         # A compiled run whose Loop runs on past the table: the trace's assumption misses first,
         # and the eager run raises naming the Gather, as ORT's CPU EP does; the session still runs.
         with pytest.raises(Exception, match="b_gather"):
-            run.run({"x": np.array(0.5, np.float32), "table": table, "limit": np.array(6, np.int64)})
-        feeds = {"x": np.array(0.5, np.float32), "table": table, "limit": np.array(3, np.int64)}
-        np.testing.assert_allclose(run.run(feeds)[0], run_cpu(m, feeds)[0], rtol=1e-6)
-    finally:
-        run.close()
+            run.run(gather_feeds(table, 6))
+        run_limits(run, m, table, (3,))
 
 
 def test_loop_unrolling_stops_after_repeated_misses(rng):
     # Every run ends at another count: after a few misses the plan runs eagerly (chunks), still
     # exact.
-    m = gather_steps_model(trip_input=False)
-    table = rng.standard_normal(4, dtype=np.float32)
-    run = EpRun(m, strict=True)
-    try:
-        for limit in (1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4):
-            feeds = {"x": np.array(0.5, np.float32), "table": table, "limit": np.array(limit, np.int64)}
-            for g, w in zip(run.run(feeds), run_cpu(m, feeds)):
-                np.testing.assert_allclose(g, w, rtol=1e-6)
+    with gather_session(rng, trip_input=False) as (run, m, table):
+        run_limits(run, m, table, (1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4))
         counters = assert_ran_on_ep(run, ["node"]).counters()
         assert counters.get("compile.speculation_miss", 0) <= 4, counters
         assert counters.get("compute.eager", 0) >= 6, counters
-    finally:
-        run.close()
 
 
 # ---- Scan ------------------------------------------------------------------------------------
