@@ -80,8 +80,8 @@ class ControlGen:
         data_cond = r.random() < 0.5 or not use_trip
         p = f"{cid}_b"
         # A Gather by the iteration number from an outer-scope table of `stop` values: out of
-        # range in the iterations from `stop` on (those past the loop's end when the body's
-        # condition ends it, which the EP may translate speculatively and must drop).
+        # range in the iterations from `stop` on (past the loop's end when the body's condition
+        # ends it; an error where the trip count runs on).
         gather = r.random() < 0.4
         nodes = [helper.make_node("Cast", [f"{p}_i"], [f"{p}_ci"], name=f"{p}_cast", to=t),
                  helper.make_node("Add", [f"{p}_xin", f"{p}_ci"], [f"{p}_s0"], name=f"{p}_add")]

@@ -392,16 +392,13 @@ def test_greedy_decoding_loop(rng):
         check_on_ep(m, {"h0": rng.standard_normal((1, 5), dtype=np.float32), "go": np.array(True)})
 
 
-CHUNKS = "Loop: iterations evaluated in chunks, conditions read once a chunk"
-
-
 UNROLLED = "Loop: unrolled on its latest run's iteration count, conditions checked on the device"
 
 
 def gather_steps_model(host_read=False, trip_input=True):
-    """Loop over i while i + 1 < limit (at most M): x += table[i] (Gather by a runtime index:
-    out of range once i passes the table). With host_read, x also adds sum(Range(0, i + 1)), whose
-    size the EP reads on the host."""
+    """Loop over i while i + 1 < limit (at most M, a graph input or the constant 9): x += table[i]
+    (Gather by a runtime index: out of range once i passes the table). With host_read, x also
+    adds sum(Range(0, i + 1)), whose size the EP reads on the host."""
     nodes = [helper.make_node("Gather", ["table", "i"], ["v"], name="b_gather", axis=0),
              helper.make_node("Add", ["x_in", "v"], ["x_out0" if host_read else "x_out"], name="b_add"),
              helper.make_node("Add", ["i", "one"], ["i1"], name="b_next"),
@@ -452,38 +449,35 @@ def run_limits(run, m, table, limits, trip=None):
             np.testing.assert_allclose(g, w, rtol=1e-6)
 
 
-def test_loop_speculative_iterations_past_the_end_do_not_count(rng):
-    # An eager Loop evaluates its iterations in chunks, those after a chunk's first one translated
-    # before the host knows they run. The iteration after the last one here Gathers out of range:
-    # it must not fail the run, nor add to the outputs.
+def test_loop_unrolling_switched_off(monkeypatch, rng):
+    # Off: the Loop with a runtime condition stays eager (read when the node is first translated).
+    monkeypatch.setenv("ONNXRUNTIME_EP_MLX_LOOP_SPECULATE", "0")
+    with gather_session(rng, trip_input=False) as (run, m, table):
+        run_limits(run, m, table, (4, 4, 4, 3))
+        report = assert_ran_on_ep(run, ["node"])
+        assert UNROLLED not in report.paths(), report.paths()
+        assert report.counters().get("compute.compiled", 0) == 0, report.counters()
+
+
+def test_loop_body_reading_its_iteration_number_on_the_host_unrolls(rng):
+    # Range's size comes from the iteration number, which each unrolled iteration fixes at trace
+    # time: the Loop still compiles on its latest count (misses redone eagerly, same values).
+    with gather_session(rng, host_read=True, trip_input=False) as (run, m, table):
+        run_limits(run, m, table, (4, 4, 4, 2, 4))
+        report = assert_ran_on_ep(run, ["node"])
+        assert UNROLLED in report.paths(), report.paths()
+        assert report.counters().get("compute.compiled", 0) == 2, report.counters()
+
+
+def test_loop_with_runtime_trip_count_stays_eager(rng):
+    # A trip count read on the host each run: never unrolled; errors of iterations that run raise
+    # naming the node, and the session still runs.
     with gather_session(rng) as (run, m, table):
-        # The first run's chunks are 1, 2, 4 long (past the end); later runs' first chunk is as
-        # long as the run before (exact), or shorter or longer than the loop.
-        run_limits(run, m, table, (4, 4, 2, 3, 4, 1), trip=9)
-        assert CHUNKS in assert_ran_on_ep(run, ["node"]).paths()
-        # An iteration that runs and Gathers out of range raises, naming the Gather; the session
-        # still runs.
+        run_limits(run, m, table, (4, 4, 2, 3), trip=9)
         with pytest.raises(Exception, match="b_gather"):
             run.run(gather_feeds(table, 6, trip=9))
         run_limits(run, m, table, (3,), trip=9)
-
-
-def test_loop_body_reading_host_values_is_not_speculated(rng):
-    # Range's size is read on the host: a speculative iteration may not do that (its value could
-    # belong to an iteration that does not run), so this Loop runs one iteration at a time.
-    with gather_session(rng, host_read=True) as (run, m, table):
-        run_limits(run, m, table, (4, 2, 4), trip=9)
-        assert CHUNKS not in assert_ran_on_ep(run, ["node"]).paths()
-
-
-@pytest.mark.parametrize("trip_input", [True, False])
-def test_loop_speculation_switched_off(trip_input, monkeypatch, rng):
-    # Off: no chunks, and no compiled trace unrolled on the latest count (trip count constant).
-    monkeypatch.setenv("ONNXRUNTIME_EP_MLX_LOOP_SPECULATE", "1")
-    with gather_session(rng, trip_input=trip_input) as (run, m, table):
-        run_limits(run, m, table, (4, 4, 3), trip=9 if trip_input else None)
-        paths = assert_ran_on_ep(run, ["node"]).paths()
-        assert CHUNKS not in paths and UNROLLED not in paths, paths
+        assert UNROLLED not in assert_ran_on_ep(run, ["node"]).paths()
 
 
 def test_loop_compiled_on_its_latest_iteration_count(rng):

@@ -48,12 +48,11 @@ struct Plan {
   // by every trace and eager run (TranslationContext::derived_constant). Mutable: filled while
   // translating, which happens only on the MLX thread, one job at a time.
   mutable std::map<std::string, mlx::core::array> derived_constants;
-  // Per Loop node of this plan run eagerly (ops/control_flow.cpp): the most iterations one
-  // evaluation may take (read when the node is first translated), and how many its latest eager
-  // run took: the next eager run's first chunk, and the count a compiled trace unrolls when the
-  // Loop's condition is a runtime value. Mutable like derived_constants.
+  // Per Loop node of this plan run eagerly (ops/control_flow.cpp): how many iterations its
+  // latest eager run took, the count a compiled trace unrolls when the Loop's condition is a
+  // runtime value. Mutable like derived_constants.
   struct LoopHistory {
-    int64_t chunk_limit = 1;  // 1: one iteration at a time (its body reads values on the host)
+    bool unroll = true;  // ONNXRUNTIME_EP_MLX_LOOP_SPECULATE, read when first translated
     int64_t iterations = 0;
     bool observed = false;  // an eager run has set `iterations`
   };

@@ -1,6 +1,5 @@
 #include "ortmlx/engine/translation_context.h"
 
-#include <cstddef>
 #include <stdexcept>
 
 #include <mlx/transforms.h>
@@ -126,22 +125,6 @@ void TranslationContext::guard_checks(size_t first, const mx::array& taken) {
     values[j] = mx::logical_or(values[j], not_taken, stream_);
 }
 
-void TranslationContext::host_read(const std::string& what) const {
-  if (root_->speculating_ > 0)
-    throw SpeculationRefused(what +
-                             " is read on the host, which a speculative Loop iteration "
-                             "may not do");
-}
-
-void TranslationContext::rewind(size_t marks, size_t checks) {
-  auto drop_from = [](auto& v, size_t first) {
-    if (first < v.size()) v.erase(v.begin() + static_cast<std::ptrdiff_t>(first), v.end());
-  };
-  drop_from(root_->marks_, marks);
-  drop_from(root_->checks_, checks);
-  drop_from(root_->check_values_, checks);
-}
-
 void TranslationContext::mark_composed(const NodeDesc& node, std::string reason) {
   root_->marks_.push_back({node.name, std::move(reason), false});
 }
@@ -198,8 +181,6 @@ std::vector<mx::array> translate_body(TranslationContext& enclosing, const Plan&
       throw NotCompilableYet(node.label() + ": " + e.what());
     } catch (const NotCompilable& e) {
       throw NotCompilable(node.label() + ": " + e.what());
-    } catch (const SpeculationRefused& e) {
-      throw SpeculationRefused(node.label() + ": " + e.what());
     } catch (const std::exception& e) {
       throw std::runtime_error(node.label() + ": " + e.what());
     }

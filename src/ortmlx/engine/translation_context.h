@@ -33,13 +33,6 @@ class NotCompilableYet : public NotCompilable {
   using NotCompilable::NotCompilable;
 };
 
-// Thrown by a translator asked to read a value on the host during speculative translation
-// (TranslationContext::Speculation): the value may belong to a Loop iteration that does not run.
-class SpeculationRefused : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 class SegmentStore;
 
 class TranslationContext {
@@ -149,26 +142,6 @@ class TranslationContext {
   bool unrolls_loops_on_history() const { return root_->unroll_on_history_; }
   void set_unrolls_loops_on_history(bool on) { root_->unroll_on_history_ = on; }
 
-  // Speculative translation, while an instance lives: the Loop iterations a chunk translates
-  // before the host knows whether they run (ops/control_flow.cpp). Their values may be garbage,
-  // so host_read refuses to read them.
-  class Speculation {
-   public:
-    explicit Speculation(TranslationContext& ctx) : root_(*ctx.root_) { ++root_.speculating_; }
-    Speculation(const Speculation&) = delete;
-    Speculation& operator=(const Speculation&) = delete;
-    ~Speculation() { --root_.speculating_; }
-
-   private:
-    TranslationContext& root_;
-  };
-  // Called by a translator before it reads a runtime value on the host (after its own
-  // NotCompilable check): throws SpeculationRefused during speculative translation.
-  void host_read(const std::string& what) const;
-  // Drops the path marks and runtime checks recorded from these counts on (speculative
-  // iterations that did not run).
-  void rewind(size_t marks, size_t checks);
-
   // Small helpers translators share.
   mlx::core::array reshape(const mlx::core::array& a, const mlx::core::Shape& shape) const;
   mlx::core::array transpose(const mlx::core::array& a, const std::vector<int>& axes) const;
@@ -191,7 +164,6 @@ class TranslationContext {
   std::vector<Check> checks_;
   std::vector<mlx::core::array> check_values_;
   bool compiling_ = false;
-  int speculating_ = 0;
   bool unroll_on_history_ = true;
 };
 

@@ -10,17 +10,18 @@
 //   NotCompilable: the plan runs eagerly, the condition is evaluated, then one branch is
 //   translated.
 // - Loop: a trip count and conditions known at trace time unroll into the graph (up to
-//   kMaxUnroll iterations); otherwise eager, evaluated a chunk of iterations at a time (the
-//   conditions are read on the host after each chunk's one evaluation; iterations past the end
-//   are speculative, and dropped: translate_loop). Loop-carried values may change shape from one
-//   iteration to the next.
+//   kMaxUnroll iterations). A runtime condition with a trip count known at trace time unrolls on
+//   the iteration count of the node's latest eager run, each condition checked on the device (a
+//   run that ends elsewhere is redone eagerly: engine/executor.h, "Speculation"). Otherwise eager,
+//   evaluated one iteration at a time (the condition of the next iteration is read on the host;
+//   carried values are evaluated so the graph stays one iteration deep). Loop-carried values may
+//   change shape from one iteration to the next.
 // - Scan: the sequence length is a static dimension, so Scan always unrolls.
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdlib>
 #include <limits>
-#include <optional>
 
 #include <mlx/transforms.h>
 
@@ -183,7 +184,6 @@ mx::array host_scalar_bool(const TranslationContext& ctx, const mx::array& v, co
 
 bool host_scalar_true(const TranslationContext& ctx, const mx::array& v, const char* what) {
   mx::array b = host_scalar_bool(ctx, v, what);
-  ctx.host_read(what);
   mx::eval(b);
   return b.item<bool>();
 }
@@ -194,7 +194,6 @@ int64_t host_scalar_int(const TranslationContext& ctx, const mx::array& v, const
                              shape_str(v.shape()));
   if (ctx.compiling() && v.is_tracer())
     throw NotCompilable(std::string(what) + " depends on a runtime value (read on the host)");
-  ctx.host_read(what);
   mx::array i = mx::astype(mx::reshape(v, {}), mx::int64);
   mx::eval(i);
   return i.item<int64_t>();
@@ -290,9 +289,7 @@ mx::array body_scalar(const Plan& body, size_t input, mx::array v) {
 struct LoopStep {
   std::vector<mx::array> carried;
   std::vector<mx::array> scans;
-  std::optional<mx::array> next;  // the body's condition output, a bool scalar
-  std::string scan_error;         // a scan output unlike iteration 0's: raised if this one runs
-  size_t marks = 0, checks = 0;   // the context's path marks and checks before the iteration
+  mx::array next;  // the body's condition output, a bool scalar
 };
 
 // Iteration `it` of Loop `n` on `carried`; `number` is its iteration number as the body reads it,
@@ -301,39 +298,31 @@ LoopStep translate_iteration(TranslationContext& ctx, const NodeDesc& n, int64_t
                              const mx::array& number, const std::vector<mx::array>& carried,
                              const std::vector<mx::array>& first_scans) {
   const Plan& body = n.body("body");
-  LoopStep step;
-  step.marks = ctx.path_marks().size();
-  step.checks = ctx.checks().size();
   // An iteration runs only while the condition holds: its condition input is true.
   std::vector<mx::array> args{body_scalar(body, 0, number), body_scalar(body, 1, mx::array(true))};
   args.insert(args.end(), carried.begin(), carried.end());
   std::vector<mx::array> outs = translate_body(ctx, body, args);
   const auto first_scan = outs.begin() + 1 + static_cast<std::ptrdiff_t>(carried.size());
-  step.carried.assign(outs.begin() + 1, first_scan);
-  step.scans.assign(first_scan, outs.end());
-  for (size_t k = 0; k < first_scans.size() && step.scan_error.empty(); ++k) {
+  LoopStep step{{outs.begin() + 1, first_scan},
+                {first_scan, outs.end()},
+                scalar_bool(outs[0], "the Loop body's condition output", ctx.stream())};
+  for (size_t k = 0; k < first_scans.size(); ++k) {
     const mx::array &s = step.scans[k], &f = first_scans[k];
     if (s.shape() != f.shape())
-      step.scan_error = "scan output " + std::to_string(k) + " has shape " + shape_str(s.shape()) +
-                        " in iteration " + std::to_string(it) + " and " + shape_str(f.shape()) +
-                        " in iteration 0";
-    else if (s.dtype() != f.dtype())
-      step.scan_error = "scan output " + std::to_string(k) + " changes type";
+      throw std::runtime_error("scan output " + std::to_string(k) + " has shape " +
+                               shape_str(s.shape()) + " in iteration " + std::to_string(it) +
+                               " and " + shape_str(f.shape()) + " in iteration 0");
+    if (s.dtype() != f.dtype())
+      throw std::runtime_error("scan output " + std::to_string(k) + " changes type");
   }
-  step.next = scalar_bool(outs[0], "the Loop body's condition output", ctx.stream());
   return step;
 }
 
-// ONNXRUNTIME_EP_MLX_LOOP_SPECULATE: the most iterations an eager Loop translates before one
-// evaluation reads their conditions (read when the node is first translated). 0 or 1: one
-// iteration at a time, and no compiled trace unrolls the Loop on its latest iteration count.
-int64_t speculation_limit() {
-  constexpr int64_t kDefault = 64;
+// ONNXRUNTIME_EP_MLX_LOOP_SPECULATE (read when the node is first translated): "0" keeps a Loop
+// whose condition is a runtime value out of compiled traces (no unrolling on its latest count).
+bool unroll_on_latest_count() {
   const char* v = std::getenv("ONNXRUNTIME_EP_MLX_LOOP_SPECULATE");
-  if (v == nullptr || *v == '\0') return kDefault;
-  char* end = nullptr;
-  const long long limit = std::strtoll(v, &end, 10);
-  return end != v && *end == '\0' && limit >= 0 ? static_cast<int64_t>(limit) : kDefault;
+  return v == nullptr || parse_flag(v);
 }
 
 // The most iterations a compiled trace unrolls on a Loop's latest iteration count.
@@ -341,13 +330,6 @@ constexpr int64_t kMaxSpeculativeUnroll = 64;
 // The report's path mark of a Loop with a runtime condition that a compiled trace unrolled.
 constexpr const char* kLoopUnrolled =
     "Loop: unrolled on its latest run's iteration count, conditions checked on the device";
-// The report's path mark of an eager Loop that evaluated several iterations at once.
-constexpr const char* kLoopChunks =
-    "Loop: iterations evaluated in chunks, conditions read once a chunk";
-
-// A speculative chunk keeps every iteration's carried values until it is evaluated: at most
-// this many bytes of them.
-constexpr size_t kSpeculationBytes = size_t{64} << 20;
 
 void translate_loop(TranslationContext& ctx, const NodeDesc& n) {
   const size_t carried_count = n.inputs.size() - 2;
@@ -362,7 +344,6 @@ void translate_loop(TranslationContext& ctx, const NodeDesc& n) {
   std::vector<std::vector<mx::array>> scans(scan_count);
   std::vector<mx::array> first_scans;
   auto take = [&](LoopStep& step) {
-    if (!step.scan_error.empty()) throw std::runtime_error(step.scan_error);
     if (first_scans.empty()) first_scans = step.scans;
     for (size_t k = 0; k < scan_count; ++k) scans[k].push_back(step.scans[k]);
     carried = std::move(step.carried);
@@ -381,7 +362,7 @@ void translate_loop(TranslationContext& ctx, const NodeDesc& n) {
       LoopStep step = translate_iteration(
           ctx, n, it, mx::reshape(mx::slice(numbers, {i}, {i + 1}, ctx.stream()), {}, ctx.stream()),
           carried, first_scans);
-      const mx::array next = *step.next;
+      const mx::array next = step.next;
       take(step);
       if (!next.is_tracer()) {  // known at trace time (constants and shapes)
         mx::eval(next);
@@ -401,10 +382,10 @@ void translate_loop(TranslationContext& ctx, const NodeDesc& n) {
         throw NotCompilableYet(
             "the Loop body's condition output depends on a runtime value: an eager run counts "
             "the iterations a compiled trace then unrolls");
-      if (seen->chunk_limit <= 1)
+      if (!seen->unroll)
         throw NotCompilable(
             "the Loop body's condition output depends on a runtime value (read on the host; "
-            "speculation is off for this Loop)");
+            "ONNXRUNTIME_EP_MLX_LOOP_SPECULATE=0)");
       if (seen->iterations > kMaxSpeculativeUnroll)
         throw NotCompilable("the Loop's latest run took " + std::to_string(seen->iterations) +
                             " iterations, more than a trace unrolls on a runtime condition (" +
@@ -420,71 +401,25 @@ void translate_loop(TranslationContext& ctx, const NodeDesc& n) {
       }
     }
   } else {
-    // Eager: iterations are translated in chunks and each chunk evaluated once, its conditions
-    // read together (one host synchronisation on a GPU instead of one per iteration). All but
-    // the first iteration of a chunk are speculative: they may lie past the loop's end, so they
-    // may not read values on the host (TranslationContext::Speculation), and what they recorded
-    // is dropped when they did not run (their values are never read). The first chunk is as long
-    // as the latest run of this node; chunks double from there. A body that reads values on the
-    // host is never speculated again; an error in a speculative iteration ends the chunk, and
-    // that iteration is translated again, not speculatively, if it runs.
+    // Eager: one iteration at a time, the condition read on the host after each; what the next
+    // iteration builds on is evaluated with it, one evaluation (a host synchronisation on a GPU)
+    // instead of two, so the graph stays one iteration deep. The count is recorded for the
+    // compiled traces that unroll on it (above).
     auto [entry, first_run] = ctx.plan().loop_history.try_emplace(&n);
     Plan::LoopHistory& history = entry->second;
-    if (first_run) history.chunk_limit = std::max<int64_t>(1, speculation_limit());
-    int64_t chunk = std::max<int64_t>(1, history.iterations);
-    bool chunked = false;  // some evaluation took several iterations
-    while (it < trip && cond) {
-      size_t carried_bytes = 1;
-      for (const auto& c : carried) carried_bytes += c.nbytes();
-      const int64_t most =
-          std::max<int64_t>(1, static_cast<int64_t>(kSpeculationBytes / carried_bytes));
-      const int64_t size = std::min({chunk, history.chunk_limit, most, trip - it});
-      std::vector<LoopStep> steps;
-      bool stopped = false;
-      for (int64_t j = 0; j < size; ++j) {
-        const std::vector<mx::array>& in = j == 0 ? carried : steps.back().carried;
-        // Iteration 0's scan outputs: taken, or the first of this chunk (both empty before it).
-        const std::vector<mx::array>& first =
-            first_scans.empty() && !steps.empty() ? steps.front().scans : first_scans;
-        if (j == 0) {
-          steps.push_back(translate_iteration(ctx, n, it, mx::array(it), in, first));
-          continue;
-        }
-        const size_t marks = ctx.path_marks().size(), checks = ctx.checks().size();
-        try {
-          TranslationContext::Speculation speculation(ctx);
-          steps.push_back(translate_iteration(ctx, n, it + j, mx::array(it + j), in, first));
-        } catch (const SpeculationRefused&) {
-          ctx.rewind(marks, checks);
-          history.chunk_limit = 1;
-          stopped = true;
-          break;
-        } catch (const std::exception&) {
-          ctx.rewind(marks, checks);
-          stopped = true;
-          break;
-        }
-      }
-      chunked = chunked || steps.size() > 1;
-      std::vector<mx::array> live;
-      for (const LoopStep& step : steps) {
-        live.insert(live.end(), step.carried.begin(), step.carried.end());
-        live.insert(live.end(), step.scans.begin(), step.scans.end());
-        live.push_back(*step.next);
-      }
+    if (first_run) history.unroll = unroll_on_latest_count();
+    for (; it < trip && cond; ++it) {
+      LoopStep step = translate_iteration(ctx, n, it, mx::array(it), carried, first_scans);
+      const mx::array next = step.next;
+      std::vector<mx::array> live(step.carried);
+      live.insert(live.end(), step.scans.begin(), step.scans.end());
+      live.push_back(next);
       mx::eval(live);
-      size_t ran = 0;
-      while (ran < steps.size() && cond) {
-        cond = steps[ran].next->item<bool>();
-        take(steps[ran++]);
-      }
-      if (ran < steps.size()) ctx.rewind(steps[ran].marks, steps[ran].checks);
-      it += static_cast<int64_t>(ran);
-      chunk = stopped ? 1 : std::min(chunk, history.chunk_limit) * 2;
+      cond = next.item<bool>();
+      take(step);
     }
     history.iterations = it;
     history.observed = true;
-    if (chunked) ctx.mark_fast(n, kLoopChunks);
   }
   for (size_t i = 0; i < carried_count; ++i) {
     check_declared(n, i, carried[i], "the Loop");

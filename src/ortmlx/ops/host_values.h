@@ -29,7 +29,6 @@ inline mx::array host_array(const TranslationContext& ctx, const NodeDesc& n, si
   if (ctx.compiling() && a.is_tracer())
     throw NotCompilable(std::string(what) +
                         " input depends on a runtime value (read on the host each run)");
-  ctx.host_read(std::string(what) + " input");
   if (a.size() != 0) mx::eval(a);
   return a;
 }
