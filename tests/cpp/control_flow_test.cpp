@@ -135,6 +135,82 @@ TEST(ControlFlow, EagerLoopRecordsItsIterationCount) {
   });
 }
 
+// Loop(M = 8, no condition input): x_{i+1} = x_i * w while i + 1 < limit (a runtime value);
+// scan output x_{i+1}.
+std::shared_ptr<Plan> loop_until_plan() {
+  auto body = std::make_shared<GraphView>();
+  {
+    Builder b;
+    b.input("i", info(ElemType::kInt64, {}));
+    b.input("cond_in", info(ElemType::kBool, {}));
+    b.input("x_in", info(ElemType::kFloat, {2}));
+    b.g.value_infos["w"] = info(ElemType::kFloat, {2});
+    b.g.value_infos["limit"] = info(ElemType::kInt64, {});
+    const int64_t one = 1;
+    b.constant("one", ElemType::kInt64, &one, sizeof(one), {});
+    b.node("body/next", "Add", {"i", "one"}, {"i1"}, ElemType::kInt64);
+    b.node("body/less", "Less", {"i1", "limit"}, {"cond_out"}, ElemType::kBool);
+    b.node("body/mul", "Mul", {"x_in", "w"}, {"x_out"});
+    b.node("body/scan", "Identity", {"x_out"}, {"s"});
+    b.g.graph_outputs = {"cond_out", "x_out", "s"};
+    *body = std::move(b.g);
+  }
+  Builder b;
+  b.input("x", info(ElemType::kFloat, {2}));
+  b.input("w", info(ElemType::kFloat, {2}));
+  b.input("limit", info(ElemType::kInt64, {}));
+  const int64_t trip = 8;
+  b.constant("M", ElemType::kInt64, &trip, sizeof(trip), {});
+  NodeView& n = b.node("loop", "Loop", {"M", "", "x"}, {"xf", "scan"});
+  n.has_subgraphs = true;
+  n.subgraphs["body"] = body;
+  return build_plan(b.g, "fused_loop_until", {"x", "w", "limit"}, {"xf", "scan"});
+}
+
+TEST(ControlFlow, RuntimeConditionCompilesOnTheLatestIterationCount) {
+  on_mlx([] {
+    Executor ex(loop_until_plan(), {true, 4});
+    auto run = [&](int64_t limit) {
+      return ex.run({mx::array({1.f, -1.f}), mx::array({2.f, 3.f}), mx::array(limit)});
+    };
+    // First run: eager (the count is not known yet), compilation stays on.
+    RunResult r = run(3);
+    EXPECT_FALSE(r.stats.compiled);
+    EXPECT_TRUE(ex.compile_enabled());
+    EXPECT_EQ(values(r.outputs[0]), (std::vector<float>{8.f, -27.f}));
+    // Compiled on 3 iterations.
+    r = run(3);
+    EXPECT_TRUE(r.stats.compiled);
+    EXPECT_EQ(r.outputs[1].shape(), (mx::Shape{3, 2}));
+    EXPECT_EQ(values(r.outputs[0]), (std::vector<float>{8.f, -27.f}));
+    // Two iterations: the assumption misses, the run is redone eagerly, then compiled on 2.
+    r = run(2);
+    EXPECT_TRUE(r.stats.speculation_missed);
+    EXPECT_FALSE(r.stats.compiled);
+    EXPECT_EQ(r.outputs[1].shape(), (mx::Shape{2, 2}));
+    EXPECT_EQ(values(r.outputs[0]), (std::vector<float>{4.f, -9.f}));
+    r = run(2);
+    EXPECT_TRUE(r.stats.compiled);
+    EXPECT_EQ(values(r.outputs[0]), (std::vector<float>{4.f, -9.f}));
+    // Past the trip count: the trip count ends it (8 iterations), no condition checked there.
+    r = run(20);
+    EXPECT_TRUE(r.stats.speculation_missed);
+    EXPECT_EQ(r.outputs[1].shape(), (mx::Shape{8, 2}));
+    r = run(20);
+    EXPECT_TRUE(r.stats.compiled);
+    EXPECT_EQ(r.outputs[1].shape(), (mx::Shape{8, 2}));
+    // Misses past kMaxSpeculationMisses: the plan runs eagerly from then on, still exact.
+    for (int limit : {1, 5, 1, 5}) {
+      r = run(limit);
+      EXPECT_EQ(r.outputs[1].shape(), (mx::Shape{limit, 2}));
+    }
+    EXPECT_FALSE(ex.compile_enabled());
+    r = run(3);
+    EXPECT_FALSE(r.stats.compiled);
+    EXPECT_EQ(values(r.outputs[0]), (std::vector<float>{8.f, -27.f}));
+  });
+}
+
 TEST(ControlFlow, ErrorsNameTheBodyNode) {
   on_mlx([] {
     // Eager, and with compilation on: the branch then runs as a compiled segment.
