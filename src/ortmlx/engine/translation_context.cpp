@@ -140,8 +140,9 @@ void TranslationContext::require(const NodeDesc& node, const mx::array& ok, std:
 
 void TranslationContext::speculate(const NodeDesc& node, const mx::array& holds,
                                    std::string assumption) {
+  const size_t before = root_->checks_.size();
   require(node, holds, std::move(assumption));
-  if (!root_->checks_.empty()) root_->checks_.back().speculation = true;
+  if (root_->checks_.size() > before) root_->checks_.back().speculation = true;
 }
 
 mx::array TranslationContext::reshape(const mx::array& a, const mx::Shape& shape) const {
