@@ -135,41 +135,9 @@ TEST(ControlFlow, EagerLoopRecordsItsIterationCount) {
   });
 }
 
-// Loop(M = 8, no condition input): x_{i+1} = x_i * w while i + 1 < limit (a runtime value);
-// scan output x_{i+1}.
-std::shared_ptr<Plan> loop_until_plan() {
-  auto body = std::make_shared<GraphView>();
-  {
-    Builder b;
-    b.input("i", info(ElemType::kInt64, {}));
-    b.input("cond_in", info(ElemType::kBool, {}));
-    b.input("x_in", info(ElemType::kFloat, {2}));
-    b.g.value_infos["w"] = info(ElemType::kFloat, {2});
-    b.g.value_infos["limit"] = info(ElemType::kInt64, {});
-    const int64_t one = 1;
-    b.constant("one", ElemType::kInt64, &one, sizeof(one), {});
-    b.node("body/next", "Add", {"i", "one"}, {"i1"}, ElemType::kInt64);
-    b.node("body/less", "Less", {"i1", "limit"}, {"cond_out"}, ElemType::kBool);
-    b.node("body/mul", "Mul", {"x_in", "w"}, {"x_out"});
-    b.node("body/scan", "Identity", {"x_out"}, {"s"});
-    b.g.graph_outputs = {"cond_out", "x_out", "s"};
-    *body = std::move(b.g);
-  }
-  Builder b;
-  b.input("x", info(ElemType::kFloat, {2}));
-  b.input("w", info(ElemType::kFloat, {2}));
-  b.input("limit", info(ElemType::kInt64, {}));
-  const int64_t trip = 8;
-  b.constant("M", ElemType::kInt64, &trip, sizeof(trip), {});
-  NodeView& n = b.node("loop", "Loop", {"M", "", "x"}, {"xf", "scan"});
-  n.has_subgraphs = true;
-  n.subgraphs["body"] = body;
-  return build_plan(b.g, "fused_loop_until", {"x", "w", "limit"}, {"xf", "scan"});
-}
-
 TEST(ControlFlow, RuntimeConditionCompilesOnTheLatestIterationCount) {
   on_mlx([] {
-    Executor ex(loop_until_plan(), {true, 4});
+    Executor ex(loop_plan(8, /*until_limit=*/true), {true, 4});
     auto run = [&](int64_t limit) {
       return ex.run({mx::array({1.f, -1.f}), mx::array({2.f, 3.f}), mx::array(limit)});
     };

@@ -70,8 +70,10 @@ inline std::vector<float> values(const mx::array& a) {
   return v;
 }
 
-// Loop(M constant, no condition): x_{i+1} = x_i * w (w from the outer scope); scan output x_{i+1}.
-inline std::shared_ptr<Plan> loop_plan(int64_t trip) {
+// Loop(M constant, no condition input): x_{i+1} = x_i * w (w from the outer scope); scan output
+// x_{i+1}. The body passes its condition through, or with `until_limit` continues while
+// i + 1 < limit, a third fused input (a condition computed from data).
+inline std::shared_ptr<Plan> loop_plan(int64_t trip, bool until_limit = false) {
   auto body = std::make_shared<GraphView>();
   {
     Builder b;
@@ -79,7 +81,15 @@ inline std::shared_ptr<Plan> loop_plan(int64_t trip) {
     b.input("cond_in", info(ElemType::kBool, {}));
     b.input("x_in", info(ElemType::kFloat, {2}));
     b.g.value_infos["w"] = info(ElemType::kFloat, {2});
-    b.node("body/id", "Identity", {"cond_in"}, {"cond_out"}, ElemType::kBool);
+    if (until_limit) {
+      b.g.value_infos["limit"] = info(ElemType::kInt64, {});
+      const int64_t one = 1;
+      b.constant("one", ElemType::kInt64, &one, sizeof(one), {});
+      b.node("body/next", "Add", {"i", "one"}, {"i1"}, ElemType::kInt64);
+      b.node("body/less", "Less", {"i1", "limit"}, {"cond_out"}, ElemType::kBool);
+    } else {
+      b.node("body/id", "Identity", {"cond_in"}, {"cond_out"}, ElemType::kBool);
+    }
     b.node("body/mul", "Mul", {"x_in", "w"}, {"x_out"});
     b.node("body/scan", "Identity", {"x_out"}, {"s"});
     b.g.graph_outputs = {"cond_out", "x_out", "s"};
@@ -88,11 +98,16 @@ inline std::shared_ptr<Plan> loop_plan(int64_t trip) {
   Builder b;
   b.input("x", info(ElemType::kFloat, {2}));
   b.input("w", info(ElemType::kFloat, {2}));
+  std::vector<std::string> live{"x", "w"};
+  if (until_limit) {
+    b.input("limit", info(ElemType::kInt64, {}));
+    live.push_back("limit");
+  }
   b.constant("M", ElemType::kInt64, &trip, sizeof(trip), {});
   NodeView& n = b.node("loop", "Loop", {"M", "", "x"}, {"xf", "scan"});
   n.has_subgraphs = true;
   n.subgraphs["body"] = body;
-  return build_plan(b.g, "fused_loop", {"x", "w"}, {"xf", "scan"});
+  return build_plan(b.g, "fused_loop", live, {"xf", "scan"});
 }
 
 // A test op of domain "test" that every node claims.

@@ -582,6 +582,12 @@ bool Executor::capture(const std::string& key, const std::vector<mx::array>& inp
   }
 }
 
+void Executor::drop_compiled() {
+  cache_.clear();
+  replays_.clear();
+  compiled_footprints_.clear();
+}
+
 RunResult Executor::rerun_after_miss(const std::string& key, const std::vector<mx::array>& inputs,
                                      TraceSink* sink, const std::string& why) {
   // The key's function baked in the assumption: traced again on the next run, which sees what
@@ -591,9 +597,7 @@ RunResult Executor::rerun_after_miss(const std::string& key, const std::vector<m
   compiled_footprints_.erase(key);
   if (++speculation_misses_ >= kMaxSpeculationMisses && unroll_on_history_) {
     unroll_on_history_ = false;
-    cache_.clear();
-    replays_.clear();
-    compiled_footprints_.clear();
+    drop_compiled();
   }
   if (sink)
     sink->instant("mlx.speculation_missed", "ep.path",
@@ -658,9 +662,7 @@ RunResult Executor::run(const std::vector<mx::array>& inputs, TraceSink* sink) {
   r.stats.fallback_reason = failure;
   compile_disabled_ = true;
   disabled_reason_ = failure;
-  replays_.clear();
-  cache_.clear();
-  compiled_footprints_.clear();
+  drop_compiled();
   r.stats.cache_entries = 0;
   // A plan that reads runtime values on the host (a runtime If condition, a Loop's trip count)
   // runs eagerly by design: no warning for that.

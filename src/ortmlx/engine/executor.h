@@ -194,6 +194,8 @@ class Executor {
   // midway).
   bool capture(const std::string& key, const std::vector<mlx::core::array>& inputs, CompiledFn& fn,
                const GraphFootprint& fp, RunResult& r);
+  // Drops every compiled function, its footprint and its captured run.
+  void drop_compiled();
   // Throws OutOfMemoryError when the largest array of `fp` cannot be allocated.
   void check_memory(const GraphFootprint& fp) const;
   // Reads the evaluated bools of the runtime checks; throws NodeError for the first false one.
