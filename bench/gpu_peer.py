@@ -140,24 +140,36 @@ def partitions(env, model_bytes: bytes, feeds: dict) -> dict:
             "on_ep": f"{executed}/{total}", "refused": refused, "fast": fast}
 
 
+# Report counters that say how the measured runs ran (diffed over the same runs as the phases).
+RUN_COUNTERS = {"runs": "compute.runs", "replayed": "graph_replay.replay",
+                "captured": "graph_replay.capture", "eager": "compute.eager",
+                "speculation_miss": "compile.speculation_miss"}
+
+
 def phases_per_run(env, model_bytes: bytes, feeds: dict, out_specs, runs: int) -> dict:
     """Seconds per device-I/O run of each phase the EP's JSON report accumulates (eval: MLX's
     evaluation; translate: the graph build or compiled replay; copy: input/output copies; queue:
-    the wait for the EP's MLX thread), diffed over `runs` runs. That session rewrites its report
-    after every run, so its wall time is not the one compared: the timed loop runs without a
-    report."""
+    the wait for the EP's MLX thread), diffed over `runs` runs, and under "counts" how many of
+    those runs were replayed CUDA graphs, captures, eager runs and speculation misses. That
+    session rewrites its report after every run, so its wall time is not the one compared: the
+    timed loop runs without a report."""
     with tempfile.TemporaryDirectory(prefix="gpu_peer-") as tmp:
         path = os.path.join(tmp, "report.json")
         s = gm.ep_session(env, model_bytes, {"report": path})
         dio = gm.DeviceIO(env, s, feeds, out_specs)
         for _ in range(3):
             dio.run()
-        t0 = json.loads(Path(path).read_text())["times"]
+        r0 = json.loads(Path(path).read_text())
         for _ in range(runs):
             dio.run()
-        t1 = json.loads(Path(path).read_text())["times"]
+        r1 = json.loads(Path(path).read_text())
         del dio, s
-    return {k: (t1.get(k, 0.0) - t0.get(k, 0.0)) / runs for k in ("eval", "translate", "copy", "queue")}
+    t0, t1 = r0["times"], r1["times"]
+    phases = {k: (t1.get(k, 0.0) - t0.get(k, 0.0)) / runs
+              for k in ("eval", "translate", "copy", "queue")}
+    c0, c1 = r0.get("counters", {}), r1.get("counters", {})
+    phases["counts"] = {k: c1.get(c, 0) - c0.get(c, 0) for k, c in RUN_COUNTERS.items()}
+    return phases
 
 
 def timed_interleaved(fns: dict, warmup: int, repeats: int, rounds: int, max_s: float) -> dict:
@@ -272,9 +284,11 @@ def bench_one(env, name: str, kind: str, build, args, tf32: bool, has_cuda: bool
         try:
             ph = phases_per_run(env, data, feeds, out_specs, args.overhead_runs)
             wall = row["mlx"]["median_s"]
+            counts = ph.pop("counts")
             row["outside_eval"] = {"wall_ms": wall * 1e3, "eval_ms": ph["eval"] * 1e3,
                                    "outside_ms": (wall - ph["eval"]) * 1e3,
                                    **{f"{k}_ms": v * 1e3 for k, v in ph.items() if k != "eval"}}
+            row["run_counts"] = counts
         except Exception as e:  # noqa: BLE001
             row["outside_eval"] = gm.failure(e)
         gm.free_memory(env)
@@ -330,7 +344,7 @@ def table(mode: dict) -> list[str]:
     lines = [f"### {mode['mode']} fp32{knob} (MLX EP {'TF32' if mode['mode'] == 'tf32' else 'exact'}; "
              f"CUDA EP use_tf32={'1' if mode['mode'] == 'tf32' else '0'})", "",
              "| model | CUDA EP ms | MLX EP ms | MLX / CUDA | target | max err CUDA EP | "
-             "max err MLX EP | MLX partitions (fused / eager / nodes on EP) | "
+             "max err MLX EP | MLX partitions (fused / eager / nodes on EP; report runs replayed) | "
              "MLX outside eval ms (translate / copy / queue) |",
              "|---|---|---|---|---|---|---|---|---|"]
     ab = any("mlx_ab" in r for r in mode["rows"])
@@ -346,6 +360,13 @@ def table(mode: dict) -> list[str]:
                  else ("failed" if p else "-"))
         if p.get("fast"):
             parts += f"; fast {p['fast']}"
+        n = r.get("run_counts")
+        if n and n.get("runs"):  # how the report's runs ran: replayed CUDA graphs, eager runs
+            parts += f"; replayed {n['replayed']}/{n['runs']}"
+            if n.get("eager"):
+                parts += f", eager {n['eager']}"
+            if n.get("speculation_miss"):
+                parts += f", missed {n['speculation_miss']}"
         o = r.get("outside_eval")
         outside = f"{o['outside_ms']:.3f}" if o and "outside_ms" in o else "-"
         if o and "translate_ms" in o:  # the EP's own phases outside the evaluation
