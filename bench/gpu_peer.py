@@ -146,11 +146,12 @@ RUN_COUNTERS = {"runs": "compute.runs", "replayed": "graph_replay.replay",
                 "speculation_miss": "compile.speculation_miss"}
 
 
-def phases_per_run(env, model_bytes: bytes, feeds: dict, out_specs, runs: int) -> dict:
+def phases_per_run(env, model_bytes: bytes, feeds: dict, out_specs,
+                   runs: int) -> tuple[dict, dict]:
     """Seconds per device-I/O run of each phase the EP's JSON report accumulates (eval: MLX's
     evaluation; translate: the graph build or compiled replay; copy: input/output copies; queue:
-    the wait for the EP's MLX thread), diffed over `runs` runs, and under "counts" how many of
-    those runs were replayed CUDA graphs, captures, eager runs and speculation misses. That
+    the wait for the EP's MLX thread), diffed over `runs` runs; and how many of those runs were
+    replayed CUDA graphs, captures, eager runs and speculation misses (RUN_COUNTERS). That
     session rewrites its report after every run, so its wall time is not the one compared: the
     timed loop runs without a report."""
     with tempfile.TemporaryDirectory(prefix="gpu_peer-") as tmp:
@@ -168,8 +169,7 @@ def phases_per_run(env, model_bytes: bytes, feeds: dict, out_specs, runs: int) -
     phases = {k: (t1.get(k, 0.0) - t0.get(k, 0.0)) / runs
               for k in ("eval", "translate", "copy", "queue")}
     c0, c1 = r0.get("counters", {}), r1.get("counters", {})
-    phases["counts"] = {k: c1.get(c, 0) - c0.get(c, 0) for k, c in RUN_COUNTERS.items()}
-    return phases
+    return phases, {k: c1.get(c, 0) - c0.get(c, 0) for k, c in RUN_COUNTERS.items()}
 
 
 def timed_interleaved(fns: dict, warmup: int, repeats: int, rounds: int, max_s: float) -> dict:
@@ -282,9 +282,8 @@ def bench_one(env, name: str, kind: str, build, args, tf32: bool, has_cuda: bool
     gm.free_memory(env)
     if "median_s" in row.get("mlx", {}):
         try:
-            ph = phases_per_run(env, data, feeds, out_specs, args.overhead_runs)
+            ph, counts = phases_per_run(env, data, feeds, out_specs, args.overhead_runs)
             wall = row["mlx"]["median_s"]
-            counts = ph.pop("counts")
             row["outside_eval"] = {"wall_ms": wall * 1e3, "eval_ms": ph["eval"] * 1e3,
                                    "outside_ms": (wall - ph["eval"]) * 1e3,
                                    **{f"{k}_ms": v * 1e3 for k, v in ph.items() if k != "eval"}}
