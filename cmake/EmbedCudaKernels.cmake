@@ -1,12 +1,16 @@
 # Build step of the CUDA flavour (cmake -P): compiles one CUDA source with nvcc into an sm_90
-# cubin and writes a C++ source that embeds it (kData<SUFFIX>, kSize<SUFFIX>, kTag<SUFFIX> in
+# cubin (ARCH: sm_90a for warpgroup MMAs, same GPUs) and writes a C++ source that embeds it
+# (kData<SUFFIX>, kSize<SUFFIX>, kTag<SUFFIX> in
 # namespace NAMESPACE), for MLX's precompiled custom kernels. MLX hashes a precompiled kernel's
 # whole binary on every launch, so modules stay small (the AttentionVJP kernels: one per head-size
 # bucket). The kernels' names carry a tag from the sources' hash (the macro TAG_MACRO), so a
 # changed kernel can never be served an older binary under the same name by a module cache.
 # Variables: NVCC, SRC, HEADERS (the files SRC includes), DEFINES (extra -D values, optional),
-# TAG_MACRO, NAMESPACE, SUFFIX (optional), CUBIN, OUT_CPP.
-set(_text "${DEFINES}")
+# TAG_MACRO, NAMESPACE, SUFFIX (optional), ARCH (optional, default sm_90), CUBIN, OUT_CPP.
+if(NOT ARCH)
+  set(ARCH sm_90)
+endif()
+set(_text "${DEFINES}${ARCH}")
 foreach(_f "${SRC}" ${HEADERS})
   file(READ "${_f}" _content)
   string(APPEND _text "${_content}")
@@ -14,12 +18,13 @@ endforeach()
 string(SHA1 _hash "${_text}")
 string(SUBSTRING "${_hash}" 0 12 _tag)
 set(_tag "t${_tag}")
+string(REPLACE "sm_" "" _cc "${ARCH}")
 set(_defines "")
 foreach(_d ${DEFINES})
   list(APPEND _defines "-D${_d}")
 endforeach()
 execute_process(
-  COMMAND "${NVCC}" -std=c++17 -O3 -cubin -arch=sm_90 -Werror all-warnings ${_defines}
+  COMMAND "${NVCC}" -std=c++17 -O3 -cubin -gencode arch=compute_${_cc},code=${ARCH} -Werror all-warnings ${_defines}
           -D${TAG_MACRO}=${_tag} -o "${CUBIN}" "${SRC}"
   RESULT_VARIABLE _rc)
 if(NOT _rc EQUAL 0)

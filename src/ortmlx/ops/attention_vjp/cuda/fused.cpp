@@ -132,6 +132,12 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
   if (y) finite = mx::logical_and(finite, mx::all(mx::isfinite(*y, s), s), s);
   finite = mx::reshape(mx::astype(finite, mx::int32, s), {1}, s);
 
+  const int mode = precision_mode(inputs_are_tf32_values);
+  // The dK/dV pass on warpgroup MMAs (wg_dkv.cuh): the TF32 mode at head sizes 64 and 128,
+  // opt-in (ONNXRUNTIME_EP_MLX_ATTENTION_VJP_WGMMA=1, read at each translation). Same grid.
+  const bool wgmma = mode == kModeTf32 && wg_bucket(dmax) &&
+                     ops::kernel_opted_in("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_WGMMA");
+  const std::string dkv_kind = wgmma ? "_wg" : "";
   const std::vector<mx::fast::ScalarArg> scalars = {b,
                                                     c.hq,
                                                     c.hk,
@@ -145,7 +151,7 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
                                                     mask4.shape(1),
                                                     mask4.shape(2),
                                                     mask4.shape(3),
-                                                    precision_mode(inputs_are_tf32_values),
+                                                    mode,
                                                     c.scale};
   const std::tuple<int, int, int> block = {kThreads, 1, 1};
   auto tiles = [](int n, int t) { return (n + t - 1) / t; };
@@ -164,9 +170,11 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
       ops::kernel_enabled("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_ONE_PASS")) {
     // dQ by atomics in the dK/dV pass (kernels.cu, dkvq): MLX zeroes the outputs first.
     const std::vector<mx::array> all = mx::fast::precompiled_cuda_kernel(
-        "ortmlx_avjp_dkvq" + dname, fatbin, {q, k, v, dy, mask4, finite, stats[0], stats[1]},
-        {k.shape(), v.shape(), q.shape()}, {mx::float32, mx::float32, mx::float32}, scalars,
-        {tiles(sk, key_rows(dmax)) * kThreads, b * c.hk, 1}, block, dkvq_bytes(dmax), 0.f, true, s);
+        "ortmlx_avjp_dkvq" + dkv_kind + dname, fatbin,
+        {q, k, v, dy, mask4, finite, stats[0], stats[1]}, {k.shape(), v.shape(), q.shape()},
+        {mx::float32, mx::float32, mx::float32}, scalars,
+        {tiles(sk, key_rows(dmax)) * kThreads, b * c.hk, 1}, block,
+        wgmma ? wg_dkv_smem(dmax) : dkvq_bytes(dmax), 0.f, true, s);
     grads = {all[2], all[0], all[1]};
   } else if (c.wants(0)) {
     grads[0] = mx::fast::precompiled_cuda_kernel(
@@ -176,10 +184,10 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
   }
   if ((c.wants(1) || c.wants(2)) && !grads[1]) {
     const std::vector<mx::array> dkv = mx::fast::precompiled_cuda_kernel(
-        "ortmlx_avjp_dkv" + dname, fatbin, {q, k, v, dy, mask4, finite, stats[0], stats[1]},
-        {k.shape(), v.shape()}, {mx::float32, mx::float32}, scalars,
-        {tiles(sk, key_rows(dmax)) * kThreads, b * c.hk, 1}, block, dkv_bytes(dmax), std::nullopt,
-        true, s);
+        "ortmlx_avjp_dkv" + dkv_kind + dname, fatbin,
+        {q, k, v, dy, mask4, finite, stats[0], stats[1]}, {k.shape(), v.shape()},
+        {mx::float32, mx::float32}, scalars, {tiles(sk, key_rows(dmax)) * kThreads, b * c.hk, 1},
+        block, wgmma ? wg_dkv_smem(dmax) : dkv_bytes(dmax), std::nullopt, true, s);
     grads[1] = dkv[0];
     grads[2] = dkv[1];
   }

@@ -151,12 +151,29 @@ constexpr int dkvq_bytes(int dmax) {
   return wr_dkvq_smem(dmax);
 }
 
+// The dK/dV pass on warpgroup MMAs (wg_dkv.cuh; the TF32 mode at head sizes 64 and 128): 128
+// keys per block (2 warpgroups of 64), query rows per step, and its shared memory: K, V
+// (128 x D), Q, dY, Q^T, dY^T (KQ x D each), dS (KQ x 128), lse, delta (KQ).
+constexpr int kWgKeys = 128;
+constexpr bool wg_bucket(int dmax) {
+  return dmax == 64 || dmax == 128;
+}
+constexpr int wg_kq(int dmax) {
+  return dmax >= 128 ? 32 : 64;
+}
+constexpr int wg_dkv_smem(int dmax) {
+  return 4 *
+         (2 * kWgKeys * dmax + 4 * wg_kq(dmax) * dmax + wg_kq(dmax) * kWgKeys + 2 * wg_kq(dmax));
+}
+static_assert(kWgKeys == 16 * kWarps, "the wgmma pass keeps the warp-row pass's grid");
+
 // Every block fits the 227 KB of shared memory an sm_90 block may use.
 static_assert(stats_smem(256) <= 227 * 1024 && dq_smem(256) <= 227 * 1024 &&
                   dkv_smem(256) <= 227 * 1024 && dq_smem(128) <= 227 * 1024 &&
                   dkv_smem(128) <= 227 * 1024 && wr_stats_smem(128) <= 227 * 1024 &&
                   wr_dq_smem(128) <= 227 * 1024 && wr_dkv_smem(128) <= 227 * 1024 &&
-                  wr_dkvq_smem(128) <= 227 * 1024 && wr_dkvq_smem(64) <= 227 * 1024,
+                  wr_dkvq_smem(128) <= 227 * 1024 && wr_dkvq_smem(64) <= 227 * 1024 &&
+                  wg_dkv_smem(128) <= 227 * 1024 && wg_dkv_smem(64) <= 227 * 1024,
               "tiles exceed sm_90 shared memory");
 
 }  // namespace ortmlx_avjp_tiles

@@ -1,0 +1,272 @@
+// The dK/dV pass of the fused AttentionVJP kernels on warpgroup MMAs (wgmma.cuh): the EP's TF32
+// mode, head sizes 64 and 128, sm_90a. Included by kernels.cu (after warp_rows.cuh, whose
+// helpers it shares) outside the emulator.
+//
+// Grid as the warp-row dkv pass: (key tiles of 128, B * HK), 256 threads = 2 warpgroups, and
+// warpgroup w owns keys 64 w .. 64 w + 63 of the block's tile. Steps run over the group's query
+// heads and their query tiles of KQ rows; per step:
+//   S^T  = K_w Q^T     A: the warpgroup's K rows (descriptor)   B: the Q tile (KQ x D)
+//   dP^T = V_w dY^T    A: its V rows (descriptor)               B: the dY tile
+//   P^T and dS^T in the accumulators (scale, masks, lse, delta as in the other kernels)
+//   dV_w += P^T dY     A: P^T from the accumulators             B: dY^T (D x KQ, k permuted)
+//   dK_w += dS^T Q     A: dS^T from the accumulators            B: Q^T
+//   WITH_DQ: dQ^T += K^T dS^T over the block's 128 keys, A: K^T fragments read from the K tile,
+//   B: dS (KQ x 128) written by both warpgroups; warpgroup w takes the d rows 64 w .. (D 128)
+//   or the queries 32 w .. (D 64), and adds its tile to dQ by atomics (sum order varies).
+// The products chain in the tensor cores, as the mma.sync TF32 mode's do (its drift is far
+// below TF32's operand rounding). S^T and dP^T only need Q and dY: once they are done, the next
+// step's Q and dY tiles copy in by cp.async behind the rest of the step.
+//
+// Shared memory (floats, core-matrix layout): K, V (128 x D), Q, dY (KQ x D), Q^T, dY^T
+// (D x KQ), dS (KQ x 128), lse, delta (KQ): tiles.h, wg_dkv_smem.
+#pragma once
+
+namespace {
+
+// Whether a bucket has this pass.
+template <int DMAX>
+constexpr bool kWgBucket = ortmlx_avjp_tiles::wg_bucket(DMAX);
+
+template <int DMAX>
+struct WgTiles {
+  static constexpr int KEYS = ortmlx_avjp_tiles::kWgKeys;    // per block
+  static constexpr int KQ = ortmlx_avjp_tiles::wg_kq(DMAX);  // query rows per step
+  static constexpr int K = 0, V = K + KEYS * DMAX, Q = V + KEYS * DMAX, Y = Q + KQ * DMAX;
+  static constexpr int QT = Y + KQ * DMAX, YT = QT + KQ * DMAX, DS = YT + KQ * DMAX;
+  static constexpr int LSE = DS + KQ * KEYS, DELTA = LSE + KQ, FLOATS = DELTA + KQ;
+  static_assert(4 * FLOATS == ortmlx_avjp_tiles::wg_dkv_smem(DMAX), "tiles.h layout");
+  static_assert(DMAX == 64 || DMAX == 128, "wgmma buckets");
+};
+
+// Chunk e of 4 floats of an R x C core-matrix tile: consecutive chunks run down the 8 rows of
+// a band first (8 x 16 bytes contiguous in shared memory: conflict-free stores).
+template <int C>
+__device__ __forceinline__ void cm_chunk(int e, int& row, int& col) {
+  constexpr int C4 = C / 4;
+  row = e / (8 * C4) * 8 + e % 8;
+  col = e / 8 % C4 * 4;
+}
+
+// Rows [0, rows) x columns [0, d) of a global tile (row stride `stride`) into an R x DMAX
+// core-matrix tile, zeros elsewhere: cp.async where the source allows 16-byte copies (visible
+// after cp_async_wait and a barrier), else plain loads and stores.
+template <int R, int DMAX>
+__device__ __forceinline__ void fetch_cm(float* dst, const float* src, long long stride, int rows,
+                                         int d) {
+  const bool vec =
+      reinterpret_cast<unsigned long long>(src) % 16 == 0 && stride % 4 == 0 && d % 4 == 0;
+  for (int e = threadIdx.x; e < R * DMAX / 4; e += kThreads) {
+    int r, c;
+    cm_chunk<DMAX>(e, r, c);
+    const bool valid = r < rows && c < d;
+    float* out = dst + cm_index(r, c, DMAX);
+    if (vec) {
+      cp_async16(out, valid ? src + r * stride + c : src, valid);
+    } else {
+      float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (valid) {
+        const float* s = src + r * stride + c;
+        x.x = s[0];
+        x.y = c + 1 < d ? s[1] : 0.f;
+        x.z = c + 2 < d ? s[2] : 0.f;
+        x.w = c + 3 < d ? s[3] : 0.f;
+      }
+      *reinterpret_cast<float4*>(out) = x;
+    }
+  }
+}
+
+// Rounds a KQ x DMAX core-matrix tile to TF32 in place and writes its transpose (DMAX x KQ, the
+// K index permuted for accumulator-born A operands) beside it. Element order: 8 columns of a
+// row band, then 8 rows, so stores and loads conflict at most 2-way.
+template <int KQ, int DMAX>
+__device__ __forceinline__ void round_and_transpose(float* tile, float* transposed) {
+  for (int e = threadIdx.x; e < KQ * DMAX; e += kThreads) {
+    const int d = e / 64 % (DMAX / 8) * 8 + e % 8, q = e / (8 * DMAX) * 8 + e / 8 % 8;
+    float& x = tile[cm_index(q, d, DMAX)];
+    const float r = __uint_as_float(cvt_tf32(x));
+    x = r;
+    transposed[cm_index(d, perm_k(q), KQ)] = r;
+  }
+}
+
+template <int DMAX, bool WITH_DQ>
+__device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, const float* v,
+                                              const float* dy, const float* lse, const float* delta,
+                                              const Problem& p, float* dk, float* dv, float* dq) {
+  using T = WgTiles<DMAX>;
+  constexpr int KEYS = T::KEYS, KQ = T::KQ, NQ = KQ / 8, ND = DMAX / 8;
+  float* ks = avjp_smem + T::K;
+  float* vs = avjp_smem + T::V;
+  float* qs = avjp_smem + T::Q;
+  float* ys = avjp_smem + T::Y;
+  float* qts = avjp_smem + T::QT;
+  float* yts = avjp_smem + T::YT;
+  float* dss = avjp_smem + T::DS;
+  float* lse_s = avjp_smem + T::LSE;
+  float* delta_s = avjp_smem + T::DELTA;
+
+  const int tid = static_cast<int>(threadIdx.x), wg = tid / 128, warp = tid % 128 / 32;
+  const int g = tid % 32 / 4, t = tid % 4;
+  const int tile = blockIdx.x, bg = blockIdx.y;
+  const int bi = bg / p.hk, gk = bg % p.hk, group = p.hq / p.hk;
+  const int j0 = tile * KEYS, cols = min(KEYS, p.sk - j0);
+  const int kw = 64 * wg;  // the warpgroup's first key in the tile
+  const long long qstride = p.row_stride(p.hq), kstride = p.row_stride(p.hk);
+  const long long koff = p.offset(bi, gk, j0, p.hk, p.sk);
+
+  // K and V, rounded to TF32 once.
+  fetch_cm<KEYS, DMAX>(ks, k + koff, kstride, cols, p.d);
+  fetch_cm<KEYS, DMAX>(vs, v + koff, kstride, cols, p.d);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  for (int e = tid; e < KEYS * DMAX; e += kThreads) {
+    ks[e] = __uint_as_float(cvt_tf32(ks[e]));
+    vs[e] = __uint_as_float(cvt_tf32(vs[e]));
+  }
+
+  float dka[ND][4], dva[ND][4];
+  zero_rows(dka);
+  zero_rows(dva);
+  int ibegin;
+  const bool none = p.no_rows_see(j0, KQ, ibegin);
+  const int tiles = (p.sq - ibegin + KQ - 1) / KQ, steps = none ? 0 : group * tiles;
+  auto step_rows = [&](int n, int& i0, int& h) {
+    i0 = ibegin + n % tiles * KQ;
+    h = gk * group + n / tiles;
+    return min(KQ, p.sq - i0);
+  };
+  auto fetch = [&](int n) {
+    int i0, h;
+    const int rows = step_rows(n, i0, h);
+    const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
+    fetch_cm<KQ, DMAX>(qs, q + qoff, qstride, rows, p.d);
+    fetch_cm<KQ, DMAX>(ys, dy + qoff, qstride, rows, p.d);
+    cp_async_commit();
+  };
+  if (steps > 0) fetch(0);
+
+  for (int n = 0; n < steps; ++n) {
+    int i0, h;
+    const int rows = step_rows(n, i0, h);
+    cp_async_wait<0>();
+    __syncthreads();  // Q and dY of this step are in; every product of the last step is done
+    round_and_transpose<KQ, DMAX>(qs, qts);
+    round_and_transpose<KQ, DMAX>(ys, yts);
+    if (tid < KQ) {
+      const long long row = (static_cast<long long>(bi) * p.hq + h) * p.sq + i0 + tid;
+      lse_s[tid] = tid < rows ? lse[row] : 0.f;
+      delta_s[tid] = tid < rows ? delta[row] : 0.f;
+    }
+    fence_smem_async();
+    __syncthreads();
+
+    // Every warpgroup runs every product of every step (a branch around wgmma makes ptxas
+    // serialize them): a pair it need not compute (beyond the keys, hidden) gets P = dS = 0.
+    float sa[NQ][4], pa[NQ][4];
+    zero_rows(sa);
+    zero_rows(pa);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < ND; ++kk)
+      wg_ss(sa, wg_desc(ks + cm_index(kw, 8 * kk, DMAX), DMAX), wg_desc(qs + 64 * kk, DMAX));
+#pragma unroll
+    for (int kk = 0; kk < ND; ++kk)
+      wg_ss(pa, wg_desc(vs + cm_index(kw, 8 * kk, DMAX), DMAX), wg_desc(ys + 64 * kk, DMAX));
+    wg_commit();
+    wg_wait<0>();
+    wg_pin(sa);
+    wg_pin(pa);
+    __syncthreads();  // both warpgroups are done with Q and dY: the next step's copy in
+    if (n + 1 < steps) fetch(n + 1);
+
+#pragma unroll
+    for (int j = 0; j < NQ; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = kw + 16 * warp + g + 8 * (e >> 1), qr = 8 * j + 2 * t + (e & 1);
+        float pv = 0.f, ds = 0.f;
+        if (key < cols && qr < rows) {
+          bool hidden;
+          const float sc = p.score(sa[j][e], bi, h, i0 + qr, j0 + key, hidden);
+          pv = prob(sc, hidden, lse_s[qr]);
+          ds = pv * (pa[j][e] - delta_s[qr]);
+        }
+        sa[j][e] = __uint_as_float(cvt_tf32(pv));
+        pa[j][e] = __uint_as_float(cvt_tf32(ds));
+        if (WITH_DQ) dss[cm_index(qr, key, KEYS)] = pa[j][e];
+      }
+    wg_fence();
+#pragma unroll
+    for (int j = 0; j < NQ; ++j) {
+      const unsigned a[4] = {__float_as_uint(sa[j][0]), __float_as_uint(sa[j][2]),
+                             __float_as_uint(sa[j][1]), __float_as_uint(sa[j][3])};
+      wg_rs(dva, a, wg_desc(yts + 64 * j, KQ));
+    }
+#pragma unroll
+    for (int j = 0; j < NQ; ++j) {
+      const unsigned a[4] = {__float_as_uint(pa[j][0]), __float_as_uint(pa[j][2]),
+                             __float_as_uint(pa[j][1]), __float_as_uint(pa[j][3])};
+      wg_rs(dka, a, wg_desc(qts + 64 * j, KQ));
+    }
+    wg_commit();
+    if (WITH_DQ) {
+      fence_smem_async();
+      __syncthreads();  // both warpgroups' dS columns are written
+      // dQ^T (d rows x queries) over the block's 128 keys: D 128, warpgroup w takes the d rows
+      // 64 w..; D 64, the queries 32 w... Keys beyond `cols` have zero K rows and dS.
+      const int m0 = DMAX == 128 ? 64 * wg : 0, qo = DMAX == 128 ? 0 : 32 * wg;
+      const int dr = m0 + 16 * warp + g;
+      float qa[4][4];
+      zero_rows(qa);
+      // A from K^T fragments loaded here: issued 4 k-steps a group with at most two groups in
+      // flight, so their registers (and dV/dK's A operands, waited for first) stay within budget.
+      wg_wait<0>();
+#pragma unroll
+      for (int kc = 0; kc < KEYS / 32; ++kc) {
+        unsigned a[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int key = 32 * kc + 8 * i + t;
+          a[i][0] = __float_as_uint(ks[cm_index(key, dr, DMAX)]);
+          a[i][1] = __float_as_uint(ks[cm_index(key, dr + 8, DMAX)]);
+          a[i][2] = __float_as_uint(ks[cm_index(key + 4, dr, DMAX)]);
+          a[i][3] = __float_as_uint(ks[cm_index(key + 4, dr + 8, DMAX)]);
+        }
+        wg_fence();
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          wg_rs(qa, a[i], wg_desc(dss + cm_index(qo, 32 * kc + 8 * i, KEYS), KEYS));
+        wg_commit();
+        wg_wait<1>();
+      }
+      wg_wait<0>();
+      wg_pin(qa);
+      const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int c = dr + 8 * (e >> 1), qr = qo + 8 * j + 2 * t + (e & 1);
+          if (qr < rows && c < p.d) atomicAdd(dq + qoff + qr * qstride + c, qa[j][e] * p.scale);
+        }
+    } else {
+      wg_wait<0>();
+    }
+    wg_pin(dka);
+    wg_pin(dva);
+  }
+#pragma unroll
+  for (int j = 0; j < ND; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = kw + 16 * warp + g + 8 * (e >> 1), c = 8 * j + 2 * t + (e & 1);
+      if (key < cols && c < p.d) {
+        dk[koff + key * kstride + c] = dka[j][e] * p.scale;
+        dv[koff + key * kstride + c] = dva[j][e];
+      }
+    }
+}
+
+}  // namespace
