@@ -190,18 +190,21 @@ def test_cuda_fused_separate_dq_pass_is_selectable(case, rng, monkeypatch, cuda_
     _check(case, rng, monkeypatch)
 
 
-# The dK/dV pass on warpgroup MMAs (ONNXRUNTIME_EP_MLX_ATTENTION_VJP_WGMMA=1): the tf32 mode's
-# products, head sizes 33 to 128; with dQ in the pass (one pass) or from its own (separate).
+# The tf32 mode's dK/dV pass at head sizes 33 to 128: on warpgroup MMAs by default
+# (ONNXRUNTIME_EP_MLX_ATTENTION_VJP_WGMMA=0: the mma.sync warp-row kernels), with dQ in the pass
+# (one pass) or from its own (separate).
 WGMMA_CASES = [c for c in CUDA_CASES if 32 < c.d <= 128 and (1 in c.outputs or 2 in c.outputs)]
 
 
 @pytest.mark.parametrize("one_pass", ["1", "0"], ids=["one_pass", "dq_pass"])
-@pytest.mark.parametrize("case", WGMMA_CASES, ids=lambda c: "cuda_fused_wgmma_" + c.id)
-def test_cuda_fused_wgmma_pass_matches_reference(case, one_pass, rng, monkeypatch, cuda_backend):
+@pytest.mark.parametrize("wgmma", ["1", "0"], ids=["wgmma", "mma_sync"])
+@pytest.mark.parametrize("case", WGMMA_CASES, ids=lambda c: "cuda_fused_tf32_dkv_" + c.id)
+def test_cuda_fused_tf32_dkv_kernels_match_reference(case, wgmma, one_pass, rng, monkeypatch,
+                                                     cuda_backend):
     if not tf32_mode():
         pytest.skip("the wgmma pass runs the tf32 mode's products (ONNXRUNTIME_EP_MLX_TF32=1)")
     use_cuda_fused(monkeypatch)
-    monkeypatch.setenv("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_WGMMA", "1")
+    monkeypatch.setenv("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_WGMMA", wgmma)
     monkeypatch.setenv("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_ONE_PASS", one_pass)
     _check(case, rng, monkeypatch)
 

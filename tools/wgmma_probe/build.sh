@@ -11,3 +11,8 @@ mkdir -p "$out"
 "$nvcc" -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -DORTMLX_WG_LBO_IS_K=0 \
   -o "$out/probe_swapped" "$here/probe.cu"
 echo "built $out/probe $out/probe_swapped"
+for b in 64 128; do
+  "$nvcc" -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -DAVJP_BUCKET=$b \
+    -o "$out/dkv_timing_d$b" "$here/dkv_timing.cu"
+done
+echo "built $out/dkv_timing_d64 $out/dkv_timing_d128"

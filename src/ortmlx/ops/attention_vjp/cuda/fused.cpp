@@ -133,10 +133,11 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
   finite = mx::reshape(mx::astype(finite, mx::int32, s), {1}, s);
 
   const int mode = precision_mode(inputs_are_tf32_values);
-  // The dK/dV pass on warpgroup MMAs (wg_dkv.cuh): the TF32 mode at head sizes 64 and 128,
-  // opt-in (ONNXRUNTIME_EP_MLX_ATTENTION_VJP_WGMMA=1, read at each translation). Same grid.
+  // The dK/dV pass on warpgroup MMAs (wg_dkv.cuh) in the TF32 mode at head sizes 64 and 128;
+  // ONNXRUNTIME_EP_MLX_ATTENTION_VJP_WGMMA=0 (read at each translation) keeps the mma.sync
+  // warp-row kernels. Same grid.
   const bool wgmma = mode == kModeTf32 && wg_bucket(dmax) &&
-                     ops::kernel_opted_in("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_WGMMA");
+                     ops::kernel_enabled("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_WGMMA");
   const std::string dkv_kind = wgmma ? "_wg" : "";
   const std::vector<mx::fast::ScalarArg> scalars = {b,
                                                     c.hq,

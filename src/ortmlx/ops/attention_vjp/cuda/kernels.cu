@@ -621,7 +621,6 @@ __device__ void load_rows_async(float* dst, const float* src, long long stride, 
 #include "warp_rows.cuh"  // the kernels of head sizes up to 128
 #if !defined(ORTMLX_AVJP_EMU)
 #include "wg_dkv.cuh"  // the dK/dV pass on warpgroup MMAs (the TF32 mode, head sizes 64 and 128)
-#include "wgmma.cuh"
 #endif
 
 namespace {

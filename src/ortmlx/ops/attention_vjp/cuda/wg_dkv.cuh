@@ -21,6 +21,30 @@
 // (D x KQ), dS (KQ x 128), lse, delta (KQ): tiles.h, wg_dkv_smem.
 #pragma once
 
+#include "wgmma.cuh"
+
+#include <type_traits>
+
+// Phase timing for tools/wgmma_probe/dkv_timing.cu (AVJP_WG_TIMING): thread 0 of each block adds
+// the cycles since the previous mark to phase i of avjp_wg_cycles. Empty in the library.
+#if defined(AVJP_WG_TIMING)
+__device__ unsigned long long avjp_wg_cycles[8];
+#define AVJP_WG_MARK(i)                                                           \
+  do {                                                                            \
+    if (threadIdx.x == 0) {                                                       \
+      const long long now = clock64();                                            \
+      atomicAdd(&avjp_wg_cycles[i], static_cast<unsigned long long>(now - mark)); \
+      mark = now;                                                                 \
+    }                                                                             \
+  } while (0)
+#define AVJP_WG_MARK_START long long mark = clock64()
+#else
+#define AVJP_WG_MARK(i) \
+  do {                  \
+  } while (0)
+#define AVJP_WG_MARK_START
+#endif
+
 namespace {
 
 // Whether a bucket has this pass.
@@ -76,17 +100,41 @@ __device__ __forceinline__ void fetch_cm(float* dst, const float* src, long long
   }
 }
 
+// *a += (x, y, z, w) as one 16-byte reduction (sm_90; a 16-byte aligned).
+__device__ __forceinline__ void red_add4(float* a, float x, float y, float z, float w) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(a), "f"(x), "f"(y), "f"(z),
+               "f"(w)
+               : "memory");
+}
+
+// x rounded to TF32 (nearest): with finite inputs the integer add of round_tf32_finite (one
+// instruction; the MMA ignores the low 13 bits), else cvt.rna, which keeps Inf and NaN.
+__device__ __forceinline__ float wg_round(float x, bool finite) {
+  return __uint_as_float(finite ? round_tf32_finite(x) : cvt_tf32(x));
+}
+
 // Rounds a KQ x DMAX core-matrix tile to TF32 in place and writes its transpose (DMAX x KQ, the
-// K index permuted for accumulator-born A operands) beside it. Element order: 8 columns of a
-// row band, then 8 rows, so stores and loads conflict at most 2-way.
+// K index permuted for accumulator-born A operands) beside it. A thread takes 4 consecutive
+// columns of a row (one 16-byte chunk; lanes run down the 8 rows of a band first, so the
+// 128-bit loads and stores are conflict-free) and scatters them into 4 rows of the transpose.
 template <int KQ, int DMAX>
-__device__ __forceinline__ void round_and_transpose(float* tile, float* transposed) {
-  for (int e = threadIdx.x; e < KQ * DMAX; e += kThreads) {
-    const int d = e / 64 % (DMAX / 8) * 8 + e % 8, q = e / (8 * DMAX) * 8 + e / 8 % 8;
-    float& x = tile[cm_index(q, d, DMAX)];
-    const float r = __uint_as_float(cvt_tf32(x));
-    x = r;
-    transposed[cm_index(d, perm_k(q), KQ)] = r;
+__device__ __forceinline__ void round_and_transpose(float* tile, float* transposed, bool finite) {
+#pragma unroll
+  for (int e = threadIdx.x; e < KQ * DMAX / 4; e += kThreads) {
+    int q, d;
+    cm_chunk<DMAX>(e, q, d);
+    float4* chunk = reinterpret_cast<float4*>(tile + cm_index(q, d, DMAX));
+    float4 x = *chunk;
+    x.x = wg_round(x.x, finite);
+    x.y = wg_round(x.y, finite);
+    x.z = wg_round(x.z, finite);
+    x.w = wg_round(x.w, finite);
+    *chunk = x;
+    float* col = transposed + cm_index(d, perm_k(q), KQ);  // rows d .. d + 3: 4 floats apart
+    col[0] = x.x;
+    col[4] = x.y;
+    col[8] = x.z;
+    col[12] = x.w;
   }
 }
 
@@ -115,15 +163,20 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
   const long long qstride = p.row_stride(p.hq), kstride = p.row_stride(p.hk);
   const long long koff = p.offset(bi, gk, j0, p.hk, p.sk);
 
+  // dQ's rows take 16-byte atomics where they are 16-byte aligned.
+  const bool dq_vec = WITH_DQ && reinterpret_cast<unsigned long long>(dq) % 16 == 0 &&
+                      qstride % 4 == 0 && p.d % 4 == 0;
+
   // K and V, rounded to TF32 once.
   fetch_cm<KEYS, DMAX>(ks, k + koff, kstride, cols, p.d);
   fetch_cm<KEYS, DMAX>(vs, v + koff, kstride, cols, p.d);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
+  const bool finite = p.finite != 0;
   for (int e = tid; e < KEYS * DMAX; e += kThreads) {
-    ks[e] = __uint_as_float(cvt_tf32(ks[e]));
-    vs[e] = __uint_as_float(cvt_tf32(vs[e]));
+    ks[e] = wg_round(ks[e], finite);
+    vs[e] = wg_round(vs[e], finite);
   }
 
   float dka[ND][4], dva[ND][4];
@@ -137,6 +190,7 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
     h = gk * group + n / tiles;
     return min(KQ, p.sq - i0);
   };
+  float lse_r = 0.f, delta_r = 0.f;  // thread r < KQ: row r of the fetched step
   auto fetch = [&](int n) {
     int i0, h;
     const int rows = step_rows(n, i0, h);
@@ -144,23 +198,30 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
     fetch_cm<KQ, DMAX>(qs, q + qoff, qstride, rows, p.d);
     fetch_cm<KQ, DMAX>(ys, dy + qoff, qstride, rows, p.d);
     cp_async_commit();
+    if (tid < KQ) {
+      const long long row = (static_cast<long long>(bi) * p.hq + h) * p.sq + i0 + tid;
+      lse_r = tid < rows ? lse[row] : 0.f;
+      delta_r = tid < rows ? delta[row] : 0.f;
+    }
   };
   if (steps > 0) fetch(0);
+  AVJP_WG_MARK_START;
 
   for (int n = 0; n < steps; ++n) {
     int i0, h;
     const int rows = step_rows(n, i0, h);
     cp_async_wait<0>();
     __syncthreads();  // Q and dY of this step are in; every product of the last step is done
-    round_and_transpose<KQ, DMAX>(qs, qts);
-    round_and_transpose<KQ, DMAX>(ys, yts);
+    AVJP_WG_MARK(0);
+    round_and_transpose<KQ, DMAX>(qs, qts, finite);
+    round_and_transpose<KQ, DMAX>(ys, yts, finite);
     if (tid < KQ) {
-      const long long row = (static_cast<long long>(bi) * p.hq + h) * p.sq + i0 + tid;
-      lse_s[tid] = tid < rows ? lse[row] : 0.f;
-      delta_s[tid] = tid < rows ? delta[row] : 0.f;
+      lse_s[tid] = lse_r;
+      delta_s[tid] = delta_r;
     }
     fence_smem_async();
     __syncthreads();
+    AVJP_WG_MARK(1);
 
     // Every warpgroup runs every product of every step (a branch around wgmma makes ptxas
     // serialize them): a pair it need not compute (beyond the keys, hidden) gets P = dS = 0.
@@ -178,25 +239,55 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
     wg_wait<0>();
     wg_pin(sa);
     wg_pin(pa);
+    AVJP_WG_MARK(2);
     __syncthreads();  // both warpgroups are done with Q and dY: the next step's copy in
     if (n + 1 < steps) fetch(n + 1);
+    AVJP_WG_MARK(3);
 
+    // P^T and dS^T in place (rounded to TF32: the A operands of dV and dK), dS into its tile.
+    // Without a mask tensor (the common case) branch-free: selects for the keys and rows beyond
+    // the tile and the causal rule; with one, the scores go through Problem::score.
+    auto softmax = [&](auto masked) {
+      // This thread's dS element of (j, e) is at ds_at + j 8 KEYS + (e & 1) 4 + (e >> 1) 64.
+      const int krow = kw + 16 * warp + g;
+      float* ds_at = dss + cm_index(2 * t, krow, KEYS);
 #pragma unroll
-    for (int j = 0; j < NQ; ++j)
+      for (int j = 0; j < NQ; ++j) {
+        // This thread's two query columns 8 j + 2 t (+ 1): their lse and delta in one load each.
+        const float2 lse2 = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
+        const float2 delta2 = *reinterpret_cast<const float2*>(delta_s + 8 * j + 2 * t);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = kw + 16 * warp + g + 8 * (e >> 1), qr = 8 * j + 2 * t + (e & 1);
-        float pv = 0.f, ds = 0.f;
-        if (key < cols && qr < rows) {
+        for (int e = 0; e < 4; ++e) {
+          const int key = krow + 8 * (e >> 1), qr = 8 * j + 2 * t + (e & 1);
+          const float row_lse = e & 1 ? lse2.y : lse2.x;
+          const float row_delta = e & 1 ? delta2.y : delta2.x;
+          // Padding (beyond the keys or the rows) gives exact zeros; a hidden pair P = 0, and
+          // dS = 0 * (dP - delta) as in the reference (NaN where dP is).
+          const bool pad = key >= cols || qr >= rows;
           bool hidden;
-          const float sc = p.score(sa[j][e], bi, h, i0 + qr, j0 + key, hidden);
-          pv = prob(sc, hidden, lse_s[qr]);
-          ds = pv * (pa[j][e] - delta_s[qr]);
+          float sc;
+          if constexpr (decltype(masked)::value) {
+            hidden = false;
+            sc = pad ? 0.f : p.score(sa[j][e], bi, h, i0 + qr, j0 + key, hidden);
+          } else {
+            sc = sa[j][e] * p.scale;
+            hidden = p.causal && j0 + key > i0 + qr;
+          }
+          // __expf (ex2.approx): its error, a few fp32 ulps, is far below TF32's.
+          const float ex = __expf(sc - row_lse);
+          const float pv = pad || hidden || isnan(row_lse) ? 0.f : ex;
+          const float ds = pad ? 0.f : pv * (pa[j][e] - row_delta);
+          sa[j][e] = __uint_as_float(round_tf32_finite(pv));  // pv is finite: in [0, 1]
+          pa[j][e] = wg_round(ds, finite);
+          if (WITH_DQ) ds_at[j * 8 * KEYS + (e & 1) * 4 + (e >> 1) * 64] = pa[j][e];
         }
-        sa[j][e] = __uint_as_float(cvt_tf32(pv));
-        pa[j][e] = __uint_as_float(cvt_tf32(ds));
-        if (WITH_DQ) dss[cm_index(qr, key, KEYS)] = pa[j][e];
       }
+    };
+    if (p.mask_kind == 0)
+      softmax(std::false_type{});
+    else
+      softmax(std::true_type{});
+    AVJP_WG_MARK(4);
     wg_fence();
 #pragma unroll
     for (int j = 0; j < NQ; ++j) {
@@ -211,6 +302,7 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
       wg_rs(dka, a, wg_desc(qts + 64 * j, KQ));
     }
     wg_commit();
+    AVJP_WG_MARK(5);
     if (WITH_DQ) {
       fence_smem_async();
       __syncthreads();  // both warpgroups' dS columns are written
@@ -243,19 +335,44 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
       }
       wg_wait<0>();
       wg_pin(qa);
+      AVJP_WG_MARK(6);
+      // The block's dQ tile (KQ x D) through shared memory (the Q^T tile, free now), so that
+      // its sums reach global memory as 4-float atomics: a quarter of the scalar ones.
       const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
+      float* stage = qts;  // row-major [query][d], columns XOR-swizzled by the query
+      __syncthreads();     // both warpgroups' dK products are done with Q^T
 #pragma unroll
       for (int j = 0; j < 4; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int c = dr + 8 * (e >> 1), qr = qo + 8 * j + 2 * t + (e & 1);
-          if (qr < rows && c < p.d) atomicAdd(dq + qoff + qr * qstride + c, qa[j][e] * p.scale);
+          stage[qr * DMAX + (c ^ ((qr & 6) << 2))] = qa[j][e];
         }
+      __syncthreads();
+      if (dq_vec) {
+#pragma unroll
+        for (int e = tid; e < KQ * DMAX / 4; e += kThreads) {
+          const int qr = e / (DMAX / 4), c = e % (DMAX / 4) * 4;
+          if (qr < rows && c < p.d) {
+            float4 x = *reinterpret_cast<const float4*>(stage + qr * DMAX + (c ^ ((qr & 6) << 2)));
+            red_add4(dq + qoff + qr * qstride + c, x.x * p.scale, x.y * p.scale, x.z * p.scale,
+                     x.w * p.scale);
+          }
+        }
+      } else {
+        for (int e = tid; e < KQ * DMAX; e += kThreads) {
+          const int qr = e / DMAX, c = e % DMAX;
+          if (qr < rows && c < p.d)
+            atomicAdd(dq + qoff + qr * qstride + c,
+                      stage[qr * DMAX + (c ^ ((qr & 6) << 2))] * p.scale);
+        }
+      }
     } else {
       wg_wait<0>();
     }
     wg_pin(dka);
     wg_pin(dva);
+    AVJP_WG_MARK(7);
   }
 #pragma unroll
   for (int j = 0; j < ND; ++j)
