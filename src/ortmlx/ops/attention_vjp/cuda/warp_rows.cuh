@@ -160,6 +160,12 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v;
 }
 
+// Columns c .. c + 3 of a row read one float at a time, zeros at and past d (`s` points at column
+// c < d): the 4-float chunk where a 16-byte load cannot take the source.
+__device__ __forceinline__ float4 chunk_scalar(const float* s, int c, int d) {
+  return make_float4(s[0], c + 1 < d ? s[1] : 0.f, c + 2 < d ? s[2] : 0.f, c + 3 < d ? s[3] : 0.f);
+}
+
 // A RT x DMAX tile of rows (d floats each, row stride `stride`) in flight through registers: each
 // thread fetches its 4-float chunks from global memory (zeros beyond `rows` and d) before a step
 // computes and stores them split into TF32 hi/lo planes after it (the next step's operands).
@@ -178,14 +184,7 @@ struct RowChunks {
       float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
       if (r < rows && r < RT && c < d) {
         const float* s = src + r * stride + c;
-        if (vec) {
-          x = *reinterpret_cast<const float4*>(s);
-        } else {
-          x.x = s[0];
-          x.y = c + 1 < d ? s[1] : 0.f;
-          x.z = c + 2 < d ? s[2] : 0.f;
-          x.w = c + 3 < d ? s[3] : 0.f;
-        }
+        x = vec ? *reinterpret_cast<const float4*>(s) : chunk_scalar(s, c, d);
       }
       v[i] = x;
     }
@@ -227,15 +226,8 @@ __device__ __forceinline__ void fetch_chunks_async(float* stage, const float* sr
     if (vec) {
       cp_async16(dst, valid ? src + r * stride + c : src, valid);
     } else {
-      float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (valid) {
-        const float* s = src + r * stride + c;
-        x.x = s[0];
-        x.y = c + 1 < d ? s[1] : 0.f;
-        x.z = c + 2 < d ? s[2] : 0.f;
-        x.w = c + 3 < d ? s[3] : 0.f;
-      }
-      *reinterpret_cast<float4*>(dst) = x;
+      *reinterpret_cast<float4*>(dst) =
+          valid ? chunk_scalar(src + r * stride + c, c, d) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
   }
 }

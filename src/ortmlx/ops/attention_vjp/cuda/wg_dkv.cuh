@@ -87,15 +87,8 @@ __device__ __forceinline__ void fetch_cm(float* dst, const float* src, long long
     if (vec) {
       cp_async16(out, valid ? src + r * stride + c : src, valid);
     } else {
-      float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (valid) {
-        const float* s = src + r * stride + c;
-        x.x = s[0];
-        x.y = c + 1 < d ? s[1] : 0.f;
-        x.z = c + 2 < d ? s[2] : 0.f;
-        x.w = c + 3 < d ? s[3] : 0.f;
-      }
-      *reinterpret_cast<float4*>(out) = x;
+      *reinterpret_cast<float4*>(out) =
+          valid ? chunk_scalar(src + r * stride + c, c, d) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
   }
 }
