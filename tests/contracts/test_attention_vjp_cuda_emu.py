@@ -114,3 +114,39 @@ def test_cuda_emu_long_reduction_stays_at_fp32_level(emu, one_pass):
         err = float(np.abs(g - w).max()) / mag
         fp32 = float(np.abs(f - w).max()) / mag
         assert err <= max(3 * fp32, 1e-7) and err <= 2e-6, (name, err, fp32)
+
+
+# The tf32 mode's dK/dV pass on warpgroup MMAs (cuda/wg_dkv.cuh, head sizes 33-128; emu.h models
+# wgmma from its fragments and shared-memory descriptors): both head-size buckets, both ranks, GQA,
+# causal, boolean and additive masks with fully masked rows, both forms, dQ from the pass itself
+# (atomics) or from the separate dq pass.
+WGMMA = [QUICK[1], QUICK[2],
+         dict(b=1, sq=70, sk=150, hq=4, hk=2, d=128, rank=4, causal=1, kind=2,
+              mshape=(1, 4, 1, 160), recompute=False, full_rows=True)]
+
+
+@pytest.mark.parametrize("one_pass", [False, True], ids=["dq_pass", "one_pass"])
+@pytest.mark.parametrize("case", WGMMA, ids=["d40_r3_causal_gqa_rec", "d64_mask", "d128_add"])
+def test_cuda_emu_wgmma_pass_matches_reference(emu, case, one_pass):
+    check.case(emu, np.random.default_rng(20261209), **case, tf32=True, one_pass=one_pass,
+               wgmma=True)
+
+
+@pytest.mark.parametrize("poison", [("K", np.nan), ("V", np.inf), ("dY", -np.inf),
+                                    ("Mask", -np.inf)], ids=["K_nan", "V_inf", "dY_-inf",
+                                                             "Mask_-inf"])
+def test_cuda_emu_wgmma_pass_non_finite_inputs(emu, poison):
+    """Non-finite inputs reach the gradients through hidden pairs as in the reference (no tile
+    is skipped; padding rows and keys give exact zeros)."""
+    base = dict(b=1, sq=40, sk=70, hq=2, hk=1, d=64, rank=4, causal=1, kind=2, mshape=(40, 66))
+    check.case(emu, np.random.default_rng(20261210), **base, recompute=False, poison=poison,
+               tf32=True, one_pass=True, wgmma=True)
+
+
+@pytest.mark.parametrize("one_pass", [False, True], ids=["dq_pass", "one_pass"])
+def test_cuda_emu_wgmma_pass_head_size_not_a_multiple_of_4(emu, one_pass):
+    """Below the contract (d a multiple of 8): d = 70 at rank 3 takes the pass's scalar tile
+    loads and, for dQ, its scalar atomics."""
+    check.case(emu, np.random.default_rng(20261211), b=1, sq=37, sk=140, hq=2, hk=1, d=70,
+               rank=3, causal=0, kind=0, mshape=None, recompute=False, tf32=True,
+               one_pass=one_pass, wgmma=True)

@@ -37,9 +37,10 @@ import emu_build  # noqa: E402  (beside this file)
 def build(out_dir=None):
     lib = emu_build.build("avjp_emu", "harness.cpp", [
         os.path.join(emu_build.SRC, "attention_vjp", "cuda", f)
-        for f in ("kernels.cu", "warp_rows.cuh", "tiles.h")], out_dir)
+        for f in ("kernels.cu", "warp_rows.cuh", "wgmma.cuh", "wg_dkv.cuh", "tiles.h")], out_dir)
     lib.avjp_emu.restype = ctypes.c_int
     lib.avjp_emu_mma_model.restype = ctypes.c_int
+    lib.avjp_emu_wgmma.restype = None
     return lib
 
 
@@ -57,8 +58,10 @@ def ptr(a):
 
 
 def run_kernels(lib, q, k, v, y, dy, mask, *, hq, hk, d, rank, causal, kind, scale, tf32,
-                one_pass=False, mode=None):
-    """mode: the kernels' precision mode (kernels.cu, enum Mode); default 1 for tf32, else 0."""
+                one_pass=False, mode=None, wgmma=False):
+    """mode: the kernels' precision mode (kernels.cu, enum Mode); default 1 for tf32, else 0.
+    wgmma: the dK/dV pass on warpgroup MMAs where the host takes it (tf32, head sizes 33-128)."""
+    lib.avjp_emu_wgmma(int(wgmma))
     b = q.shape[0]
     sq = q.shape[2] if rank == 4 else q.shape[1]
     sk = k.shape[2] if rank == 4 else k.shape[1]
@@ -106,7 +109,7 @@ def same(got, want, what, mag, tf32):
 
 
 def case(lib, rng, *, b, sq, sk, hq, hk, d, rank, causal, kind, mshape, recompute,
-         full_rows=False, poison=None, tf32=False, one_pass=False, half=None):
+         full_rows=False, poison=None, tf32=False, one_pass=False, half=None, wgmma=False):
     """half (float16 or bfloat16): inputs of that type, run in the 3xTF32 mode for inputs that
     are TF32 values (mode 2), and, without the one-pass kernel's atomics, checked bit for bit
     against the plain 3xTF32 mode (mode 0) on the same inputs."""
@@ -143,7 +146,7 @@ def case(lib, rng, *, b, sq, sk, hq, hk, d, rank, causal, kind, mshape, recomput
     with np.errstate(all="ignore"):
         want = attention_vjp_reference(q, k, v, dy, mask, y=y, **kw)
     run = dict(hq=hq, hk=hk, d=d, rank=rank, causal=causal, kind=kind, scale=scale, tf32=tf32,
-               one_pass=one_pass)
+               one_pass=one_pass, wgmma=wgmma)
     got = run_kernels(lib, q, k, v, y, dy, mask, **run, mode=2 if half and not tf32 else None)
     if half and not tf32 and not one_pass:
         plain = run_kernels(lib, q, k, v, y, dy, mask, **run, mode=0)
@@ -154,7 +157,7 @@ def case(lib, rng, *, b, sq, sk, hq, hk, d, rank, causal, kind, mshape, recomput
     label = (f"b{b} s{sq}x{sk} h{hq}/{hk} d{d} r{rank} c{causal} m{kind}{mshape} "
              f"{'rec' if recompute else 'plain'} {'tf32' if tf32 else '3xtf32'}"
              f"{' ' + np.dtype(half).name + ' inputs' if half else ''}"
-             f"{' one-pass' if one_pass else ''} {poison or ''}")
+             f"{' one-pass' if one_pass else ''}{' wgmma' if wgmma else ''} {poison or ''}")
     err = max(same(g, w, f"{label} d{name}", mag, tf32) for name, g, w in zip("QKV", got, want))
     print(f"ok {label} (max error {err:.1e} of the magnitude)", flush=True)
 
@@ -253,6 +256,11 @@ def main():
             case(lib, rng, **c, tf32=tf32)
             if c["d"] <= 128:  # the one-pass kernel (warp-row buckets)
                 case(lib, rng, **c, tf32=tf32, one_pass=True)
+    # The tf32 mode's dK/dV pass on warpgroup MMAs (head sizes 33-128).
+    for c in cases:
+        if 32 < c["d"] <= 128:
+            for one_pass in (False, True):
+                case(lib, rng, **c, tf32=True, one_pass=one_pass, wgmma=True)
     # float16/bfloat16 contracts: the mode whose products skip the inputs' zero lo terms.
     for i, c in enumerate(cases):
         half = (np.float16, ml_dtypes.bfloat16)[i % 2]
@@ -270,6 +278,8 @@ def main():
                 for tf32 in (False, True):
                     case(lib, rng, **base, recompute=recompute, poison=(which, value), tf32=tf32)
                 case(lib, rng, **base, recompute=recompute, poison=(which, value), one_pass=True)
+                case(lib, rng, **dict(base, d=64), recompute=recompute, poison=(which, value),
+                     tf32=True, one_pass=True, wgmma=True)
     # An Inf in a key every row sees: rows whose score it makes -Inf stay alive, so their
     # gradients are finite only if the products keep Inf an Inf (3xTF32's cross terms would not).
     vis = dict(b=1, sq=40, sk=70, hq=2, hk=1, d=32, rank=4, causal=1, kind=0, mshape=None)

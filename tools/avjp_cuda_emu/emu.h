@@ -29,6 +29,7 @@
 //
 // emu_mma_set_model picks the model (harness.cpp exports it; check.py --mma); the environment
 // variable AVJP_EMU_MMA=exact|trunc[:guard[:terms]] sets the initial one.
+// Hopper's warpgroup MMAs (wgmma) the same way, per warpgroup of 128 threads (below).
 // Dynamic shared memory is one global buffer (blocks run one after another). Slow, exact enough
 // to check the kernels' logic (indices, masks, tiles, NaN handling) and their rounding against
 // float64 without a GPU. Force-included before kernels.cu (g++ -include emu.h -x c++).
@@ -188,33 +189,42 @@ inline float emu_fused_sum_trunc(const double* p, int n, float c, int guard) {
   return r;
 }
 
-// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 d, a, b, d. A TF32 operand is the float
-// of its register with the low 13 bits ignored, as the hardware reads it.
+// One accumulator element += the exact products of one k-step of 8 (prod), as the model says.
+inline void emu_mma_accumulate(float& d, const double (&prod)[8]) {
+  const EmuMmaModel model = emu_mma_model;
+  if (model.kind == kEmuMmaExact) {
+    double sum = 0.0;
+    for (int k = 0; k < 8; ++k) sum += prod[k];
+    d = static_cast<float>(sum + static_cast<double>(d));
+  } else {
+    for (int k0 = 0; k0 < 8; k0 += model.terms)
+      d = emu_fused_sum_trunc(prod + k0, model.terms, d, model.guard);
+  }
+}
+// A TF32 operand is the float of its register with the low 13 bits ignored, as the hardware
+// reads it.
+inline double emu_tf32(unsigned r) {
+  return static_cast<double>(__uint_as_float(r & 0xffffe000u));
+}
+
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 d, a, b, d.
 inline unsigned emu_mma_a[1024][4], emu_mma_b[1024][2];
 inline void mma_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
   const int tid = threadIdx.x, lane = tid % 32, base = tid - lane;
   std::memcpy(emu_mma_a[tid], a, sizeof a);
   std::memcpy(emu_mma_b[tid], b, sizeof b);
   emu_warp_barrier[tid / 32]->arrive_and_wait();
-  auto tf32 = [](unsigned r) { return static_cast<double>(__uint_as_float(r & 0xffffe000u)); };
   const int g = lane / 4, t = lane % 4;
-  const EmuMmaModel model = emu_mma_model;
   for (int e = 0; e < 4; ++e) {
     const int row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
     double prod[8];
     for (int k = 0; k < 8; ++k) {
-      const double av = tf32(emu_mma_a[base + (row % 8) * 4 + k % 4][(row >= 8) + 2 * (k >= 4)]);
-      const double bv = tf32(emu_mma_b[base + col * 4 + k % 4][k >= 4]);
+      const double av =
+          emu_tf32(emu_mma_a[base + (row % 8) * 4 + k % 4][(row >= 8) + 2 * (k >= 4)]);
+      const double bv = emu_tf32(emu_mma_b[base + col * 4 + k % 4][k >= 4]);
       prod[k] = av * bv;
     }
-    if (model.kind == kEmuMmaExact) {
-      double sum = 0.0;
-      for (int k = 0; k < 8; ++k) sum += prod[k];
-      d[e] = static_cast<float>(sum + static_cast<double>(d[e]));
-    } else {
-      for (int k0 = 0; k0 < 8; k0 += model.terms)
-        d[e] = emu_fused_sum_trunc(prod + k0, model.terms, d[e], model.guard);
-    }
+    emu_mma_accumulate(d[e], prod);
   }
   emu_warp_barrier[tid / 32]->arrive_and_wait();
 }
@@ -235,6 +245,82 @@ inline void cp_async_commit() {}
 template <int N>
 inline void cp_async_wait() {}
 
+// Warpgroup MMAs (src/ortmlx/ops/attention_vjp/cuda/wgmma.cuh), m64nNk8 TF32: the 128 threads of
+// a warpgroup meet at a barrier of their own, each leaves its A fragment there (register form),
+// and each computes its own accumulator elements (the layout wgmma.cuh describes) from the
+// fragments or from shared memory through the descriptors: no-swizzle core matrices of 8 rows x
+// 16 bytes, the K-direction offset in the leading-dimension field and the M/N-direction one in
+// the stride field (what tools/wgmma_probe found on an H100: the swapped assignment gives wrong
+// products). Accumulation as mma_tf32's model, per k-step of 8. An instruction completes when
+// issued, so fence, commit and wait are no-ops here (a kernel reading an accumulator before its
+// wait would pass here and fail on a GPU: the GPU tests cover that).
+inline std::barrier<>* emu_wg_barrier[8] = {};  // one per warpgroup of the block
+inline unsigned emu_wg_a[1024][4];
+inline unsigned long long __cvta_generic_to_shared(const void* p) {
+  return static_cast<unsigned long long>(static_cast<const char*>(p) -
+                                         reinterpret_cast<const char*>(avjp_smem));
+}
+inline double emu_wg_operand(unsigned long long desc, int r, int k) {
+  const unsigned long long start = (desc & 0x3fffu) << 4, lead = ((desc >> 16) & 0x3fffu) << 4,
+                           stride = ((desc >> 32) & 0x3fffu) << 4;
+  const unsigned long long byte = start + static_cast<unsigned long long>(r / 8) * stride +
+                                  static_cast<unsigned long long>(k / 4) * lead + (r % 8) * 16 +
+                                  (k % 4) * 4;
+  unsigned u;
+  std::memcpy(&u, reinterpret_cast<const char*>(avjp_smem) + byte, sizeof u);
+  return emu_tf32(u);
+}
+template <int NB>
+inline void emu_wgmma(float (&d)[NB][4], const unsigned* a, unsigned long long da,
+                      unsigned long long db) {
+  const int tid = threadIdx.x, wg = tid / 128, w = tid % 128 / 32, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
+  if (a != nullptr) std::memcpy(emu_wg_a[tid], a, 4 * sizeof(unsigned));
+  emu_wg_barrier[wg]->arrive_and_wait();
+  for (int j = 0; j < NB; ++j)
+    for (int e = 0; e < 4; ++e) {
+      const int row = 16 * w + g + 8 * (e >> 1), col = 8 * j + 2 * t + (e & 1);
+      double prod[8];
+      for (int k = 0; k < 8; ++k) {
+        const double av = a != nullptr ? emu_tf32(emu_wg_a[128 * wg + row / 16 * 32 + row % 8 * 4 +
+                                                           k % 4][(row % 16 >= 8) + 2 * (k >= 4)])
+                                       : emu_wg_operand(da, row, k);
+        prod[k] = av * emu_wg_operand(db, col, k);
+      }
+      emu_mma_accumulate(d[j][e], prod);
+    }
+  emu_wg_barrier[wg]->arrive_and_wait();
+}
+template <int NB>
+inline void wg_ss(float (&d)[NB][4], unsigned long long da, unsigned long long db) {
+  emu_wgmma(d, nullptr, da, db);
+}
+template <int NB>
+inline void wg_rs(float (&d)[NB][4], const unsigned (&a)[4], unsigned long long db) {
+  emu_wgmma(d, a, 0, db);
+}
+inline void wg_fence() {}
+inline void wg_commit() {}
+template <int N>
+inline void wg_wait() {}
+inline void fence_smem_async() {}
+template <int NB>
+inline void wg_pin(float (&)[NB][4]) {}
+inline void wg_barrier(int wg) {
+  emu_wg_barrier[wg]->arrive_and_wait();
+}
+// red.global.add.v4.f32 as four atomic adds.
+inline void red_add4(float* a, float x, float y, float z, float w) {
+  atomicAdd(a, x);
+  atomicAdd(a + 1, y);
+  atomicAdd(a + 2, z);
+  atomicAdd(a + 3, w);
+}
+// ex2.approx-based __expf as the exact exponential (its error is far below TF32's).
+inline float __expf(float x) {
+  return std::exp(x);
+}
+
 using std::isfinite;
 using std::isnan;
 using std::min;
@@ -250,6 +336,11 @@ inline void emu_launch(EmuDim3 grid, EmuDim3 block, const std::function<void()>&
   for (int w = 0; w * 32 < threads; ++w) {
     warps.push_back(std::make_unique<std::barrier<>>(std::min(32, threads - 32 * w)));
     emu_warp_barrier[w] = warps.back().get();
+  }
+  std::vector<std::unique_ptr<std::barrier<>>> warpgroups;
+  for (int w = 0; w * 128 < threads; ++w) {
+    warpgroups.push_back(std::make_unique<std::barrier<>>(std::min(128, threads - 128 * w)));
+    emu_wg_barrier[w] = warpgroups.back().get();
   }
   blockDim = block;
   gridDim = grid;

@@ -1,6 +1,7 @@
 // Runs the passes of kernels.cu on the CPU emulation (emu.h), with the grids the host side
 // (src/ortmlx/ops/attention_vjp/cuda/fused.cpp) launches: stats, then dq and dkv, or (one_pass)
-// dkvq into a zeroed dQ. Called from check.py through ctypes.
+// dkvq into a zeroed dQ; with avjp_emu_wgmma(1), the dK/dV(/dQ) pass on warpgroup MMAs where the
+// host takes it (the TF32 mode, head sizes 33-128). Called from check.py through ctypes.
 #include <algorithm>
 #include <functional>
 
@@ -8,40 +9,47 @@
 #include "../../src/ortmlx/ops/attention_vjp/cuda/kernels.cu"
 
 namespace {
+int use_wgmma = 0;
 void launch(int gx, int gy, const std::function<void()>& body) {
   emu_launch({gx, gy, 1}, {256, 1, 1}, body);
 }
 }  // namespace
 
 #define ARGS b, hq, hk, sq, sk, d, rank, causal, mask_kind, mb, mh, mr, mw, mode, scale
-#define BUCKET(DM)                                                                             \
-  if (dmax == DM) {                                                                            \
-    constexpr int BQ = ortmlx_avjp_tiles::query_rows(DM);                                      \
-    constexpr int KV = ortmlx_avjp_tiles::key_rows(DM);                                        \
-    launch((sq + BQ - 1) / BQ, b * hq, [&] {                                                   \
-      if (recompute) AVJP_CAT(ortmlx_avjp_stats_recompute_d##DM##_, ORTMLX_AVJP_TAG)           \
-      (q, k, v, y, dy, mask, finite, lse, delta, ARGS);                                        \
-      else AVJP_CAT(ortmlx_avjp_stats_d##DM##_, ORTMLX_AVJP_TAG)(q, k, v, y, dy, mask, finite, \
-                                                                 lse, delta, ARGS);            \
-    });                                                                                        \
-    if (one_pass) {                                                                            \
-      if (!ortmlx_avjp_tiles::warp_rows(DM)) return 1;                                         \
-      std::fill(dq, dq + static_cast<long long>(b) * hq * sq * d, 0.f); /* MLX's init_value */ \
-      launch((sk + KV - 1) / KV, b * hk, [&] {                                                 \
-        AVJP_CAT(ortmlx_avjp_dkvq_d##DM##_, ORTMLX_AVJP_TAG)                                   \
-        (q, k, v, dy, mask, finite, lse, delta, dk, dv, dq, ARGS);                             \
-      });                                                                                      \
-      return 0;                                                                                \
-    }                                                                                          \
-    launch((sq + BQ - 1) / BQ, b * hq, [&] {                                                   \
-      AVJP_CAT(ortmlx_avjp_dq_d##DM##_, ORTMLX_AVJP_TAG)                                       \
-      (q, k, v, dy, mask, finite, lse, delta, dq, ARGS);                                       \
-    });                                                                                        \
-    launch((sk + KV - 1) / KV, b * hk, [&] {                                                   \
-      AVJP_CAT(ortmlx_avjp_dkv_d##DM##_, ORTMLX_AVJP_TAG)                                      \
-      (q, k, v, dy, mask, finite, lse, delta, dk, dv, ARGS);                                   \
-    });                                                                                        \
-    return 0;                                                                                  \
+#define BUCKET(DM)                                                                                \
+  if (dmax == DM) {                                                                               \
+    constexpr int BQ = ortmlx_avjp_tiles::query_rows(DM);                                         \
+    constexpr int KV = ortmlx_avjp_tiles::key_rows(DM);                                           \
+    const bool wg =                                                                               \
+        use_wgmma && ortmlx_avjp_tiles::wg_bucket(DM) && mode == ortmlx_avjp_tiles::kModeTf32;    \
+    launch((sq + BQ - 1) / BQ, b * hq, [&] {                                                      \
+      if (recompute) AVJP_CAT(ortmlx_avjp_stats_recompute_d##DM##_, ORTMLX_AVJP_TAG)              \
+      (q, k, v, y, dy, mask, finite, lse, delta, ARGS);                                           \
+      else AVJP_CAT(ortmlx_avjp_stats_d##DM##_, ORTMLX_AVJP_TAG)(q, k, v, y, dy, mask, finite,    \
+                                                                 lse, delta, ARGS);               \
+    });                                                                                           \
+    if (one_pass) {                                                                               \
+      if (!ortmlx_avjp_tiles::warp_rows(DM)) return 1;                                            \
+      std::fill(dq, dq + static_cast<long long>(b) * hq * sq * d, 0.f); /* MLX's init_value */    \
+      launch((sk + KV - 1) / KV, b * hk, [&] {                                                    \
+        if (wg) AVJP_CAT(ortmlx_avjp_dkvq_wg_d##DM##_, ORTMLX_AVJP_TAG)                           \
+        (q, k, v, dy, mask, finite, lse, delta, dk, dv, dq, ARGS);                                \
+        else AVJP_CAT(ortmlx_avjp_dkvq_d##DM##_, ORTMLX_AVJP_TAG)(q, k, v, dy, mask, finite, lse, \
+                                                                  delta, dk, dv, dq, ARGS);       \
+      });                                                                                         \
+      return 0;                                                                                   \
+    }                                                                                             \
+    launch((sq + BQ - 1) / BQ, b * hq, [&] {                                                      \
+      AVJP_CAT(ortmlx_avjp_dq_d##DM##_, ORTMLX_AVJP_TAG)                                          \
+      (q, k, v, dy, mask, finite, lse, delta, dq, ARGS);                                          \
+    });                                                                                           \
+    launch((sk + KV - 1) / KV, b * hk, [&] {                                                      \
+      if (wg) AVJP_CAT(ortmlx_avjp_dkv_wg_d##DM##_, ORTMLX_AVJP_TAG)                              \
+      (q, k, v, dy, mask, finite, lse, delta, dk, dv, ARGS);                                      \
+      else AVJP_CAT(ortmlx_avjp_dkv_d##DM##_, ORTMLX_AVJP_TAG)(q, k, v, dy, mask, finite, lse,    \
+                                                               delta, dk, dv, ARGS);              \
+    });                                                                                           \
+    return 0;                                                                                     \
   }
 
 // The mma accumulation model (emu.h): kind 0 exact, 1 truncating; returns 1 on bad arguments.
@@ -51,6 +59,11 @@ extern "C" int avjp_emu_mma_model(int kind, int guard, int terms) {
     return 1;
   emu_mma_set_model(kind, guard, terms);
   return 0;
+}
+
+// Whether the dK/dV pass runs on warpgroup MMAs where the host would take them.
+extern "C" void avjp_emu_wgmma(int on) {
+  use_wgmma = on;
 }
 
 extern "C" int avjp_emu(int recompute, int one_pass, int dmax, const float* q, const float* k,

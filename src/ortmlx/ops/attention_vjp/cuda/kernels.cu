@@ -619,9 +619,7 @@ __device__ void load_rows_async(float* dst, const float* src, long long stride, 
 }  // namespace
 
 #include "warp_rows.cuh"  // the kernels of head sizes up to 128
-#if !defined(ORTMLX_AVJP_EMU)
-#include "wg_dkv.cuh"  // the dK/dV pass on warpgroup MMAs (the TF32 mode, head sizes 64 and 128)
-#endif
+#include "wg_dkv.cuh"     // the dK/dV pass on warpgroup MMAs (the TF32 mode, head sizes 64 and 128)
 
 namespace {
 
@@ -875,11 +873,7 @@ __device__ void dkv_kernel(const float* q, const float* k, const float* v, const
   }
 
 // The dK/dV pass on warpgroup MMAs (wg_dkv.cuh), without and with dQ: the TF32 mode, head sizes
-// 64 and 128 (an empty kernel in the other buckets: the host never launches it there). Not in
-// the emulator, which has no model of wgmma.
-#if defined(ORTMLX_AVJP_EMU)
-#define AVJP_WG_ENTRIES(DMAX)
-#else
+// 64 and 128 (an empty kernel in the other buckets: the host never launches it there).
 #define AVJP_WG_ENTRIES(DMAX)                                                                \
   extern "C" __global__ void __launch_bounds__(kThreads)                                     \
       AVJP_CAT(ortmlx_avjp_dkv_wg_d##DMAX##_, ORTMLX_AVJP_TAG)(                              \
@@ -899,7 +893,6 @@ __device__ void dkv_kernel(const float* q, const float* k, const float* v, const
     if constexpr (kWgBucket<DMAX>)                                                           \
       wg_dkv_kernel<DMAX, true>(q, k, v, dy, lse, delta, p, dk, dv, dq);                     \
   }
-#endif
 
 // One head-size bucket per build (-DAVJP_BUCKET=...): MLX hashes a precompiled kernel's whole
 // binary on every launch, so each bucket is its own small module. Without it, all of them.
@@ -911,6 +904,8 @@ AVJP_ENTRIES(32)
 AVJP_ENTRIES(64)
 AVJP_ENTRIES(128)
 AVJP_ENTRIES(256)
+AVJP_WG_ENTRIES(32)
 AVJP_WG_ENTRIES(64)
 AVJP_WG_ENTRIES(128)
+AVJP_WG_ENTRIES(256)
 #endif

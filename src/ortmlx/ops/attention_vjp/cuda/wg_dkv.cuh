@@ -93,13 +93,6 @@ __device__ __forceinline__ void fetch_cm(float* dst, const float* src, long long
   }
 }
 
-// *a += (x, y, z, w) as one 16-byte reduction (sm_90; a 16-byte aligned).
-__device__ __forceinline__ void red_add4(float* a, float x, float y, float z, float w) {
-  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(a), "f"(x), "f"(y), "f"(z),
-               "f"(w)
-               : "memory");
-}
-
 // x rounded to TF32 (nearest): with finite inputs the integer add of round_tf32_finite (one
 // instruction; the MMA ignores the low 13 bits), else cvt.rna, which keeps Inf and NaN.
 __device__ __forceinline__ float wg_round(float x, bool finite) {

@@ -54,6 +54,16 @@ __device__ __forceinline__ unsigned long long wg_desc(const float* p, int cols) 
          ((sbo >> 4) << 32);
 }
 
+// The instructions themselves (the emulator, tools/avjp_cuda_emu/emu.h, brings its own model of
+// each: products of the same fragments and descriptors, computed when issued).
+#if !defined(ORTMLX_AVJP_EMU)
+// *a += (x, y, z, w) as one 16-byte reduction (sm_90; a 16-byte aligned).
+__device__ __forceinline__ void red_add4(float* a, float x, float y, float z, float w) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(a), "f"(x), "f"(y), "f"(z),
+               "f"(w)
+               : "memory");
+}
+
 __device__ __forceinline__ void wg_fence() {
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 }
@@ -197,5 +207,7 @@ __device__ __forceinline__ void wg_rs(float (&d)[16][4], const unsigned (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1)
       : "memory");
 }
+
+#endif  // !ORTMLX_AVJP_EMU
 
 }  // namespace
