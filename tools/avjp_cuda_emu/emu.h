@@ -306,9 +306,6 @@ inline void wg_wait() {}
 inline void fence_smem_async() {}
 template <int NB>
 inline void wg_pin(float (&)[NB][4]) {}
-inline void wg_barrier(int wg) {
-  emu_wg_barrier[wg]->arrive_and_wait();
-}
 // red.global.add.v4.f32 as four atomic adds.
 inline void red_add4(float* a, float x, float y, float z, float w) {
   atomicAdd(a, x);

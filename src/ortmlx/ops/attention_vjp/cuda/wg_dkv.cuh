@@ -1,6 +1,6 @@
 // The dK/dV pass of the fused AttentionVJP kernels on warpgroup MMAs (wgmma.cuh): the EP's TF32
-// mode, head sizes 64 and 128, sm_90a. Included by kernels.cu (after warp_rows.cuh, whose
-// helpers it shares) outside the emulator.
+// mode, head-size buckets 64 and 128 (head sizes 33-128), sm_90a. Included by kernels.cu (after
+// warp_rows.cuh, whose helpers it shares); the emulator (tools/avjp_cuda_emu) runs it too.
 //
 // Grid as the warp-row dkv pass: (key tiles of 128, B * HK), 256 threads = 2 warpgroups, and
 // warpgroup w owns keys 64 w .. 64 w + 63 of the block's tile. Steps run over the group's query
@@ -12,7 +12,8 @@
 //   dK_w += dS^T Q     A: dS^T from the accumulators            B: Q^T
 //   WITH_DQ: dQ^T += K^T dS^T over the block's 128 keys, A: K^T fragments read from the K tile,
 //   B: dS (KQ x 128) written by both warpgroups; warpgroup w takes the d rows 64 w .. (D 128)
-//   or the queries 32 w .. (D 64), and adds its tile to dQ by atomics (sum order varies).
+//   or the queries 32 w .. (D 64); the block's dQ tile goes through shared memory to global
+//   memory as 16-byte atomics (sum order varies run to run).
 // The products chain in the tensor cores, as the mma.sync TF32 mode's do (its drift is far
 // below TF32's operand rounding). S^T and dP^T only need Q and dY: once they are done, the next
 // step's Q and dY tiles copy in by cp.async behind the rest of the step.

@@ -87,10 +87,6 @@ __device__ __forceinline__ void wg_pin(float (&d)[NB][4]) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[j][e])::"memory");
 }
-// Barrier of one warpgroup (named barrier 1 + its index; 0 is __syncthreads').
-__device__ __forceinline__ void wg_barrier(int wg) {
-  asm volatile("bar.sync %0, 128;" ::"r"(1 + wg) : "memory");
-}
 
 // d (64 x N) += A B, k = 8: wg_ss with A by descriptor, wg_rs with A from registers (fragment
 // layout above); B by descriptor. One overload per N (the accumulator's shape picks it).
