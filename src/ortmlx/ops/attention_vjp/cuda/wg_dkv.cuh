@@ -326,14 +326,16 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
       // The block's dQ tile (KQ x D) through shared memory (the Q^T tile, free now), so that
       // its sums reach global memory as 4-float atomics: a quarter of the scalar ones.
       const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
-      float* stage = qts;  // row-major [query][d], columns XOR-swizzled by the query
-      __syncthreads();     // both warpgroups' dK products are done with Q^T
+      // Row-major [query][d] in the Q^T tile, the columns XOR-swizzled by the query so that the
+      // accumulator fragments' stores fall in distinct banks.
+      auto staged = [&](int qr, int c) -> float& { return qts[qr * DMAX + (c ^ ((qr & 6) << 2))]; };
+      __syncthreads();  // both warpgroups' dK products are done with Q^T
 #pragma unroll
       for (int j = 0; j < 4; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int c = dr + 8 * (e >> 1), qr = qo + 8 * j + 2 * t + (e & 1);
-          stage[qr * DMAX + (c ^ ((qr & 6) << 2))] = qa[j][e];
+          staged(qr, c) = qa[j][e];
         }
       __syncthreads();
       if (dq_vec) {
@@ -341,7 +343,7 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
         for (int e = tid; e < KQ * DMAX / 4; e += kThreads) {
           const int qr = e / (DMAX / 4), c = e % (DMAX / 4) * 4;
           if (qr < rows && c < p.d) {
-            float4 x = *reinterpret_cast<const float4*>(stage + qr * DMAX + (c ^ ((qr & 6) << 2)));
+            float4 x = *reinterpret_cast<const float4*>(&staged(qr, c));
             red_add4(dq + qoff + qr * qstride + c, x.x * p.scale, x.y * p.scale, x.z * p.scale,
                      x.w * p.scale);
           }
@@ -350,8 +352,7 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
         for (int e = tid; e < KQ * DMAX; e += kThreads) {
           const int qr = e / DMAX, c = e % DMAX;
           if (qr < rows && c < p.d)
-            atomicAdd(dq + qoff + qr * qstride + c,
-                      stage[qr * DMAX + (c ^ ((qr & 6) << 2))] * p.scale);
+            atomicAdd(dq + qoff + qr * qstride + c, staged(qr, c) * p.scale);
         }
       }
     } else {
