@@ -51,8 +51,8 @@ ratio_<b> columns compare the EP with them on the same values). ORT's Python API
 bfloat16, so the model takes and gives float32 at its graph boundary (a Cast per input and
 output around the contract node, on the EP): the EP's times include those Casts. ORT's CUDA EP is
 not run then. With --half too, the contracts are float16 and so is the graph boundary (no Casts in
-the EP's time), against torch's flash_fp16 and cudnn_fp16 backwards; --profile then adds the
-cudnn_half cells' top kernels by GPU time (ep_kernels_ms in the JSON).
+the EP's time), against torch's flash_fp16 and cudnn_fp16 backwards. --profile adds each EP
+cell's top kernels by GPU time (ep_kernels_ms in the JSON) to its time per pass.
 
 --torch-backends (comma list, default `efficient`) picks the torch backward variants timed on the
 same tensors, each the backward alone as above (the reference for Y and the errors stays
@@ -411,8 +411,7 @@ def bench_cell(env, mem: MlxMemory, shape, causal, form, path, args, backend_cac
             import gpu_profile
             kernels = gpu_profile.profile_runs(run, 2)["all_kernels"]  # CUPTI sees MLX's kernels
             row["ep_passes_ms"] = pass_times(kernels)
-            if path == "cudnn_half":  # cuDNN's kernels and MLX's own, by name
-                row["ep_kernels_ms"] = top_kernels(kernels)
+            row["ep_kernels_ms"] = top_kernels(kernels)  # by name: what "other" holds
         before = mem.reset()
         run()
         peak = mem.peak()

@@ -150,3 +150,116 @@ def test_cuda_emu_wgmma_pass_head_size_not_a_multiple_of_4(emu, one_pass):
     check.case(emu, np.random.default_rng(20261211), b=1, sq=37, sk=140, hq=2, hk=1, d=70,
                rank=3, causal=0, kind=0, mshape=None, recompute=False, tf32=True,
                one_pass=one_pass, wgmma=True)
+
+
+def _stats_reference(q, k, mask, *, hq, hk, rank, causal, kind, scale):
+    """float64 log-sum-exp of each query row's visible scores, (b, hq, sq) flattened; NaN for a
+    dead row (no visible finite score, or a visible NaN or +Inf one)."""
+    def heads(x, h):
+        return x.reshape(x.shape[0], x.shape[1], h, -1).transpose(0, 2, 1, 3) if rank == 3 else x
+    q4, k4 = heads(q, hq), heads(k, hk)
+    k4 = np.repeat(k4, hq // hk, axis=1)
+    with np.errstate(all="ignore"):
+        s = scale * np.einsum("bhid,bhjd->bhij", q4, k4)
+    visible = np.ones(s.shape, bool)
+    if causal:
+        visible &= np.tril(np.ones(s.shape[-2:], bool))
+    if kind == 1:
+        visible &= np.broadcast_to(mask.reshape((1,) * (4 - mask.ndim) + mask.shape), s.shape)
+    elif kind == 2:
+        s = s + mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
+    v = np.where(visible, s, -np.inf)
+    bad = (visible & (np.isnan(s) | (s == np.inf))).any(-1)
+    m = v.max(-1, keepdims=True)
+    with np.errstate(all="ignore"):
+        lse = (m + np.log(np.exp(v - m).sum(-1, keepdims=True)))[..., 0]
+    lse[bad | ~np.isfinite(m[..., 0])] = np.nan
+    return lse.reshape(-1)
+
+
+# The tf32 mode's stats pass on warpgroup MMAs (cuda/wg_stats.cuh, plain form): its log-sum-exp
+# and delta against the warp-row stats pass (mma.sync) on the same inputs and against float64:
+# partial query and key tiles, both buckets, both ranks, GQA, causal with more queries than keys,
+# boolean and additive masks with fully masked rows, non-finite inputs.
+WG_STATS = {
+    "d64_bool_causal_gqa": dict(b=2, sq=150, sk=200, hq=4, hk=2, d=64, rank=4, causal=1, kind=1,
+                                mshape=(2, 1, 150, 200)),
+    "d128_add_r3": dict(b=1, sq=70, sk=150, hq=2, hk=1, d=128, rank=3, causal=0, kind=2,
+                        mshape=(1, 2, 70, 150)),
+    "d40_causal_short_keys": dict(b=1, sq=130, sk=100, hq=2, hk=2, d=40, rank=4, causal=1,
+                                  kind=0, mshape=None),
+    "d96_nonfinite": dict(b=1, sq=60, sk=90, hq=2, hk=1, d=96, rank=4, causal=0, kind=0,
+                          mshape=None, poison=True),
+}
+
+
+@pytest.mark.parametrize("name", list(WG_STATS))
+def test_cuda_emu_wgmma_stats_pass(emu, name):
+    c = dict(WG_STATS[name])
+    poison = c.pop("poison", False)
+    rng = np.random.default_rng(20261212)
+    b, sq, sk, hq, hk, d, rank = (c[x] for x in ("b", "sq", "sk", "hq", "hk", "d", "rank"))
+
+    def shape(s, h):
+        return (b, s, h * d) if rank == 3 else (b, h, s, d)
+    q, y, dy = (rng.standard_normal(shape(sq, hq)) for _ in range(3))
+    k, v = rng.standard_normal(shape(sk, hk)), rng.standard_normal(shape(sk, hk))
+    mask = np.ones(1, np.bool_)
+    if c["kind"] == 1:
+        mask = rng.random(c["mshape"]) < 0.7
+        mask[..., 0, :] = False  # a fully masked row
+    elif c["kind"] == 2:
+        mask = rng.uniform(-1, 1, c["mshape"])
+        mask[rng.random(c["mshape"]) > 0.7] = -np.inf
+        mask[..., 0, :] = -np.inf
+    if poison:
+        k[0, 0, sk - 1, 3] = np.nan  # every row sees it: all of head 0 (and its group) dead
+        q[0, 1, 5, 0] = np.inf  # one more dead row in head 1
+    q, k, v, y, dy = (t.astype(np.float32).astype(np.float64) for t in (q, k, v, y, dy))
+    scale = float(np.float32(1 / np.sqrt(d)))
+    run = dict(hq=hq, hk=hk, d=d, rank=rank, causal=c["causal"], kind=c["kind"], scale=scale,
+               tf32=True, one_pass=True, stats=True)
+    *_, lse_wg, delta_wg = check.run_kernels(emu, q, k, v, y, dy, mask, **run, wgmma=True)
+    *_, lse_wr, delta_wr = check.run_kernels(emu, q, k, v, y, dy, mask, **run, wgmma=False)
+    want = _stats_reference(q, k, mask, hq=hq, hk=hk, rank=rank, causal=c["causal"],
+                            kind=c["kind"], scale=scale)
+    np.testing.assert_array_equal(np.isnan(lse_wg), np.isnan(want), err_msg="dead rows")
+    np.testing.assert_array_equal(np.isnan(lse_wr), np.isnan(want), err_msg="dead rows (mma.sync)")
+    assert np.isnan(want).any() or not (poison or c["kind"])
+    fin = ~np.isnan(want)
+    # Same TF32 operands, sums in another order: the two passes agree far below TF32's error.
+    np.testing.assert_allclose(lse_wg[fin], lse_wr[fin], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(lse_wg[fin], want[fin], rtol=5e-3, atol=5e-3)
+    np.testing.assert_array_equal(delta_wg, delta_wr)  # the same sums in the same order
+
+
+@pytest.mark.parametrize("offset", [0, 1], ids=["aligned", "unaligned"])
+def test_cuda_emu_finite_flag_kernel(emu, offset):
+    """The kernel behind every pass's `finite` flag: a NaN or an infinity anywhere in any input
+    (the 16-byte loads, the scalar tail, a tensor that is not 16-byte aligned, the grid-stride
+    loop's later rounds) clears it; finite inputs keep it; Y with n_y 0 is not read."""
+    import ctypes
+    n_q, n_k = 4 * 256 * 3 + 7, 1001  # more chunks than the 2 blocks' threads; odd tails
+    rng = np.random.default_rng(7)
+    base = [rng.standard_normal(n + 2).astype(np.float32) for n in (n_q, n_k, n_k, n_q, n_q)]
+
+    def flag(arrays, n_y=n_q):
+        out = np.zeros(1, np.float32)
+        views = [a[offset:] for a in arrays]
+        emu.avjp_emu_finite(2, *(check.ptr(a) for a in views), check.ptr(out), n_q, n_k, n_y)
+        return float(out[0])
+    emu.avjp_emu_finite.restype = None
+    emu.avjp_emu_finite.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 6 + [ctypes.c_int] * 3
+    assert flag(base) == 1.0
+    for which, n in enumerate((n_q, n_k, n_k, n_q, n_q)):
+        for pos, value in ((0, np.nan), (n // 2, np.inf), (n - 1, -np.inf), (4 * 256 * 2, np.nan)):
+            if pos >= n:
+                continue
+            arrays = [a.copy() for a in base]
+            arrays[which][offset + pos] = value
+            assert flag(arrays) == 0.0, (which, pos, value)
+    arrays = [a.copy() for a in base]
+    arrays[3][offset] = np.nan
+    assert flag(arrays, n_y=0) == 1.0  # the Recompute form's stand-in for Y is not read
+    arrays[0][offset + n_q] = np.nan  # beyond the count: not read either
+    assert flag(arrays, n_y=0) == 1.0

@@ -37,7 +37,8 @@ import emu_build  # noqa: E402  (beside this file)
 def build(out_dir=None):
     lib = emu_build.build("avjp_emu", "harness.cpp", [
         os.path.join(emu_build.SRC, "attention_vjp", "cuda", f)
-        for f in ("kernels.cu", "warp_rows.cuh", "wgmma.cuh", "wg_dkv.cuh", "tiles.h")], out_dir)
+        for f in ("kernels.cu", "warp_rows.cuh", "wgmma.cuh", "wg_dkv.cuh", "wg_stats.cuh",
+                  "tiles.h")], out_dir)
     lib.avjp_emu.restype = ctypes.c_int
     lib.avjp_emu_mma_model.restype = ctypes.c_int
     lib.avjp_emu_wgmma.restype = None
@@ -58,9 +59,10 @@ def ptr(a):
 
 
 def run_kernels(lib, q, k, v, y, dy, mask, *, hq, hk, d, rank, causal, kind, scale, tf32,
-                one_pass=False, mode=None, wgmma=False):
+                one_pass=False, mode=None, wgmma=False, stats=False):
     """mode: the kernels' precision mode (kernels.cu, enum Mode); default 1 for tf32, else 0.
-    wgmma: the dK/dV pass on warpgroup MMAs where the host takes it (tf32, head sizes 33-128)."""
+    wgmma: the dK/dV pass and the plain form's stats pass on warpgroup MMAs where the host takes
+    them (tf32, head sizes 33-128). stats: also return the stats pass's lse and delta."""
     lib.avjp_emu_wgmma(int(wgmma))
     b = q.shape[0]
     sq = q.shape[2] if rank == 4 else q.shape[1]
@@ -82,7 +84,7 @@ def run_kernels(lib, q, k, v, y, dy, mask, *, hq, hk, d, rank, causal, kind, sca
                       rank, causal, kind, *m4.shape, int(tf32) if mode is None else mode,
                       ctypes.c_float(scale))
     assert rc == 0
-    return dq, dk, dv
+    return (dq, dk, dv, lse, delta) if stats else (dq, dk, dv)
 
 
 # Tolerances relative to the gradients' magnitude: 3xTF32 (the default) must be as accurate as

@@ -1,7 +1,8 @@
 // Runs the passes of kernels.cu on the CPU emulation (emu.h), with the grids the host side
 // (src/ortmlx/ops/attention_vjp/cuda/fused.cpp) launches: stats, then dq and dkv, or (one_pass)
-// dkvq into a zeroed dQ; with avjp_emu_wgmma(1), the dK/dV(/dQ) pass on warpgroup MMAs where the
-// host takes it (the TF32 mode, head sizes 33-128). Called from check.py through ctypes.
+// dkvq into a zeroed dQ; with avjp_emu_wgmma(1), the dK/dV(/dQ) pass and the plain form's stats
+// pass on warpgroup MMAs where the host takes them (the TF32 mode, head sizes 33-128). Called from
+// check.py through ctypes.
 #include <algorithm>
 #include <functional>
 
@@ -25,6 +26,8 @@ void launch(int gx, int gy, const std::function<void()>& body) {
     launch((sq + BQ - 1) / BQ, b * hq, [&] {                                                      \
       if (recompute) AVJP_CAT(ortmlx_avjp_stats_recompute_d##DM##_, ORTMLX_AVJP_TAG)              \
       (q, k, v, y, dy, mask, finite, lse, delta, ARGS);                                           \
+      else if (wg) AVJP_CAT(ortmlx_avjp_stats_wg_d##DM##_, ORTMLX_AVJP_TAG)(                      \
+          q, k, v, y, dy, mask, finite, lse, delta, ARGS);                                        \
       else AVJP_CAT(ortmlx_avjp_stats_d##DM##_, ORTMLX_AVJP_TAG)(q, k, v, y, dy, mask, finite,    \
                                                                  lse, delta, ARGS);               \
     });                                                                                           \
@@ -77,4 +80,15 @@ extern "C" int avjp_emu(int recompute, int one_pass, int dmax, const float* q, c
   BUCKET(128)
   BUCKET(256)
   return 1;
+}
+
+// The finite-flag kernel on `blocks` blocks: *out starts at 1 (MLX's init_value) and becomes 0
+// when an element is not finite.
+extern "C" void avjp_emu_finite(int blocks, const float* q, const float* k, const float* v,
+                                const float* y, const float* dy, float* out, int n_q, int n_k,
+                                int n_y) {
+  *out = 1.f;
+  launch(blocks, 1, [&] {
+    AVJP_CAT(ortmlx_avjp_finite_, ORTMLX_AVJP_TAG)(q, k, v, y, dy, out, n_q, n_k, n_y);
+  });
 }

@@ -16,3 +16,8 @@ for b in 64 128; do
     -o "$out/dkv_timing_d$b" "$here/dkv_timing.cu"
 done
 echo "built $out/dkv_timing_d64 $out/dkv_timing_d128"
+for b in 64 128; do
+  "$nvcc" -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -DAVJP_BUCKET=$b \
+    -o "$out/stats_timing_d$b" "$here/stats_timing.cu"
+done
+echo "built $out/stats_timing_d64 $out/stats_timing_d128"

@@ -14,7 +14,9 @@
 #include "ortmlx/ops/attention_vjp/cuda/tiles.h"
 #include "ortmlx/ops/cuda_support.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -125,17 +127,30 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
     while (shape.size() < 4) shape.insert(shape.begin(), 1);
     mask4 = mx::reshape(mask, shape, s);
   }
-  // Tiles no row can see are skipped only when every input is finite (see kernels.cu).
+  // Tiles no row can see are skipped only when every input is finite (see kernels.cu): one
+  // kernel reads each input once (MLX's isfinite and all would write and reread a bool array
+  // per input).
+  const auto count = [](const mx::array& x) { return static_cast<int64_t>(x.size()); };
   mx::array finite = mx::array(true);
-  for (const mx::array* x : {&q, &k, &v, &dy})
-    finite = mx::logical_and(finite, mx::all(mx::isfinite(*x, s), s), s);
-  if (y) finite = mx::logical_and(finite, mx::all(mx::isfinite(*y, s), s), s);
+  if (std::max(count(q), count(k)) <= std::numeric_limits<int>::max()) {
+    const int64_t chunks = std::max(count(q), count(k)) / 4 / kThreads + 1;
+    const int blocks = static_cast<int>(std::min<int64_t>(chunks, 1024));
+    const std::vector<mx::fast::ScalarArg> counts = {
+        static_cast<int>(count(q)), static_cast<int>(count(k)), y ? static_cast<int>(count(q)) : 0};
+    finite = mx::fast::precompiled_cuda_kernel(
+        "ortmlx_avjp_finite_" + bin.tag, fatbin, {q, k, v, y ? *y : dy, dy}, {{1}}, {mx::float32},
+        counts, {blocks * kThreads, 1, 1}, {kThreads, 1, 1}, 0, /*init_value=*/1.f, true, s)[0];
+  } else {
+    for (const mx::array* x : {&q, &k, &v, &dy})
+      finite = mx::logical_and(finite, mx::all(mx::isfinite(*x, s), s), s);
+    if (y) finite = mx::logical_and(finite, mx::all(mx::isfinite(*y, s), s), s);
+  }
   finite = mx::reshape(mx::astype(finite, mx::int32, s), {1}, s);
 
   const int mode = precision_mode(inputs_are_tf32_values);
-  // The dK/dV pass on warpgroup MMAs (wg_dkv.cuh) in the TF32 mode at head sizes 64 and 128;
-  // ONNXRUNTIME_EP_MLX_ATTENTION_VJP_WGMMA=0 (read at each translation) keeps the mma.sync
-  // warp-row kernels. Same grid.
+  // The dK/dV pass (wg_dkv.cuh) and the plain form's stats pass (wg_stats.cuh) on warpgroup
+  // MMAs in the TF32 mode at head sizes 64 and 128; ONNXRUNTIME_EP_MLX_ATTENTION_VJP_WGMMA=0
+  // (read at each translation) keeps the mma.sync warp-row kernels. Same grids.
   const bool wgmma = mode == kModeTf32 && wg_bucket(dmax) &&
                      ops::kernel_enabled("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_WGMMA");
   const std::string dkv_kind = wgmma ? "_wg" : "";
@@ -159,12 +174,16 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
 
   // Pass 1: lse and delta per (batch, query head, row).
   const mx::Shape rows_shape = {b * c.hq * sq};
+  const bool wg_stats = wgmma && !c.recompute;
   const std::string stats_name =
-      std::string(c.recompute ? "ortmlx_avjp_stats_recompute" : "ortmlx_avjp_stats") + dname;
+      std::string(c.recompute ? "ortmlx_avjp_stats_recompute" : "ortmlx_avjp_stats") +
+      (wg_stats ? "_wg" : "") + dname;
+  static_assert(kWgKeys == query_rows(128) && kWgKeys == query_rows(64), "one stats grid");
   const std::vector<mx::array> stats = mx::fast::precompiled_cuda_kernel(
       stats_name, fatbin, {q, k, v, y ? *y : dy, dy, mask4, finite}, {rows_shape, rows_shape},
       {mx::float32, mx::float32}, scalars, {tiles(sq, query_rows(dmax)) * kThreads, b * c.hq, 1},
-      block, stats_bytes(dmax), std::nullopt, /*ensure_row_contiguous=*/true, s);
+      block, wg_stats ? wg_stats_smem(dmax) : stats_bytes(dmax), std::nullopt,
+      /*ensure_row_contiguous=*/true, s);
 
   std::array<std::optional<mx::array>, 3> grads;
   if (c.wants(0) && (c.wants(1) || c.wants(2)) && warp_rows(dmax) &&

@@ -620,6 +620,7 @@ __device__ void load_rows_async(float* dst, const float* src, long long stride, 
 
 #include "warp_rows.cuh"  // the kernels of head sizes up to 128
 #include "wg_dkv.cuh"     // the dK/dV pass on warpgroup MMAs (the TF32 mode, head sizes 64 and 128)
+#include "wg_stats.cuh"   // the plain form's stats pass on warpgroup MMAs (the same)
 
 namespace {
 
@@ -872,27 +873,70 @@ __device__ void dkv_kernel(const float* q, const float* k, const float* v, const
     if constexpr (kWarpRows<DMAX>) wr_dkv<DMAX, true>(q, k, v, dy, lse, delta, p, dk, dv, dq); \
   }
 
-// The dK/dV pass on warpgroup MMAs (wg_dkv.cuh), without and with dQ: the TF32 mode, head sizes
-// 64 and 128 (an empty kernel in the other buckets: the host never launches it there).
-#define AVJP_WG_ENTRIES(DMAX)                                                                \
-  extern "C" __global__ void __launch_bounds__(kThreads)                                     \
-      AVJP_CAT(ortmlx_avjp_dkv_wg_d##DMAX##_, ORTMLX_AVJP_TAG)(                              \
-          const float* q, const float* k, const float* v, const float* dy, const void* mask, \
-          const int* finite, const float* lse, const float* delta, float* dk, float* dv,     \
-          AVJP_SCALARS) {                                                                    \
-    AVJP_PROBLEM(mask, finite);                                                              \
-    if constexpr (kWgBucket<DMAX>)                                                           \
-      wg_dkv_kernel<DMAX, false>(q, k, v, dy, lse, delta, p, dk, dv, nullptr);               \
-  }                                                                                          \
-  extern "C" __global__ void __launch_bounds__(kThreads)                                     \
-      AVJP_CAT(ortmlx_avjp_dkvq_wg_d##DMAX##_, ORTMLX_AVJP_TAG)(                             \
-          const float* q, const float* k, const float* v, const float* dy, const void* mask, \
-          const int* finite, const float* lse, const float* delta, float* dk, float* dv,     \
-          float* dq, AVJP_SCALARS) {                                                         \
-    AVJP_PROBLEM(mask, finite);                                                              \
-    if constexpr (kWgBucket<DMAX>)                                                           \
-      wg_dkv_kernel<DMAX, true>(q, k, v, dy, lse, delta, p, dk, dv, dq);                     \
+// The plain form's stats pass (wg_stats.cuh) and the dK/dV pass (wg_dkv.cuh, without and with dQ)
+// on warpgroup MMAs: the TF32 mode, head sizes 64 and 128 (empty kernels in the other buckets:
+// the host never launches them there).
+#define AVJP_WG_ENTRIES(DMAX)                                                                    \
+  extern "C" __global__ void __launch_bounds__(kThreads)                                         \
+      AVJP_CAT(ortmlx_avjp_stats_wg_d##DMAX##_, ORTMLX_AVJP_TAG)(                                \
+          const float* q, const float* k, const float* v, const float* y, const float* dy,       \
+          const void* mask, const int* finite, float* lse, float* delta, AVJP_SCALARS) {         \
+    AVJP_PROBLEM(mask, finite);                                                                  \
+    (void)v;                                                                                     \
+    if constexpr (kWgBucket<DMAX>)                                                               \
+      wg_stats_kernel<DMAX, ortmlx_avjp_tiles::kWgStatsKeys, ortmlx_avjp_tiles::kWgStatsStages>( \
+          q, k, y, dy, p, lse, delta);                                                           \
+  }                                                                                              \
+  extern "C" __global__ void __launch_bounds__(kThreads)                                         \
+      AVJP_CAT(ortmlx_avjp_dkv_wg_d##DMAX##_, ORTMLX_AVJP_TAG)(                                  \
+          const float* q, const float* k, const float* v, const float* dy, const void* mask,     \
+          const int* finite, const float* lse, const float* delta, float* dk, float* dv,         \
+          AVJP_SCALARS) {                                                                        \
+    AVJP_PROBLEM(mask, finite);                                                                  \
+    if constexpr (kWgBucket<DMAX>)                                                               \
+      wg_dkv_kernel<DMAX, false>(q, k, v, dy, lse, delta, p, dk, dv, nullptr);                   \
+  }                                                                                              \
+  extern "C" __global__ void __launch_bounds__(kThreads)                                         \
+      AVJP_CAT(ortmlx_avjp_dkvq_wg_d##DMAX##_, ORTMLX_AVJP_TAG)(                                 \
+          const float* q, const float* k, const float* v, const float* dy, const void* mask,     \
+          const int* finite, const float* lse, const float* delta, float* dk, float* dv,         \
+          float* dq, AVJP_SCALARS) {                                                             \
+    AVJP_PROBLEM(mask, finite);                                                                  \
+    if constexpr (kWgBucket<DMAX>)                                                               \
+      wg_dkv_kernel<DMAX, true>(q, k, v, dy, lse, delta, p, dk, dv, dq);                         \
   }
+
+// Whether every element of Q, K, V, Y and dY is finite (the `finite` flag every pass takes):
+// out[0], set to 1 by MLX before the launch (init_value), becomes 0 when one is not. One read of
+// each tensor (n_q, n_k, n_k, n_y, n_q floats; the Recompute form passes dY for Y with n_y 0),
+// 16-byte loads where the tensor is aligned, and no write at all in the common case.
+namespace {
+__device__ __forceinline__ bool any_non_finite(const float* x, long long n) {
+  const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
+  bool bad = false;
+  long long done = 0;
+  if (reinterpret_cast<unsigned long long>(x) % 16 == 0) {
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    done = n / 4 * 4;
+#pragma unroll 4
+    for (long long i = first; i < n / 4; i += step) {
+      const float4 c = x4[i];
+      bad |= !isfinite(c.x) | !isfinite(c.y) | !isfinite(c.z) | !isfinite(c.w);
+    }
+  }
+  for (long long i = done + first; i < n; i += step) bad |= !isfinite(x[i]);
+  return bad;
+}
+}  // namespace
+extern "C" __global__ void __launch_bounds__(kThreads)
+    AVJP_CAT(ortmlx_avjp_finite_, ORTMLX_AVJP_TAG)(const float* q, const float* k, const float* v,
+                                                   const float* y, const float* dy, float* out,
+                                                   int n_q, int n_k, int n_y) {
+  if (any_non_finite(q, n_q) | any_non_finite(k, n_k) | any_non_finite(v, n_k) |
+      any_non_finite(y, n_y) | any_non_finite(dy, n_q))
+    out[0] = 0.f;  // every writer writes the same value
+}
 
 // One head-size bucket per build (-DAVJP_BUCKET=...): MLX hashes a precompiled kernel's whole
 // binary on every launch, so each bucket is its own small module. Without it, all of them.

@@ -167,13 +167,24 @@ constexpr int wg_dkv_smem(int dmax) {
 }
 static_assert(kWgKeys == 16 * kWarps, "the wgmma pass keeps the warp-row pass's grid");
 
+// The stats pass on warpgroup MMAs (wg_stats.cuh; the TF32 mode's plain form at head sizes 64
+// and 128): kWgKeys query rows a block (2 warpgroups of 64, the warp-row pass's grid), key tiles
+// of kWgStatsKeys rows through kWgStatsStages buffers; shared memory: Q (kWgKeys x D), the
+// stages (kWgStatsKeys x D each).
+constexpr int kWgStatsKeys = 64;
+constexpr int kWgStatsStages = 3;
+constexpr int wg_stats_smem(int dmax, int keys = kWgStatsKeys, int stages = kWgStatsStages) {
+  return 4 * (kWgKeys * dmax + stages * keys * dmax);
+}
+
 // Every block fits the 227 KB of shared memory an sm_90 block may use.
 static_assert(stats_smem(256) <= 227 * 1024 && dq_smem(256) <= 227 * 1024 &&
                   dkv_smem(256) <= 227 * 1024 && dq_smem(128) <= 227 * 1024 &&
                   dkv_smem(128) <= 227 * 1024 && wr_stats_smem(128) <= 227 * 1024 &&
                   wr_dq_smem(128) <= 227 * 1024 && wr_dkv_smem(128) <= 227 * 1024 &&
                   wr_dkvq_smem(128) <= 227 * 1024 && wr_dkvq_smem(64) <= 227 * 1024 &&
-                  wg_dkv_smem(128) <= 227 * 1024 && wg_dkv_smem(64) <= 227 * 1024,
+                  wg_dkv_smem(128) <= 227 * 1024 && wg_dkv_smem(64) <= 227 * 1024 &&
+                  wg_stats_smem(128) <= 227 * 1024,
               "tiles exceed sm_90 shared memory");
 
 }  // namespace ortmlx_avjp_tiles

@@ -1,0 +1,134 @@
+// Times the stats pass of the fused AttentionVJP kernels on a GPU outside the EP, TF32 mode,
+// plain form: the warp-row mma.sync kernel (stats) against the warpgroup-MMA one
+// (cuda/wg_stats.cuh) in the library's tiling and in other tilings (key rows per tile, stages,
+// blocks an SM), all on the same random inputs, each compared with the warp-row result.
+// Build: tools/wgmma_probe/build.sh. Run: stats_timing B HQ HK S D causal (D 64 or 128; the
+// binary is built for one bucket: stats_timing_d64 / stats_timing_d128).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "../../src/ortmlx/ops/attention_vjp/cuda/kernels.cu"
+
+namespace {
+
+constexpr int DMAX = AVJP_BUCKET;
+
+template <int BK, int STAGES, int MIN_BLOCKS>
+__global__ void __launch_bounds__(kThreads, MIN_BLOCKS)
+    stats_variant(const float* q, const float* k, const float* y, const float* dy,
+                  const int* finite, float* lse, float* delta, AVJP_SCALARS) {
+  AVJP_PROBLEM(nullptr, finite);
+  wg_stats_kernel<DMAX, BK, STAGES>(q, k, y, dy, p, lse, delta);
+}
+
+float* device_random(size_t n, unsigned seed) {
+  std::vector<float> h(n);
+  srand(seed);
+  for (auto& x : h) x = static_cast<float>(rand()) / RAND_MAX * 2.f - 1.f;
+  float* d;
+  cudaMalloc(&d, n * 4);
+  cudaMemcpy(d, h.data(), n * 4, cudaMemcpyHostToDevice);
+  return d;
+}
+
+std::vector<float> host(const float* d, size_t n) {
+  std::vector<float> h(n);
+  cudaMemcpy(h.data(), d, n * 4, cudaMemcpyDeviceToHost);
+  return h;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - b[i]));
+  return m;
+}
+
+template <typename Launch>
+double median_ms(Launch&& launch) {
+  cudaEvent_t t0, t1;
+  cudaEventCreate(&t0);
+  cudaEventCreate(&t1);
+  launch();
+  std::vector<float> times;
+  for (int r = 0; r < 11; ++r) {
+    cudaEventRecord(t0);
+    launch();
+    cudaEventRecord(t1);
+    cudaEventSynchronize(t1);
+    float t;
+    cudaEventElapsedTime(&t, t0, t1);
+    times.push_back(t);
+  }
+  std::sort(times.begin(), times.end());
+  return times[5];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 7) {
+    std::fprintf(stderr, "usage: %s B HQ HK S D causal\n", argv[0]);
+    return 2;
+  }
+  const int b = atoi(argv[1]), hq = atoi(argv[2]), hk = atoi(argv[3]), s = atoi(argv[4]),
+            d = atoi(argv[5]), causal = atoi(argv[6]);
+  if (ortmlx_avjp_tiles::dmax_of(d) != DMAX) {
+    std::fprintf(stderr, "this binary runs head sizes of bucket %d\n", DMAX);
+    return 2;
+  }
+  const size_t nq = size_t(b) * hq * s * d, nk = size_t(b) * hk * s * d, nr = size_t(b) * hq * s;
+  float *q = device_random(nq, 1), *k = device_random(nk, 2), *v = device_random(nk, 3);
+  float *y = device_random(nq, 4), *dy = device_random(nq, 5);
+  int* finite;
+  cudaMalloc(&finite, 4);
+  const int one = 1;
+  cudaMemcpy(finite, &one, 4, cudaMemcpyHostToDevice);
+  float *lse0, *delta0, *lse1, *delta1;
+  cudaMalloc(&lse0, nr * 4);
+  cudaMalloc(&delta0, nr * 4);
+  cudaMalloc(&lse1, nr * 4);
+  cudaMalloc(&delta1, nr * 4);
+  const float scale = 1.f / std::sqrt(float(d));
+  const int mode = ortmlx_avjp_tiles::kModeTf32;
+  namespace t = ortmlx_avjp_tiles;
+#define SCALARS b, hq, hk, s, s, d, 4, causal, 0, 1, 1, 1, 1, mode, scale
+  const dim3 grid((s + t::kWgKeys - 1) / t::kWgKeys, b * hq);
+  auto stats = AVJP_CAT(AVJP_CAT(ortmlx_avjp_stats_d, AVJP_BUCKET), _dev);
+  cudaFuncSetAttribute(stats, cudaFuncAttributeMaxDynamicSharedMemorySize, t::stats_bytes(DMAX));
+  const double base = median_ms([&] {
+    stats<<<grid, kThreads, t::stats_bytes(DMAX)>>>(q, k, v, y, dy, nullptr, finite, lse0, delta0,
+                                                    SCALARS);
+  });
+  const double flops = 2.0 * b * hq * double(s) * s * d / (causal ? 2 : 1);
+  std::printf("B=%d HQ=%d HK=%d S=%d D=%d causal=%d\n", b, hq, hk, s, d, causal);
+  std::printf("  stats (mma.sync)             %.3f ms  %4.0f TFLOP/s of QK^T\n", base,
+              flops / base * 1e-9);
+  const auto want_lse = host(lse0, nr), want_delta = host(delta0, nr);
+  auto variant = [&](auto kernel, int bk, int stages, int min_blocks) {
+    const int bytes = t::wg_stats_smem(DMAX, bk, stages);
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    cudaMemset(lse1, 0, nr * 4);
+    const double ms = median_ms(
+        [&] { kernel<<<grid, kThreads, bytes>>>(q, k, y, dy, finite, lse1, delta1, SCALARS); });
+    const cudaError_t err = cudaDeviceSynchronize();
+    std::printf(
+        "  wg BK %3d stages %d blocks>=%d %.3f ms  %4.0f TFLOP/s  %.2fx  |dlse| %.1e "
+        "|ddelta| %.1e  %s\n",
+        bk, stages, min_blocks, ms, flops / ms * 1e-9, base / ms,
+        max_abs_diff(host(lse1, nr), want_lse), max_abs_diff(host(delta1, nr), want_delta),
+        cudaGetErrorString(err));
+  };
+  variant(stats_variant<t::kWgStatsKeys, t::kWgStatsStages, 1>, t::kWgStatsKeys, t::kWgStatsStages,
+          1);
+  variant(stats_variant<64, 2, 1>, 64, 2, 1);
+  variant(stats_variant<64, 3, 2>, 64, 3, 2);
+  variant(stats_variant<32, 3, 2>, 32, 3, 2);
+  variant(stats_variant<32, 4, 2>, 32, 4, 2);
+  variant(stats_variant<128, 2, 1>, 128, 2, 1);
+  return cudaDeviceSynchronize() == cudaSuccess ? 0 : 1;
+}
