@@ -193,8 +193,9 @@ WG_STATS = {
 }
 
 
+@pytest.mark.parametrize("tf32", [True, False], ids=["tf32", "3xtf32"])
 @pytest.mark.parametrize("name", list(WG_STATS))
-def test_cuda_emu_wgmma_stats_pass(emu, name):
+def test_cuda_emu_wgmma_stats_pass(emu, name, tf32):
     c = dict(WG_STATS[name])
     poison = c.pop("poison", False)
     rng = np.random.default_rng(20261212)
@@ -218,7 +219,7 @@ def test_cuda_emu_wgmma_stats_pass(emu, name):
     q, k, v, y, dy = (t.astype(np.float32).astype(np.float64) for t in (q, k, v, y, dy))
     scale = float(np.float32(1 / np.sqrt(d)))
     run = dict(hq=hq, hk=hk, d=d, rank=rank, causal=c["causal"], kind=c["kind"], scale=scale,
-               tf32=True, one_pass=True, stats=True)
+               tf32=tf32, one_pass=True, stats=True)
     *_, lse_wg, delta_wg = check.run_kernels(emu, q, k, v, y, dy, mask, **run, wgmma=True)
     *_, lse_wr, delta_wr = check.run_kernels(emu, q, k, v, y, dy, mask, **run, wgmma=False)
     want = _stats_reference(q, k, mask, hq=hq, hk=hk, rank=rank, causal=c["causal"],
@@ -227,10 +228,29 @@ def test_cuda_emu_wgmma_stats_pass(emu, name):
     np.testing.assert_array_equal(np.isnan(lse_wr), np.isnan(want), err_msg="dead rows (mma.sync)")
     assert np.isnan(want).any() or not (poison or c["kind"])
     fin = ~np.isnan(want)
-    # Same TF32 operands, sums in another order: the two passes agree far below TF32's error.
-    np.testing.assert_allclose(lse_wg[fin], lse_wr[fin], rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(lse_wg[fin], want[fin], rtol=5e-3, atol=5e-3)
+    # Same TF32 operands, sums in another order: the two passes agree far below TF32's error;
+    # 3xTF32 (the fp32-accurate modes) at fp32's level.
+    agree, ref = (1e-5, 5e-3) if tf32 else (2e-6, 2e-6)
+    np.testing.assert_allclose(lse_wg[fin], lse_wr[fin], rtol=agree, atol=agree)
+    np.testing.assert_allclose(lse_wg[fin], want[fin], rtol=ref, atol=ref)
     np.testing.assert_array_equal(delta_wg, delta_wr)  # the same sums in the same order
+
+
+@pytest.mark.parametrize("one_pass", [False, True], ids=["dq_pass", "one_pass"])
+@pytest.mark.parametrize("case", WGMMA, ids=["d40_r3_causal_gqa_rec", "d64_mask", "d128_add"])
+def test_cuda_emu_wgmma_stats_fp32_accurate_mode(emu, case, one_pass):
+    """The fp32-accurate mode with the stats pass on warpgroup MMAs (3xTF32: hi x hi and the
+    cross terms in two chains) and the mma.sync dK/dV passes: gradients at fp32's level."""
+    check.case(emu, np.random.default_rng(20261213), **case, tf32=False, one_pass=one_pass,
+               wgmma=True)
+
+
+@pytest.mark.parametrize("half", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bfloat16"])
+def test_cuda_emu_wgmma_stats_tf32_inputs_mode_bits(emu, half):
+    """Half inputs (TF32 values): the mode that skips their zero lo products gives the plain
+    3xTF32 mode's bits with the stats pass on warpgroup MMAs too."""
+    check.case(emu, np.random.default_rng(20261214), **WGMMA[2], tf32=False, one_pass=False,
+               half=half, wgmma=True)
 
 
 @pytest.mark.parametrize("offset", [0, 1], ids=["aligned", "unaligned"])

@@ -80,6 +80,9 @@ inline float4 make_float4(float x, float y, float z, float w) {
 struct uint4 {
   unsigned x, y, z, w;
 };
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) {
+  return {x, y, z, w};
+}
 
 inline void __syncthreads() {
   emu_barrier->arrive_and_wait();
@@ -272,7 +275,7 @@ inline double emu_wg_operand(unsigned long long desc, int r, int k) {
 }
 template <int NB>
 inline void emu_wgmma(float (&d)[NB][4], const unsigned* a, unsigned long long da,
-                      unsigned long long db) {
+                      unsigned long long db, int accumulate) {
   const int tid = threadIdx.x, wg = tid / 128, w = tid % 128 / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
   if (a != nullptr) std::memcpy(emu_wg_a[tid], a, 4 * sizeof(unsigned));
@@ -287,17 +290,20 @@ inline void emu_wgmma(float (&d)[NB][4], const unsigned* a, unsigned long long d
                                        : emu_wg_operand(da, row, k);
         prod[k] = av * emu_wg_operand(db, col, k);
       }
+      if (!accumulate) d[j][e] = 0.f;  // scale-d 0: D = A B
       emu_mma_accumulate(d[j][e], prod);
     }
   emu_wg_barrier[wg]->arrive_and_wait();
 }
 template <int NB>
-inline void wg_ss(float (&d)[NB][4], unsigned long long da, unsigned long long db) {
-  emu_wgmma(d, nullptr, da, db);
+inline void wg_ss(float (&d)[NB][4], unsigned long long da, unsigned long long db,
+                  int accumulate = 1) {
+  emu_wgmma(d, nullptr, da, db, accumulate);
 }
 template <int NB>
-inline void wg_rs(float (&d)[NB][4], const unsigned (&a)[4], unsigned long long db) {
-  emu_wgmma(d, a, 0, db);
+inline void wg_rs(float (&d)[NB][4], const unsigned (&a)[4], unsigned long long db,
+                  int accumulate = 1) {
+  emu_wgmma(d, a, 0, db, accumulate);
 }
 inline void wg_fence() {}
 inline void wg_commit() {}

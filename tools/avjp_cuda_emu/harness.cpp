@@ -1,7 +1,8 @@
 // Runs the passes of kernels.cu on the CPU emulation (emu.h), with the grids the host side
 // (src/ortmlx/ops/attention_vjp/cuda/fused.cpp) launches: stats, then dq and dkv, or (one_pass)
-// dkvq into a zeroed dQ; with avjp_emu_wgmma(1), the dK/dV(/dQ) pass and the plain form's stats
-// pass on warpgroup MMAs where the host takes them (the TF32 mode, head sizes 33-128). Called from
+// dkvq into a zeroed dQ; with avjp_emu_wgmma(1), the passes on warpgroup MMAs where the host
+// takes them (head sizes 33-128): the plain form's stats pass in every precision mode, the
+// dK/dV(/dQ) pass in the TF32 mode. Called from
 // check.py through ctypes.
 #include <algorithm>
 #include <functional>
@@ -21,12 +22,12 @@ void launch(int gx, int gy, const std::function<void()>& body) {
   if (dmax == DM) {                                                                               \
     constexpr int BQ = ortmlx_avjp_tiles::query_rows(DM);                                         \
     constexpr int KV = ortmlx_avjp_tiles::key_rows(DM);                                           \
-    const bool wg =                                                                               \
-        use_wgmma && ortmlx_avjp_tiles::wg_bucket(DM) && mode == ortmlx_avjp_tiles::kModeTf32;    \
+    const bool wg_on = use_wgmma && ortmlx_avjp_tiles::wg_bucket(DM);                             \
+    const bool wg = wg_on && mode == ortmlx_avjp_tiles::kModeTf32;                                \
     launch((sq + BQ - 1) / BQ, b * hq, [&] {                                                      \
       if (recompute) AVJP_CAT(ortmlx_avjp_stats_recompute_d##DM##_, ORTMLX_AVJP_TAG)              \
       (q, k, v, y, dy, mask, finite, lse, delta, ARGS);                                           \
-      else if (wg) AVJP_CAT(ortmlx_avjp_stats_wg_d##DM##_, ORTMLX_AVJP_TAG)(                      \
+      else if (wg_on) AVJP_CAT(ortmlx_avjp_stats_wg_d##DM##_, ORTMLX_AVJP_TAG)(                   \
           q, k, v, y, dy, mask, finite, lse, delta, ARGS);                                        \
       else AVJP_CAT(ortmlx_avjp_stats_d##DM##_, ORTMLX_AVJP_TAG)(q, k, v, y, dy, mask, finite,    \
                                                                  lse, delta, ARGS);               \

@@ -1,7 +1,8 @@
-// Times the stats pass of the fused AttentionVJP kernels on a GPU outside the EP, TF32 mode,
-// plain form: the warp-row mma.sync kernel (stats) against the warpgroup-MMA one
-// (cuda/wg_stats.cuh) in the library's tiling and in other tilings (key rows per tile, stages,
-// blocks an SM), all on the same random inputs, each compared with the warp-row result.
+// Times the stats pass of the fused AttentionVJP kernels on a GPU outside the EP, plain form, in
+// the TF32 mode and the fp32-accurate one (3xTF32): the warp-row mma.sync kernel (stats) against
+// the warpgroup-MMA one (cuda/wg_stats.cuh) in the library's tiling and in other tilings (key
+// rows per tile, stages, blocks an SM), all on the same random inputs, each compared with the
+// warp-row result of its mode.
 // Build: tools/wgmma_probe/build.sh. Run: stats_timing B HQ HK S D causal (D 64 or 128; the
 // binary is built for one bucket: stats_timing_d64 / stats_timing_d128).
 #include <cuda_runtime.h>
@@ -18,12 +19,12 @@ namespace {
 
 constexpr int DMAX = AVJP_BUCKET;
 
-template <int BK, int STAGES, int MIN_BLOCKS>
+template <Precision P, int BK, int STAGES, int MIN_BLOCKS>
 __global__ void __launch_bounds__(kThreads, MIN_BLOCKS)
     stats_variant(const float* q, const float* k, const float* y, const float* dy,
                   const int* finite, float* lse, float* delta, AVJP_SCALARS) {
   AVJP_PROBLEM(nullptr, finite);
-  wg_stats_kernel<DMAX, BK, STAGES>(q, k, y, dy, p, lse, delta);
+  wg_stats_kernel<DMAX, P, BK, STAGES>(q, k, y, dy, p, lse, delta);
 }
 
 float* device_random(size_t n, unsigned seed) {
@@ -94,41 +95,51 @@ int main(int argc, char** argv) {
   cudaMalloc(&lse1, nr * 4);
   cudaMalloc(&delta1, nr * 4);
   const float scale = 1.f / std::sqrt(float(d));
-  const int mode = ortmlx_avjp_tiles::kModeTf32;
   namespace t = ortmlx_avjp_tiles;
-#define SCALARS b, hq, hk, s, s, d, 4, causal, 0, 1, 1, 1, 1, mode, scale
   const dim3 grid((s + t::kWgKeys - 1) / t::kWgKeys, b * hq);
-  auto stats = AVJP_CAT(AVJP_CAT(ortmlx_avjp_stats_d, AVJP_BUCKET), _dev);
-  cudaFuncSetAttribute(stats, cudaFuncAttributeMaxDynamicSharedMemorySize, t::stats_bytes(DMAX));
-  const double base = median_ms([&] {
-    stats<<<grid, kThreads, t::stats_bytes(DMAX)>>>(q, k, v, y, dy, nullptr, finite, lse0, delta0,
-                                                    SCALARS);
-  });
   const double flops = 2.0 * b * hq * double(s) * s * d / (causal ? 2 : 1);
   std::printf("B=%d HQ=%d HK=%d S=%d D=%d causal=%d\n", b, hq, hk, s, d, causal);
-  std::printf("  stats (mma.sync)             %.3f ms  %4.0f TFLOP/s of QK^T\n", base,
-              flops / base * 1e-9);
-  const auto want_lse = host(lse0, nr), want_delta = host(delta0, nr);
-  auto variant = [&](auto kernel, int bk, int stages, int min_blocks) {
-    const int bytes = t::wg_stats_smem(DMAX, bk, stages);
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    cudaMemset(lse1, 0, nr * 4);
-    const double ms = median_ms(
-        [&] { kernel<<<grid, kThreads, bytes>>>(q, k, y, dy, finite, lse1, delta1, SCALARS); });
-    const cudaError_t err = cudaDeviceSynchronize();
-    std::printf(
-        "  wg BK %3d stages %d blocks>=%d %.3f ms  %4.0f TFLOP/s  %.2fx  |dlse| %.1e "
-        "|ddelta| %.1e  %s\n",
-        bk, stages, min_blocks, ms, flops / ms * 1e-9, base / ms,
-        max_abs_diff(host(lse1, nr), want_lse), max_abs_diff(host(delta1, nr), want_delta),
-        cudaGetErrorString(err));
-  };
-  variant(stats_variant<t::kWgStatsKeys, t::kWgStatsStages, 1>, t::kWgStatsKeys, t::kWgStatsStages,
-          1);
-  variant(stats_variant<64, 2, 1>, 64, 2, 1);
-  variant(stats_variant<64, 3, 2>, 64, 3, 2);
-  variant(stats_variant<32, 3, 2>, 32, 3, 2);
-  variant(stats_variant<32, 4, 2>, 32, 4, 2);
-  variant(stats_variant<128, 2, 1>, 128, 2, 1);
+  auto stats = AVJP_CAT(AVJP_CAT(ortmlx_avjp_stats_d, AVJP_BUCKET), _dev);
+  cudaFuncSetAttribute(stats, cudaFuncAttributeMaxDynamicSharedMemorySize, t::stats_bytes(DMAX));
+  for (const int mode : {t::kModeTf32, t::kModeExact}) {
+    const bool split = mode != t::kModeTf32;
+#define SCALARS b, hq, hk, s, s, d, 4, causal, 0, 1, 1, 1, 1, mode, scale
+    const double base = median_ms([&] {
+      stats<<<grid, kThreads, t::stats_bytes(DMAX)>>>(q, k, v, y, dy, nullptr, finite, lse0, delta0,
+                                                      SCALARS);
+    });
+    std::printf(" %s: stats (mma.sync)          %.3f ms  %4.0f TFLOP/s of QK^T\n",
+                split ? "3xTF32" : "TF32  ", base, flops / base * 1e-9);
+    const auto want_lse = host(lse0, nr), want_delta = host(delta0, nr);
+    auto variant = [&](auto kernel, int bk, int stages, int min_blocks) {
+      const int bytes = t::wg_stats_layout(DMAX, split, bk, stages);
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+      cudaMemset(lse1, 0, nr * 4);
+      const double ms = median_ms(
+          [&] { kernel<<<grid, kThreads, bytes>>>(q, k, y, dy, finite, lse1, delta1, SCALARS); });
+      const cudaError_t err = cudaDeviceSynchronize();
+      std::printf(
+          "   wg BK %3d stages %d blocks>=%d %.3f ms  %4.0f TFLOP/s  %.2fx  |dlse| %.1e "
+          "|ddelta| %.1e  %s\n",
+          bk, stages, min_blocks, ms, flops / ms * 1e-9, base / ms,
+          max_abs_diff(host(lse1, nr), want_lse), max_abs_diff(host(delta1, nr), want_delta),
+          cudaGetErrorString(err));
+    };
+    constexpr int TK = WgStatsTiles<DMAX>::TF32_KEYS, SK = WgStatsTiles<DMAX>::SPLIT_KEYS;
+    constexpr int ST = WgStatsTiles<DMAX>::STAGES;
+    if (!split) {
+      variant(stats_variant<kTf32, TK, ST, 1>, TK, ST, 1);  // the library's
+      variant(stats_variant<kTf32, 64, 2, 1>, 64, 2, 1);
+      variant(stats_variant<kTf32, 64, 3, 2>, 64, 3, 2);
+      variant(stats_variant<kTf32, 32, 3, 2>, 32, 3, 2);
+      variant(stats_variant<kTf32, 32, 4, 2>, 32, 4, 2);
+      variant(stats_variant<kTf32, 128, 2, 1>, 128, 2, 1);
+    } else {
+      variant(stats_variant<kSplit, SK, ST, 1>, SK, ST, 1);  // the library's
+      variant(stats_variant<kSplit, 32, 2, 1>, 32, 2, 1);
+      if (DMAX == 64) variant(stats_variant<kSplit, 64, 2, 1>, 64, 2, 1);
+#undef SCALARS
+    }
+  }
   return cudaDeviceSynchronize() == cudaSuccess ? 0 : 1;
 }

@@ -148,11 +148,13 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
   finite = mx::reshape(mx::astype(finite, mx::int32, s), {1}, s);
 
   const int mode = precision_mode(inputs_are_tf32_values);
-  // The dK/dV pass (wg_dkv.cuh) and the plain form's stats pass (wg_stats.cuh) on warpgroup
-  // MMAs in the TF32 mode at head sizes 64 and 128; ONNXRUNTIME_EP_MLX_ATTENTION_VJP_WGMMA=0
-  // (read at each translation) keeps the mma.sync warp-row kernels. Same grids.
-  const bool wgmma = mode == kModeTf32 && wg_bucket(dmax) &&
-                     ops::kernel_enabled("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_WGMMA");
+  // Warpgroup MMAs at head sizes 64 and 128: the plain form's stats pass (wg_stats.cuh) in every
+  // precision mode, the dK/dV pass (wg_dkv.cuh) in the TF32 mode;
+  // ONNXRUNTIME_EP_MLX_ATTENTION_VJP_WGMMA=0 (read at each translation) keeps the mma.sync
+  // warp-row kernels. Same grids.
+  const bool wgmma_on =
+      wg_bucket(dmax) && ops::kernel_enabled("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_WGMMA");
+  const bool wgmma = wgmma_on && mode == kModeTf32;
   const std::string dkv_kind = wgmma ? "_wg" : "";
   const std::vector<mx::fast::ScalarArg> scalars = {b,
                                                     c.hq,
@@ -174,7 +176,7 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
 
   // Pass 1: lse and delta per (batch, query head, row).
   const mx::Shape rows_shape = {b * c.hq * sq};
-  const bool wg_stats = wgmma && !c.recompute;
+  const bool wg_stats = wgmma_on && !c.recompute;
   const std::string stats_name =
       std::string(c.recompute ? "ortmlx_avjp_stats_recompute" : "ortmlx_avjp_stats") +
       (wg_stats ? "_wg" : "") + dname;
@@ -182,7 +184,7 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
   const std::vector<mx::array> stats = mx::fast::precompiled_cuda_kernel(
       stats_name, fatbin, {q, k, v, y ? *y : dy, dy, mask4, finite}, {rows_shape, rows_shape},
       {mx::float32, mx::float32}, scalars, {tiles(sq, query_rows(dmax)) * kThreads, b * c.hq, 1},
-      block, wg_stats ? wg_stats_smem(dmax) : stats_bytes(dmax), std::nullopt,
+      block, wg_stats ? wg_stats_smem(dmax, mode != kModeTf32) : stats_bytes(dmax), std::nullopt,
       /*ensure_row_contiguous=*/true, s);
 
   std::array<std::optional<mx::array>, 3> grads;

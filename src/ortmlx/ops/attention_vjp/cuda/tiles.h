@@ -167,14 +167,19 @@ constexpr int wg_dkv_smem(int dmax) {
 }
 static_assert(kWgKeys == 16 * kWarps, "the wgmma pass keeps the warp-row pass's grid");
 
-// The stats pass on warpgroup MMAs (wg_stats.cuh; the TF32 mode's plain form at head sizes 64
-// and 128): kWgKeys query rows a block (2 warpgroups of 64, the warp-row pass's grid), key tiles
-// of kWgStatsKeys rows through kWgStatsStages buffers; shared memory: Q (kWgKeys x D), the
-// stages (kWgStatsKeys x D each).
-constexpr int kWgStatsKeys = 64;
+// The stats pass on warpgroup MMAs (wg_stats.cuh; the plain form at head sizes 64 and 128):
+// kWgKeys query rows a block (2 warpgroups of 64, the warp-row pass's grid), key tiles of
+// wg_stats_keys rows through kWgStatsStages buffers. Shared memory: Q (kWgKeys x D) and the
+// stages (keys x D each), each with a lo plane beside it in the 3xTF32 modes (`split`).
 constexpr int kWgStatsStages = 3;
-constexpr int wg_stats_smem(int dmax, int keys = kWgStatsKeys, int stages = kWgStatsStages) {
-  return 4 * (kWgKeys * dmax + stages * keys * dmax);
+constexpr int wg_stats_keys(int dmax, bool split) {
+  return split && dmax >= 128 ? 32 : 64;
+}
+constexpr int wg_stats_layout(int dmax, bool split, int keys, int stages) {
+  return 4 * (split ? 2 : 1) * (kWgKeys * dmax + stages * keys * dmax);
+}
+constexpr int wg_stats_smem(int dmax, bool split) {
+  return wg_stats_layout(dmax, split, wg_stats_keys(dmax, split), kWgStatsStages);
 }
 
 // Every block fits the 227 KB of shared memory an sm_90 block may use.
@@ -184,7 +189,7 @@ static_assert(stats_smem(256) <= 227 * 1024 && dq_smem(256) <= 227 * 1024 &&
                   wr_dq_smem(128) <= 227 * 1024 && wr_dkv_smem(128) <= 227 * 1024 &&
                   wr_dkvq_smem(128) <= 227 * 1024 && wr_dkvq_smem(64) <= 227 * 1024 &&
                   wg_dkv_smem(128) <= 227 * 1024 && wg_dkv_smem(64) <= 227 * 1024 &&
-                  wg_stats_smem(128) <= 227 * 1024,
+                  wg_stats_smem(128, true) <= 227 * 1024 && wg_stats_smem(64, true) <= 227 * 1024,
               "tiles exceed sm_90 shared memory");
 
 }  // namespace ortmlx_avjp_tiles

@@ -212,16 +212,18 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
 
     // Every warpgroup runs every product of every step (a branch around wgmma makes ptxas
     // serialize them): a pair it need not compute (beyond the keys, hidden) gets P = dS = 0.
+    // A chain's first product overwrites its accumulator (no zeroing: register writes between
+    // the fence and the products made ptxas inject waits).
     float sa[NQ][4], pa[NQ][4];
-    zero_rows(sa);
-    zero_rows(pa);
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < ND; ++kk)
-      wg_ss(sa, wg_desc(ks + cm_index(kw, 8 * kk, DMAX), DMAX), wg_desc(qs + 64 * kk, DMAX));
+      wg_ss(sa, wg_desc(ks + cm_index(kw, 8 * kk, DMAX), DMAX), wg_desc(qs + 64 * kk, DMAX),
+            kk > 0);
 #pragma unroll
     for (int kk = 0; kk < ND; ++kk)
-      wg_ss(pa, wg_desc(vs + cm_index(kw, 8 * kk, DMAX), DMAX), wg_desc(ys + 64 * kk, DMAX));
+      wg_ss(pa, wg_desc(vs + cm_index(kw, 8 * kk, DMAX), DMAX), wg_desc(ys + 64 * kk, DMAX),
+            kk > 0);
     wg_commit();
     wg_wait<0>();
     wg_pin(sa);
@@ -298,7 +300,6 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
       const int m0 = DMAX == 128 ? 64 * wg : 0, qo = DMAX == 128 ? 0 : 32 * wg;
       const int dr = m0 + 16 * warp + g;
       float qa[4][4];
-      zero_rows(qa);
       // A from K^T fragments loaded here: issued 4 k-steps a group with at most two groups in
       // flight, so their registers (and dV/dK's A operands, waited for first) stay within budget.
       wg_wait<0>();
@@ -316,7 +317,7 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
         wg_fence();
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          wg_rs(qa, a[i], wg_desc(dss + cm_index(qo, 32 * kc + 8 * i, KEYS), KEYS));
+          wg_rs(qa, a[i], wg_desc(dss + cm_index(qo, 32 * kc + 8 * i, KEYS), KEYS), kc + i > 0);
         wg_commit();
         wg_wait<1>();
       }

@@ -22,22 +22,33 @@
 
 namespace {
 
-// Rounds to TF32, in place, the 16-byte chunks of an R x DMAX core-matrix tile that this thread
-// fetched with fetch_cm (the same chunk order): once its copies are complete (cp_async_wait), no
-// barrier is needed before it.
-template <int R, int DMAX>
-__device__ __forceinline__ void round_own_chunks(float* tile, bool finite) {
+// Splits the 16-byte chunks of an R x DMAX core-matrix tile that this thread fetched with
+// fetch_cm (the same chunk order) into the TF32 operands of precision P, in place: the hi plane
+// is the fetched tile, the lo plane (where P has one: kInputLo) another of the same layout. The
+// TF32 mode rounds (wg_round). Once its copies are complete (cp_async_wait) a thread needs no
+// barrier before it.
+template <int R, int DMAX, Precision P>
+__device__ __forceinline__ void split_own_chunks(float* hi, float* lo, bool finite) {
 #pragma unroll
   for (int e = threadIdx.x; e < R * DMAX / 4; e += kThreads) {
     int r, c;
     cm_chunk<DMAX>(e, r, c);
-    float4* chunk = reinterpret_cast<float4*>(tile + cm_index(r, c, DMAX));
-    float4 x = *chunk;
-    x.x = wg_round(x.x, finite);
-    x.y = wg_round(x.y, finite);
-    x.z = wg_round(x.z, finite);
-    x.w = wg_round(x.w, finite);
-    *chunk = x;
+    const int at = cm_index(r, c, DMAX);
+    float x[4];
+    *reinterpret_cast<float4*>(x) = *reinterpret_cast<const float4*>(hi + at);
+    unsigned h[4], l[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (P == kTf32) {
+        h[i] = __float_as_uint(wg_round(x[i], finite));
+        l[i] = 0u;
+      } else {
+        split_input<P>(x[i], h[i], l[i]);
+      }
+    }
+    *reinterpret_cast<uint4*>(hi + at) = make_uint4(h[0], h[1], h[2], h[3]);
+    if constexpr (kInputLo<P>)
+      *reinterpret_cast<uint4*>(lo + at) = make_uint4(l[0], l[1], l[2], l[3]);
   }
 }
 
@@ -90,15 +101,18 @@ struct WgRowsLse {
   }
 };
 
-template <int DMAX, int BK, int STAGES>
+template <int DMAX, Precision P, int BK, int STAGES>
 __device__ __forceinline__ void wg_stats_kernel(const float* q, const float* k, const float* y,
                                                 const float* dy, const Problem& p, float* lse_out,
                                                 float* delta_out) {
   constexpr int ROWS = ortmlx_avjp_tiles::kWgKeys, NB = BK / 8, ND = DMAX / 8;
+  constexpr bool LO = kInputLo<P>;  // Q and K carry lo planes (3xTF32 on fp32 inputs)
+  constexpr int STAGE = (LO ? 2 : 1) * BK * DMAX;  // floats: K hi [, K lo]
   static_assert(DMAX == 64 || DMAX == 128, "wgmma buckets");
   static_assert((BK == 32 || BK == 64 || BK == 128) && STAGES >= 2, "key tiles");
-  float* qs = avjp_smem;
-  float* kbuf = avjp_smem + ROWS * DMAX;  // stage st at st * BK * DMAX
+  float* qs = avjp_smem;                                 // Q hi
+  float* qlo = avjp_smem + ROWS * DMAX;                  // Q lo (LO)
+  float* kbuf = avjp_smem + (LO ? 2 : 1) * ROWS * DMAX;  // stage st at st * STAGE
 
   const int tid = static_cast<int>(threadIdx.x), wg = tid / 128, warp = tid % 128 / 32;
   const int g = tid % 32 / 4, t = tid % 4;
@@ -117,8 +131,8 @@ __device__ __forceinline__ void wg_stats_kernel(const float* q, const float* k, 
   auto fetch = [&](int n) {
     if (n < steps) {
       const int j0 = n * BK;
-      fetch_cm<BK, DMAX>(kbuf + n % STAGES * BK * DMAX, k + p.offset(bi, gk, j0, p.hk, p.sk),
-                         kstride, min(BK, p.sk - j0), p.d);
+      fetch_cm<BK, DMAX>(kbuf + n % STAGES * STAGE, k + p.offset(bi, gk, j0, p.hk, p.sk), kstride,
+                         min(BK, p.sk - j0), p.d);
     }
     cp_async_commit();
   };
@@ -147,28 +161,51 @@ __device__ __forceinline__ void wg_stats_kernel(const float* q, const float* k, 
       rs.fold<true>(s, p, bi, h, qrow, j0 + 2 * t);
   };
 
-  float sa[NB][4], sp[NB][4];  // this step's scores, the previous step's
+  // The products of a tile: S in one chain (TF32), or, 3xTF32, the cross terms in one chain and
+  // hi x hi in chains of 4 k-steps each, added at the end with round-to-nearest adds: an MMA
+  // rounds its accumulator toward zero (tools/avjp_cuda_emu/emu.h), and over D / 8 k-steps in one
+  // chain that bias reached 4x the warp-row pass's error (which adds every k-step apart; a wait
+  // per k-step would stall wgmma). Non-finite inputs (kSplitSafe): the cross terms count only
+  // where hi x hi is finite, as in mma_step.
+  constexpr int CHAINS = P == kTf32 ? 1 : ND / 4;  // mode 2 chains as mode 0: the same bits
+  float big[CHAINS][NB][4], small[NB][4], sp[NB][4];  // this step's products, the previous S
   for (int n = 0; n < steps; ++n) {
     cp_async_wait<STAGES - 2>();
-    if (n == 0) round_own_chunks<ROWS, DMAX>(qs, finite);
-    float* ks = kbuf + n % STAGES * BK * DMAX;
-    round_own_chunks<BK, DMAX>(ks, finite);
+    if (n == 0) split_own_chunks<ROWS, DMAX, P>(qs, qlo, finite);
+    float* ks = kbuf + n % STAGES * STAGE;
+    float* klo = ks + BK * DMAX;
+    split_own_chunks<BK, DMAX, P>(ks, klo, finite);
     fence_smem_async();
-    __syncthreads();  // tile n is in and rounded; both warpgroups' products of tile n - 1 are done
+    __syncthreads();  // tile n is in and split; both warpgroups' products of tile n - 1 are done
     fetch(n + STAGES - 1);  // into tile n - 1's stage
-    zero_rows(sa);
     wg_fence();
+    const float* qw = qs + cm_index(64 * wg, 0, DMAX);  // the warpgroup's 64 rows
+    const float* qlw = qlo + cm_index(64 * wg, 0, DMAX);
 #pragma unroll
-    for (int kk = 0; kk < ND; ++kk)
-      wg_ss(sa, wg_desc(qs + cm_index(64 * wg, 8 * kk, DMAX), DMAX), wg_desc(ks + 64 * kk, DMAX));
+    for (int kk = 0; kk < ND; ++kk) {
+      // Each chain's first product overwrites its accumulator (no zeroing).
+      if constexpr (LO) {
+        wg_ss(small, wg_desc(qlw + 64 * kk, DMAX), wg_desc(ks + 64 * kk, DMAX), kk > 0);
+        wg_ss(small, wg_desc(qw + 64 * kk, DMAX), wg_desc(klo + 64 * kk, DMAX));
+      }
+      wg_ss(big[kk * CHAINS / ND], wg_desc(qw + 64 * kk, DMAX), wg_desc(ks + 64 * kk, DMAX),
+            kk % (ND / CHAINS) != 0);
+    }
     wg_commit();
     if (n > 0) fold_tile(sp, (n - 1) * BK);  // under the products
     wg_wait<0>();
-    wg_pin(sa);
+#pragma unroll
+    for (int c = 0; c < CHAINS; ++c) wg_pin(big[c]);
+    if (LO) wg_pin(small);
 #pragma unroll
     for (int j = 0; j < NB; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) sp[j][e] = sa[j][e];
+      for (int e = 0; e < 4; ++e) {
+        float b = big[0][j][e];
+#pragma unroll
+        for (int c = 1; c < CHAINS; ++c) b += big[c][j][e];
+        sp[j][e] = !LO ? b : P == kSplitSafe && !isfinite(b) ? b : b + small[j][e];
+      }
   }
   if (steps > 0) fold_tile(sp, (steps - 1) * BK);
   cp_async_wait<0>();  // no copy outlives the block
@@ -184,6 +221,29 @@ __device__ __forceinline__ void wg_stats_kernel(const float* q, const float* k, 
       lse_out[row] = row_lse;
     }
   }
+}
+
+// The pass in the problem's precision (tiles.h: key rows per tile, stages).
+template <int DMAX>
+struct WgStatsTiles {
+  static constexpr int TF32_KEYS = ortmlx_avjp_tiles::wg_stats_keys(DMAX, false);
+  static constexpr int SPLIT_KEYS = ortmlx_avjp_tiles::wg_stats_keys(DMAX, true);
+  static constexpr int STAGES = ortmlx_avjp_tiles::kWgStatsStages;
+};
+template <int DMAX>
+__device__ void wg_stats(const float* q, const float* k, const float* y, const float* dy,
+                         const Problem& p, float* lse, float* delta) {
+  using T = WgStatsTiles<DMAX>;
+  constexpr int TF32_KEYS = T::TF32_KEYS, SPLIT_KEYS = T::SPLIT_KEYS, kWgStatsStages = T::STAGES;
+  const Precision prec = p.precision();
+  if (prec == kTf32)
+    wg_stats_kernel<DMAX, kTf32, TF32_KEYS, kWgStatsStages>(q, k, y, dy, p, lse, delta);
+  else if (prec == kSplit)
+    wg_stats_kernel<DMAX, kSplit, SPLIT_KEYS, kWgStatsStages>(q, k, y, dy, p, lse, delta);
+  else if (prec == kSplitTf32Inputs)
+    wg_stats_kernel<DMAX, kSplitTf32Inputs, SPLIT_KEYS, kWgStatsStages>(q, k, y, dy, p, lse, delta);
+  else
+    wg_stats_kernel<DMAX, kSplitSafe, SPLIT_KEYS, kWgStatsStages>(q, k, y, dy, p, lse, delta);
 }
 
 }  // namespace

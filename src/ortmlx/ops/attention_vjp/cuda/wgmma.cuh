@@ -92,7 +92,8 @@ __device__ __forceinline__ void wg_pin(float (&d)[NB][4]) {
 // layout above); B by descriptor. One overload per N (the accumulator's shape picks it), made by
 // WG_PRODUCTS from N, the accumulator operands (ACC: N / 2 of them, %0 on) and the operand
 // numbers after them (ss: A, B, scale; rs: A's four registers, B, scale). The scale operand is
-// 1: D = A B + D.
+// `accumulate`: 1, D = A B + D; 0, D = A B (a chain's first product: no zeroing of d, whose
+// register writes between wg_fence and the product would make ptxas inject a wait).
 #define WG_ACC(j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
 #define WG_ACC_32 WG_ACC(0), WG_ACC(1), WG_ACC(2), WG_ACC(3)
 #define WG_ACC_64 WG_ACC_32, WG_ACC(4), WG_ACC(5), WG_ACC(6), WG_ACC(7)
@@ -102,30 +103,30 @@ __device__ __forceinline__ void wg_pin(float (&d)[NB][4]) {
 #define WG_REGS_16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
 #define WG_REGS_32 \
   WG_REGS_16 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define WG_REGS_64                                                                    \
-  WG_REGS_32                                                                          \
-      ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, " \
-      "%47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "   \
-      "%62, %63"
+#define WG_REGS_64                                                                \
+  WG_REGS_32                                                                      \
+  ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, " \
+  "%47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "   \
+  "%62, %63"
 #define WG_MMA(N, REGS, SCALE, OPERANDS)                                          \
   "{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE                                       \
   ", 0;\n"                                                                        \
   "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 {" REGS "}, " OPERANDS \
   ", p, 1, 1;\n}\n"
-#define WG_PRODUCTS(N, REGS, ACC, SS_A, SS_B, SS_SCALE, RS_A, RS_B, RS_SCALE)       \
-  __device__ __forceinline__ void wg_ss(float(&d)[N / 8][4], unsigned long long da, \
-                                        unsigned long long db) {                    \
-    asm volatile(WG_MMA(N, REGS, SS_SCALE, SS_A ", " SS_B)                          \
-                 : ACC                                                              \
-                 : "l"(da), "l"(db), "r"(1)                                         \
-                 : "memory");                                                       \
-  }                                                                                 \
-  __device__ __forceinline__ void wg_rs(float(&d)[N / 8][4], const unsigned(&a)[4], \
-                                        unsigned long long db) {                    \
-    asm volatile(WG_MMA(N, REGS, RS_SCALE, RS_A ", " RS_B)                          \
-                 : ACC                                                              \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1)      \
-                 : "memory");                                                       \
+#define WG_PRODUCTS(N, REGS, ACC, SS_A, SS_B, SS_SCALE, RS_A, RS_B, RS_SCALE)           \
+  __device__ __forceinline__ void wg_ss(float(&d)[N / 8][4], unsigned long long da,     \
+                                        unsigned long long db, int accumulate = 1) {    \
+    asm volatile(WG_MMA(N, REGS, SS_SCALE, SS_A ", " SS_B)                              \
+                 : ACC                                                                  \
+                 : "l"(da), "l"(db), "r"(accumulate)                                    \
+                 : "memory");                                                           \
+  }                                                                                     \
+  __device__ __forceinline__ void wg_rs(float(&d)[N / 8][4], const unsigned(&a)[4],     \
+                                        unsigned long long db, int accumulate = 1) {    \
+    asm volatile(WG_MMA(N, REGS, RS_SCALE, RS_A ", " RS_B)                              \
+                 : ACC                                                                  \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate) \
+                 : "memory");                                                           \
   }
 WG_PRODUCTS(32, WG_REGS_16, WG_ACC_32, "%16", "%17", "%18", "{%16, %17, %18, %19}", "%20", "%21")
 WG_PRODUCTS(64, WG_REGS_32, WG_ACC_64, "%32", "%33", "%34", "{%32, %33, %34, %35}", "%36", "%37")
