@@ -179,16 +179,19 @@ def _stats_reference(q, k, mask, *, hq, hk, rank, causal, kind, scale):
 
 # The tf32 mode's stats pass on warpgroup MMAs (cuda/wg_stats.cuh, plain form): its log-sum-exp
 # and delta against the warp-row stats pass (mma.sync) on the same inputs and against float64:
-# partial query and key tiles, both buckets, both ranks, GQA, causal with more queries than keys,
-# boolean and additive masks with fully masked rows, non-finite inputs.
+# partial query and key tiles, key tiles no row of a thread is hidden from (no selects) and
+# edge ones, both buckets, both ranks, GQA, causal with more queries than keys, boolean and
+# additive masks with fully masked rows, non-finite inputs.
 WG_STATS = {
     "d64_bool_causal_gqa": dict(b=2, sq=150, sk=200, hq=4, hk=2, d=64, rank=4, causal=1, kind=1,
                                 mshape=(2, 1, 150, 200)),
     "d128_add_r3": dict(b=1, sq=70, sk=150, hq=2, hk=1, d=128, rank=3, causal=0, kind=2,
                         mshape=(1, 2, 70, 150)),
+    "d40_causal": dict(b=1, sq=300, sk=280, hq=2, hk=2, d=40, rank=4, causal=1, kind=0,
+                       mshape=None),
     "d40_causal_short_keys": dict(b=1, sq=130, sk=100, hq=2, hk=2, d=40, rank=4, causal=1,
                                   kind=0, mshape=None),
-    "d96_nonfinite": dict(b=1, sq=60, sk=90, hq=2, hk=1, d=96, rank=4, causal=0, kind=0,
+    "d96_nonfinite": dict(b=1, sq=60, sk=290, hq=4, hk=2, d=96, rank=4, causal=0, kind=0,
                           mshape=None, poison=True),
 }
 
@@ -214,8 +217,8 @@ def test_cuda_emu_wgmma_stats_pass(emu, name, tf32):
         mask[rng.random(c["mshape"]) > 0.7] = -np.inf
         mask[..., 0, :] = -np.inf
     if poison:
-        k[0, 0, sk - 1, 3] = np.nan  # every row sees it: all of head 0 (and its group) dead
-        q[0, 1, 5, 0] = np.inf  # one more dead row in head 1
+        k[0, 0, sk - 1, 3] = np.nan  # every row of its group (query heads 0, 1) sees it: dead
+        q[0, 2, 5, 0] = np.inf  # one dead row in head 2
     q, k, v, y, dy = (t.astype(np.float32).astype(np.float64) for t in (q, k, v, y, dy))
     scale = float(np.float32(1 / np.sqrt(d)))
     run = dict(hq=hq, hk=hk, d=d, rank=rank, causal=c["causal"], kind=c["kind"], scale=scale,
@@ -227,6 +230,7 @@ def test_cuda_emu_wgmma_stats_pass(emu, name, tf32):
     np.testing.assert_array_equal(np.isnan(lse_wg), np.isnan(want), err_msg="dead rows")
     np.testing.assert_array_equal(np.isnan(lse_wr), np.isnan(want), err_msg="dead rows (mma.sync)")
     assert np.isnan(want).any() or not (poison or c["kind"])
+    assert not np.isnan(want).all()
     fin = ~np.isnan(want)
     # Same TF32 operands, sums in another order: the two passes agree far below TF32's error;
     # 3xTF32 (the fp32-accurate modes) at fp32's level.

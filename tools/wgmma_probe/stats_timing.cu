@@ -129,15 +129,12 @@ int main(int argc, char** argv) {
     constexpr int ST = WgStatsTiles<DMAX>::STAGES;
     if (!split) {
       variant(stats_variant<kTf32, TK, ST, 1>, TK, ST, 1);  // the library's
-      variant(stats_variant<kTf32, 64, 2, 1>, 64, 2, 1);
+      variant(stats_variant<kTf32, 64, 3, 1>, 64, 3, 1);
       variant(stats_variant<kTf32, 64, 3, 2>, 64, 3, 2);
       variant(stats_variant<kTf32, 32, 3, 2>, 32, 3, 2);
-      variant(stats_variant<kTf32, 32, 4, 2>, 32, 4, 2);
-      variant(stats_variant<kTf32, 128, 2, 1>, 128, 2, 1);
     } else {
       variant(stats_variant<kSplit, SK, ST, 1>, SK, ST, 1);  // the library's
-      variant(stats_variant<kSplit, 32, 2, 1>, 32, 2, 1);
-      if (DMAX == 64) variant(stats_variant<kSplit, 64, 2, 1>, 64, 2, 1);
+      variant(stats_variant<kSplit, SK, 3, 1>, SK, 3, 1);
 #undef SCALARS
     }
   }

@@ -171,9 +171,9 @@ static_assert(kWgKeys == 16 * kWarps, "the wgmma pass keeps the warp-row pass's 
 // kWgKeys query rows a block (2 warpgroups of 64, the warp-row pass's grid), key tiles of
 // wg_stats_keys rows through kWgStatsStages buffers. Shared memory: Q (kWgKeys x D) and the
 // stages (keys x D each), each with a lo plane beside it in the 3xTF32 modes (`split`).
-constexpr int kWgStatsStages = 3;
+constexpr int kWgStatsStages = 2;
 constexpr int wg_stats_keys(int dmax, bool split) {
-  return split && dmax >= 128 ? 32 : 64;
+  return !split ? 128 : dmax >= 128 ? 32 : 64;
 }
 constexpr int wg_stats_layout(int dmax, bool split, int keys, int stages) {
   return 4 * (split ? 2 : 1) * (kWgKeys * dmax + stages * keys * dmax);

@@ -53,51 +53,74 @@ __device__ __forceinline__ void split_own_chunks(float* hi, float* lo, bool fini
 }
 
 // A thread's share of two rows of the log-sum-exp (rows r and r + 8 of the accumulator layout):
-// RowStat's state, folded in a key tile at a time: the tile's maximum first, one rescale of the
-// sum, then the sum of the tile's exponentials.
+// RowStat's running maximum and sum, folded in a key tile at a time: the tile's maximum first,
+// one rescale of the sum, then the sum of the tile's exponentials. A visible NaN or +Inf score
+// needs no flag per score: it turns the sum into NaN (NaN - base, or Inf - Inf), which lse() reads
+// as a dead row before the quad's shares merge (RowStat's merge drops the sum of a share whose
+// maximum is -Inf).
 struct WgRowsLse {
-  RowStat row[2];
+  float m[2] = {-kInf, -kInf}, l[2] = {0.f, 0.f};
 
   // s: a tile's scores Q.K from the accumulators, the thread's columns at key0 + 8 j + (e & 1).
-  // Without a mask tensor (MASKED false) branch-free: selects for the causal rule and the keys
-  // beyond sk; with one, through Problem::score. s is overwritten.
+  // `edge`: a key of the tile may be hidden from a row of this thread (beyond sk, or by the
+  // causal rule). Without a mask tensor (MASKED false) the other tiles take no selects at all
+  // and edge tiles branch-free ones; with one, every score goes through Problem::score. s is
+  // overwritten.
   template <bool MASKED, int NB>
   __device__ __forceinline__ void fold(float (&s)[NB][4], const Problem& p, int bi, int h, int qrow,
-                                       int key0) {
+                                       int key0, bool edge) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int qi = qrow + 8 * i;
-      RowStat& st = row[i];
       float mt = -kInf;
+      if (!MASKED && !edge) {
 #pragma unroll
-      for (int j = 0; j < NB; ++j)
+        for (int j = 0; j < NB; ++j)
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int key = key0 + 8 * j + c;
-          float& x = s[j][2 * i + c];
-          bool hidden;
-          float sc;
-          if constexpr (MASKED) {
-            hidden = key >= p.sk || qi >= p.sq;  // the mask has no such entry
-            sc = hidden ? 0.f : p.score(x, bi, h, qi, key, hidden);
-          } else {
-            sc = x * p.scale;
-            hidden = key >= p.sk || (p.causal && key > qi);
+          for (int c = 0; c < 2; ++c) {
+            float& x = s[j][2 * i + c];
+            x *= p.scale;
+            mt = fmaxf(mt, x);
           }
-          x = hidden ? -kInf : sc;
-          st.bad = st.bad || isnan(x) || x == kInf;
-          mt = fmaxf(mt, x);
-        }
-      const float mn = fmaxf(st.m, mt);
+      } else {
+#pragma unroll
+        for (int j = 0; j < NB; ++j)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int key = key0 + 8 * j + c;
+            float& x = s[j][2 * i + c];
+            bool hidden;
+            float sc;
+            if constexpr (MASKED) {
+              hidden = key >= p.sk || qi >= p.sq;  // the mask has no such entry
+              sc = hidden ? 0.f : p.score(x, bi, h, qi, key, hidden);
+            } else {
+              sc = x * p.scale;
+              hidden = key >= p.sk || (p.causal && key > qi);
+            }
+            x = hidden ? -kInf : sc;
+            mt = fmaxf(mt, x);
+          }
+      }
+      const float mn = fmaxf(m[i], mt);
       const float base = mn == -kInf ? 0.f : mn;  // no visible score yet: every term is 0
       float sum = 0.f;
 #pragma unroll
       for (int j = 0; j < NB; ++j)
 #pragma unroll
         for (int c = 0; c < 2; ++c) sum += __expf(s[j][2 * i + c] - base);
-      st.l = st.l * __expf(st.m - base) + sum;
-      st.m = mn;
+      l[i] = l[i] * __expf(m[i] - base) + sum;
+      m[i] = mn;
     }
+  }
+
+  // Row i's log-sum-exp, the quad's shares merged (every lane of the warp calls it).
+  __device__ __forceinline__ float lse(int i) const {
+    RowStat st;
+    st.m = m[i];
+    st.l = l[i];
+    st.bad = isnan(l[i]);
+    return st.merged_over_quad().lse();
   }
 };
 
@@ -155,10 +178,11 @@ __device__ __forceinline__ void wg_stats_kernel(const float* q, const float* k, 
   WgRowsLse rs;
   const int qrow = i0 + 64 * wg + 16 * warp + g;
   auto fold_tile = [&](float(&s)[NB][4], int j0) {
+    const bool edge = j0 + BK > p.sk || (p.causal && j0 + BK - 1 > qrow);
     if (p.mask_kind == 0)
-      rs.fold<false>(s, p, bi, h, qrow, j0 + 2 * t);
+      rs.fold<false>(s, p, bi, h, qrow, j0 + 2 * t, edge);
     else
-      rs.fold<true>(s, p, bi, h, qrow, j0 + 2 * t);
+      rs.fold<true>(s, p, bi, h, qrow, j0 + 2 * t, edge);
   };
 
   // The products of a tile: S in one chain (TF32), or, 3xTF32, the cross terms in one chain and
@@ -167,7 +191,7 @@ __device__ __forceinline__ void wg_stats_kernel(const float* q, const float* k, 
   // chain that bias reached 4x the warp-row pass's error (which adds every k-step apart; a wait
   // per k-step would stall wgmma). Non-finite inputs (kSplitSafe): the cross terms count only
   // where hi x hi is finite, as in mma_step.
-  constexpr int CHAINS = P == kTf32 ? 1 : ND / 4;  // mode 2 chains as mode 0: the same bits
+  constexpr int CHAINS = P == kTf32 ? 1 : ND / 4;     // mode 2 chains as mode 0: the same bits
   float big[CHAINS][NB][4], small[NB][4], sp[NB][4];  // this step's products, the previous S
   for (int n = 0; n < steps; ++n) {
     cp_async_wait<STAGES - 2>();
@@ -212,7 +236,7 @@ __device__ __forceinline__ void wg_stats_kernel(const float* q, const float* k, 
 
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const float row_lse = rs.row[i].merged_over_quad().lse();
+    const float row_lse = rs.lse(i);
     const float dsum = quad_sum(part[i]);
     const int r = w0 + g + 8 * i;
     if (t == 0 && r < rows) {
