@@ -14,24 +14,9 @@
 #include <vector>
 
 #include "../../src/ortmlx/ops/attention_vjp/cuda/kernels.cu"
+#include "device_arrays.h"
 
 namespace {
-
-float* device_random(size_t n, unsigned seed) {
-  std::vector<float> h(n);
-  srand(seed);
-  for (auto& x : h) x = static_cast<float>(rand()) / RAND_MAX * 2.f - 1.f;
-  float* d;
-  cudaMalloc(&d, n * 4);
-  cudaMemcpy(d, h.data(), n * 4, cudaMemcpyHostToDevice);
-  return d;
-}
-
-std::vector<float> host(const float* d, size_t n) {
-  std::vector<float> h(n);
-  cudaMemcpy(h.data(), d, n * 4, cudaMemcpyDeviceToHost);
-  return h;
-}
 
 double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0, den = 0;

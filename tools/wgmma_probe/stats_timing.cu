@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../../src/ortmlx/ops/attention_vjp/cuda/kernels.cu"
+#include "device_arrays.h"
 
 namespace {
 
@@ -25,22 +26,6 @@ __global__ void __launch_bounds__(kThreads, MIN_BLOCKS)
                   const int* finite, float* lse, float* delta, AVJP_SCALARS) {
   AVJP_PROBLEM(nullptr, finite);
   wg_stats_kernel<DMAX, P, BK, STAGES>(q, k, y, dy, p, lse, delta);
-}
-
-float* device_random(size_t n, unsigned seed) {
-  std::vector<float> h(n);
-  srand(seed);
-  for (auto& x : h) x = static_cast<float>(rand()) / RAND_MAX * 2.f - 1.f;
-  float* d;
-  cudaMalloc(&d, n * 4);
-  cudaMemcpy(d, h.data(), n * 4, cudaMemcpyHostToDevice);
-  return d;
-}
-
-std::vector<float> host(const float* d, size_t n) {
-  std::vector<float> h(n);
-  cudaMemcpy(h.data(), d, n * 4, cudaMemcpyDeviceToHost);
-  return h;
 }
 
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
