@@ -19,7 +19,7 @@
 // step's Q and dY tiles copy in by cp.async behind the rest of the step.
 //
 // Shared memory (floats, core-matrix layout): K, V (128 x D), Q, dY (KQ x D), Q^T, dY^T
-// (D x KQ, strides padded: WgTransposed), dS (KQ x 128), lse, delta (KQ): tiles.h, wg_dkv_smem.
+// (D x KQ), dS (KQ x 128), lse, delta (KQ): tiles.h, wg_dkv_smem.
 #pragma once
 
 #include "wgmma.cuh"
@@ -57,11 +57,9 @@ struct WgTiles {
   static constexpr int KEYS = ortmlx_avjp_tiles::kWgKeys;    // per block
   static constexpr int KQ = ortmlx_avjp_tiles::wg_kq(DMAX);  // query rows per step
   static constexpr int K = 0, V = K + KEYS * DMAX, Q = V + KEYS * DMAX, Y = Q + KQ * DMAX;
-  static constexpr int T_FLOATS = ortmlx_avjp_tiles::wg_t_floats(DMAX);  // Q^T, dY^T (padded)
-  static constexpr int QT = Y + KQ * DMAX, YT = QT + T_FLOATS, DS = YT + T_FLOATS;
+  static constexpr int QT = Y + KQ * DMAX, YT = QT + KQ * DMAX, DS = YT + KQ * DMAX;
   static constexpr int LSE = DS + KQ * KEYS, DELTA = LSE + KQ, FLOATS = DELTA + KQ;
   static_assert(4 * FLOATS == ortmlx_avjp_tiles::wg_dkv_smem(DMAX), "tiles.h layout");
-  static_assert(T_FLOATS >= KQ * DMAX, "dQ is staged in the Q^T tile");
   static_assert(DMAX == 64 || DMAX == 128, "wgmma buckets");
 };
 
@@ -102,28 +100,10 @@ __device__ __forceinline__ float wg_round(float x, bool finite) {
   return __uint_as_float(finite ? round_tf32_finite(x) : cvt_tf32(x));
 }
 
-// The layout of Q^T and dY^T (DMAX x KQ): core matrices as cm_index's, spaced kWgTLead floats
-// apart along K and wg_t_stride(KQ) floats from band to band (tiles.h), so that a warp's
-// transposing stores (8 query rows x 4 chunks of d) fall in 32 banks; with cm_index's 32 and 8 KQ
-// (both 0 mod 32) they fell in 8, 4-way conflicts. The descriptor carries the same offsets.
-template <int KQ>
-struct WgTransposed {
-  static constexpr int LEAD = ortmlx_avjp_tiles::kWgTLead;
-  static constexpr int STRIDE = ortmlx_avjp_tiles::wg_t_stride(KQ);
-  __device__ static __forceinline__ int index(int r, int c) {
-    return (r >> 3) * STRIDE + (c >> 2) * LEAD + (r & 7) * 4 + (c & 3);
-  }
-  // The B operand of k-step j (columns 8 j .. 8 j + 7).
-  __device__ static __forceinline__ unsigned long long desc(const float* t, int j) {
-    return wg_desc_strided(t + 2 * LEAD * j, 4u * LEAD, 4u * STRIDE);
-  }
-};
-
 // Rounds a KQ x DMAX core-matrix tile to TF32 in place and writes its transpose (DMAX x KQ, the
-// K index permuted for accumulator-born A operands; WgTransposed's layout) beside it. A thread
-// takes 4 consecutive columns of a row (one 16-byte chunk; lanes run down the 8 rows of a band
-// first, so the 128-bit loads and stores are conflict-free) and scatters them into 4 rows of the
-// transpose.
+// K index permuted for accumulator-born A operands) beside it. A thread takes 4 consecutive
+// columns of a row (one 16-byte chunk; lanes run down the 8 rows of a band first, so the
+// 128-bit loads and stores are conflict-free) and scatters them into 4 rows of the transpose.
 template <int KQ, int DMAX>
 __device__ __forceinline__ void round_and_transpose(float* tile, float* transposed, bool finite) {
 #pragma unroll
@@ -137,7 +117,7 @@ __device__ __forceinline__ void round_and_transpose(float* tile, float* transpos
     x.z = wg_round(x.z, finite);
     x.w = wg_round(x.w, finite);
     *chunk = x;
-    float* col = transposed + WgTransposed<KQ>::index(d, perm_k(q));  // rows d .. d + 3: 4 apart
+    float* col = transposed + cm_index(d, perm_k(q), KQ);  // rows d .. d + 3: 4 floats apart
     col[0] = x.x;
     col[4] = x.y;
     col[8] = x.z;
@@ -302,13 +282,13 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
     for (int j = 0; j < NQ; ++j) {
       const unsigned a[4] = {__float_as_uint(sa[j][0]), __float_as_uint(sa[j][2]),
                              __float_as_uint(sa[j][1]), __float_as_uint(sa[j][3])};
-      wg_rs(dva, a, WgTransposed<KQ>::desc(yts, j));
+      wg_rs(dva, a, wg_desc(yts + 64 * j, KQ));
     }
 #pragma unroll
     for (int j = 0; j < NQ; ++j) {
       const unsigned a[4] = {__float_as_uint(pa[j][0]), __float_as_uint(pa[j][2]),
                              __float_as_uint(pa[j][1]), __float_as_uint(pa[j][3])};
-      wg_rs(dka, a, WgTransposed<KQ>::desc(qts, j));
+      wg_rs(dka, a, wg_desc(qts + 64 * j, KQ));
     }
     wg_commit();
     AVJP_WG_MARK(5);
