@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "../../src/ortmlx/ops/attention_vjp/cuda/kernels.cu"
-#include "device_arrays.h"
+#include "tool_common.h"
 
 namespace {
 
@@ -57,16 +57,11 @@ double median_ms(Launch&& launch) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 7) {
-    std::fprintf(stderr, "usage: %s B HQ HK S D causal\n", argv[0]);
+  ToolProblem pr;
+  if (!read_problem(
+          argc, argv, DMAX, [](int d) { return ortmlx_avjp_tiles::dmax_of(d); }, pr))
     return 2;
-  }
-  const int b = atoi(argv[1]), hq = atoi(argv[2]), hk = atoi(argv[3]), s = atoi(argv[4]),
-            d = atoi(argv[5]), causal = atoi(argv[6]);
-  if (ortmlx_avjp_tiles::dmax_of(d) != DMAX) {
-    std::fprintf(stderr, "this binary runs head sizes of bucket %d\n", DMAX);
-    return 2;
-  }
+  const int b = pr.b, hq = pr.hq, hk = pr.hk, s = pr.s, d = pr.d, causal = pr.causal;
   const size_t nq = size_t(b) * hq * s * d, nk = size_t(b) * hk * s * d, nr = size_t(b) * hq * s;
   float *q = device_random(nq, 1), *k = device_random(nk, 2), *v = device_random(nk, 3);
   float *y = device_random(nq, 4), *dy = device_random(nq, 5);
