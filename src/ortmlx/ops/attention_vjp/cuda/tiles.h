@@ -161,9 +161,14 @@ constexpr bool wg_bucket(int dmax) {
 constexpr int wg_kq(int dmax) {
   return dmax >= 128 ? 32 : 64;
 }
+// Whether the pass keeps K^T (D x kWgKeys) as a tile for dQ^T's A operand (by descriptor); else
+// each step reads K^T fragments out of the K tile (D 128: no room for the tile).
+constexpr bool wg_kt_tile(int dmax) {
+  return dmax <= 64;
+}
 constexpr int wg_dkv_smem(int dmax) {
-  return 4 *
-         (2 * kWgKeys * dmax + 4 * wg_kq(dmax) * dmax + wg_kq(dmax) * kWgKeys + 2 * wg_kq(dmax));
+  return 4 * ((wg_kt_tile(dmax) ? 3 : 2) * kWgKeys * dmax + 4 * wg_kq(dmax) * dmax +
+              wg_kq(dmax) * kWgKeys + 2 * wg_kq(dmax));
 }
 static_assert(kWgKeys == 16 * kWarps, "the wgmma pass keeps the warp-row pass's grid");
 

@@ -58,7 +58,9 @@ struct WgTiles {
   static constexpr int KQ = ortmlx_avjp_tiles::wg_kq(DMAX);  // query rows per step
   static constexpr int K = 0, V = K + KEYS * DMAX, Q = V + KEYS * DMAX, Y = Q + KQ * DMAX;
   static constexpr int QT = Y + KQ * DMAX, YT = QT + KQ * DMAX, DS = YT + KQ * DMAX;
-  static constexpr int LSE = DS + KQ * KEYS, DELTA = LSE + KQ, FLOATS = DELTA + KQ;
+  static constexpr bool KT_TILE = ortmlx_avjp_tiles::wg_kt_tile(DMAX);
+  static constexpr int KT = DS + KQ * KEYS, LSE = KT + (KT_TILE ? DMAX * KEYS : 0);
+  static constexpr int DELTA = LSE + KQ, FLOATS = DELTA + KQ;
   static_assert(4 * FLOATS == ortmlx_avjp_tiles::wg_dkv_smem(DMAX), "tiles.h layout");
   static_assert(DMAX == 64 || DMAX == 128, "wgmma buckets");
 };
@@ -176,6 +178,16 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
   for (int e = tid; e < KEYS * DMAX; e += kThreads) {
     ks[e] = wg_round(ks[e], finite);
     vs[e] = wg_round(vs[e], finite);
+  }
+  if constexpr (T::KT_TILE) {
+    // K^T (D x KEYS) for dQ^T's A operand; element (c, key) from K's (key, c).
+    __syncthreads();
+    float* kts = avjp_smem + T::KT;
+    for (int e = tid; e < KEYS * DMAX; e += kThreads) {
+      const int c = e % DMAX, key = e / DMAX;
+      kts[cm_index(c, key, KEYS)] = ks[cm_index(key, c, DMAX)];
+    }
+    fence_smem_async();  // read by the products after the steps' barriers
   }
 
   float dka[ND][4], dva[ND][4];
@@ -349,26 +361,39 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
       const int m0 = DMAX == 128 ? 64 * wg : 0, qo = DMAX == 128 ? 0 : 32 * wg;
       const int dr = m0 + 16 * warp + g;
       float qa[4][4];
-      // A from K^T fragments loaded here: issued 4 k-steps a group with at most two groups in
-      // flight, so their registers (and dV/dK's A operands, waited for first) stay within budget.
-      wg_wait<0>();
-#pragma unroll
-      for (int kc = 0; kc < KEYS / 32; ++kc) {
-        unsigned a[4][4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int key = 32 * kc + 8 * i + t;
-          a[i][0] = __float_as_uint(ks[cm_index(key, dr, DMAX)]);
-          a[i][1] = __float_as_uint(ks[cm_index(key, dr + 8, DMAX)]);
-          a[i][2] = __float_as_uint(ks[cm_index(key + 4, dr, DMAX)]);
-          a[i][3] = __float_as_uint(ks[cm_index(key + 4, dr + 8, DMAX)]);
-        }
+      if constexpr (T::KT_TILE) {
+        // A (all D rows, the keys as K) by descriptor from the K^T tile.
+        const float* kts = avjp_smem + T::KT;
+        wg_wait<0>();
         wg_fence();
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
-          wg_rs(qa, a[i], wg_desc(dss + cm_index(qo, 32 * kc + 8 * i, KEYS), KEYS), kc + i > 0);
+        for (int kk = 0; kk < KEYS / 8; ++kk)
+          wg_ss(qa, wg_desc(kts + cm_index(m0, 8 * kk, KEYS), KEYS),
+                wg_desc(dss + cm_index(qo, 8 * kk, KEYS), KEYS), kk > 0);
         wg_commit();
-        wg_wait<1>();
+      } else {
+        // A from K^T fragments loaded here: issued 4 k-steps a group with at most two groups in
+        // flight, so their registers (and dV/dK's A operands, waited for first) stay within
+        // budget.
+        wg_wait<0>();
+#pragma unroll
+        for (int kc = 0; kc < KEYS / 32; ++kc) {
+          unsigned a[4][4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int key = 32 * kc + 8 * i + t;
+            a[i][0] = __float_as_uint(ks[cm_index(key, dr, DMAX)]);
+            a[i][1] = __float_as_uint(ks[cm_index(key, dr + 8, DMAX)]);
+            a[i][2] = __float_as_uint(ks[cm_index(key + 4, dr, DMAX)]);
+            a[i][3] = __float_as_uint(ks[cm_index(key + 4, dr + 8, DMAX)]);
+          }
+          wg_fence();
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            wg_rs(qa, a[i], wg_desc(dss + cm_index(qo, 32 * kc + 8 * i, KEYS), KEYS), kc + i > 0);
+          wg_commit();
+          wg_wait<1>();
+        }
       }
       wg_wait<0>();
       wg_pin(qa);
