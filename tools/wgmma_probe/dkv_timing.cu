@@ -32,8 +32,7 @@ double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
 int main(int argc, char** argv) {
   constexpr int DMAX = AVJP_BUCKET;
   ToolProblem pr;
-  if (!read_problem(
-          argc, argv, DMAX, [](int d) { return ortmlx_avjp_tiles::dmax_of(d); }, pr))
+  if (!read_problem(argc, argv, DMAX, [](int d) { return ortmlx_avjp_tiles::dmax_of(d); }, pr))
     return 2;
   const int b = pr.b, hq = pr.hq, hk = pr.hk, s = pr.s, d = pr.d, causal = pr.causal;
   const size_t nq = size_t(b) * hq * s * d, nk = size_t(b) * hk * s * d;
@@ -72,10 +71,10 @@ int main(int argc, char** argv) {
     cudaMemset(dq[which], 0, nq * 4);
     if (which == 0)
       dkvq<<<grid, kThreads, t::dkvq_bytes(DMAX)>>>(q, k, v, dy, mask, finite, lse, delta, dk[0],
-                                                    dv[0], dq[0], SCALARS);
+                                                 dv[0], dq[0], SCALARS);
     else
       dkvq_wg<<<grid, kThreads, t::wg_dkv_smem(DMAX)>>>(q, k, v, dy, mask, finite, lse, delta,
-                                                        dk[1], dv[1], dq[1], SCALARS);
+                                                     dk[1], dv[1], dq[1], SCALARS);
   };
   cudaEvent_t t0, t1;
   cudaEventCreate(&t0);
@@ -116,10 +115,9 @@ int main(int argc, char** argv) {
   for (unsigned x = 0; x < grid.x; ++x)
     steps += (causal ? tiles(s - int(x) * t::kWgKeys / kq * kq, kq) : tq) * double(hq / hk);
   steps *= grid.y * 6;
-  const char* names[8] = {
-      "wait Q/dY + barrier",        "round Q/dY, lse",   "S^T dP^T + dQ atomics, transposes",
-      "barrier + next fetch",       "softmax, dS store", "dV dK issue",
-      "dQ (barrier, waits, wgmma)", "dQ staged + end"};
+  const char* names[8] = {"wait Q/dY + barrier", "round+transpose, lse", "S^T dP^T wgmma",
+                          "barrier + next fetch", "softmax, dS store", "dV dK issue",
+                          "dQ (barrier, waits, wgmma)", "dQ atomics + end"};
   double total = 0;
   for (int i = 0; i < 8; ++i) total += cyc[i];
   for (int i = 0; i < 8; ++i)

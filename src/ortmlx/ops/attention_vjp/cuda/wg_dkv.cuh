@@ -102,11 +102,12 @@ __device__ __forceinline__ float wg_round(float x, bool finite) {
   return __uint_as_float(finite ? round_tf32_finite(x) : cvt_tf32(x));
 }
 
-// Rounds a KQ x DMAX core-matrix tile to TF32 in place. A thread takes 4 consecutive columns of
-// a row (one 16-byte chunk; lanes run down the 8 rows of a band first, so the 128-bit loads and
-// stores are conflict-free).
+// Rounds a KQ x DMAX core-matrix tile to TF32 in place and writes its transpose (DMAX x KQ, the
+// K index permuted for accumulator-born A operands) beside it. A thread takes 4 consecutive
+// columns of a row (one 16-byte chunk; lanes run down the 8 rows of a band first, so the
+// 128-bit loads and stores are conflict-free) and scatters them into 4 rows of the transpose.
 template <int KQ, int DMAX>
-__device__ __forceinline__ void round_tile(float* tile, bool finite) {
+__device__ __forceinline__ void round_and_transpose(float* tile, float* transposed, bool finite) {
 #pragma unroll
   for (int e = threadIdx.x; e < KQ * DMAX / 4; e += kThreads) {
     int q, d;
@@ -118,19 +119,6 @@ __device__ __forceinline__ void round_tile(float* tile, bool finite) {
     x.z = wg_round(x.z, finite);
     x.w = wg_round(x.w, finite);
     *chunk = x;
-  }
-}
-
-// Writes the transpose (DMAX x KQ, the K index permuted for accumulator-born A operands) of a
-// KQ x DMAX core-matrix tile: a thread reads a 16-byte chunk as round_tile does and scatters it
-// into 4 rows of the transpose.
-template <int KQ, int DMAX>
-__device__ __forceinline__ void transpose_tile(const float* tile, float* transposed) {
-#pragma unroll
-  for (int e = threadIdx.x; e < KQ * DMAX / 4; e += kThreads) {
-    int q, d;
-    cm_chunk<DMAX>(e, q, d);
-    const float4 x = *reinterpret_cast<const float4*>(tile + cm_index(q, d, DMAX));
     float* col = transposed + cm_index(d, perm_k(q), KQ);  // rows d .. d + 3: 4 floats apart
     col[0] = x.x;
     col[4] = x.y;
@@ -215,34 +203,6 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
       delta_r = tid < rows ? delta[row] : 0.f;
     }
   };
-  // The block's dQ tile of a step (KQ x D) is staged in the dS tile once the dQ^T products are
-  // done with it, row-major [query][d] with the columns XOR-swizzled by the query so that the
-  // accumulator fragments' stores fall in distinct banks, and reaches global memory as 4-float
-  // atomics (a quarter of the scalar ones) during the next step's S^T and dP^T products.
-  auto staged = [&](int qr, int c) -> float& { return dss[qr * DMAX + (c ^ ((qr & 6) << 2))]; };
-  static_assert(KQ * DMAX <= KQ * KEYS, "the dQ tile fits the dS tile");
-  auto flush_dq = [&](int n) {
-    int i0, h;
-    const int rows = step_rows(n, i0, h);
-    const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
-    if (dq_vec) {
-#pragma unroll
-      for (int e = tid; e < KQ * DMAX / 4; e += kThreads) {
-        const int qr = e / (DMAX / 4), c = e % (DMAX / 4) * 4;
-        if (qr < rows && c < p.d) {
-          float4 x = *reinterpret_cast<const float4*>(&staged(qr, c));
-          red_add4(dq + qoff + qr * qstride + c, x.x * p.scale, x.y * p.scale, x.z * p.scale,
-                   x.w * p.scale);
-        }
-      }
-    } else {
-      for (int e = tid; e < KQ * DMAX; e += kThreads) {
-        const int qr = e / DMAX, c = e % DMAX;
-        if (qr < rows && c < p.d) atomicAdd(dq + qoff + qr * qstride + c, staged(qr, c) * p.scale);
-      }
-    }
-  };
-
   if (steps > 0) fetch(0);
   AVJP_WG_MARK_START;
 
@@ -250,11 +210,10 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
     int i0, h;
     const int rows = step_rows(n, i0, h);
     cp_async_wait<0>();
-    __syncthreads();  // Q and dY of this step are in; every product of the last step is done,
-                      // and its dQ tile is staged
+    __syncthreads();  // Q and dY of this step are in; every product of the last step is done
     AVJP_WG_MARK(0);
-    round_tile<KQ, DMAX>(qs, finite);
-    round_tile<KQ, DMAX>(ys, finite);
+    round_and_transpose<KQ, DMAX>(qs, qts, finite);
+    round_and_transpose<KQ, DMAX>(ys, yts, finite);
     if (tid < KQ) {
       lse_s[tid] = lse_r;
       delta_s[tid] = delta_r;
@@ -278,19 +237,11 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
       wg_ss(pa, wg_desc(vs + cm_index(kw, 8 * kk, DMAX), DMAX), wg_desc(ys + 64 * kk, DMAX),
             kk > 0);
     wg_commit();
-    // Under the products (which only read Q, dY, K and V): the last step's dQ atomics, and the
-    // transposes of Q and dY for dK and dV (their tiles were last read by the last step's
-    // products, done at the barrier above).
-    if (WITH_DQ && n > 0) flush_dq(n - 1);
-    transpose_tile<KQ, DMAX>(qs, qts);
-    transpose_tile<KQ, DMAX>(ys, yts);
-    fence_smem_async();
     wg_wait<0>();
     wg_pin(sa);
     wg_pin(pa);
     AVJP_WG_MARK(2);
-    __syncthreads();  // both warpgroups are done with Q and dY and the dQ tile: the next step's
-                      // copy in; Q^T and dY^T are written
+    __syncthreads();  // both warpgroups are done with Q and dY: the next step's copy in
     if (n + 1 < steps) fetch(n + 1);
     AVJP_WG_MARK(3);
 
@@ -398,7 +349,13 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
       wg_wait<0>();
       wg_pin(qa);
       AVJP_WG_MARK(6);
-      __syncthreads();  // both warpgroups' dQ^T products are done with the dS tile
+      // The block's dQ tile (KQ x D) through shared memory (the Q^T tile, free now), so that
+      // its sums reach global memory as 4-float atomics: a quarter of the scalar ones.
+      const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
+      // Row-major [query][d] in the Q^T tile, the columns XOR-swizzled by the query so that the
+      // accumulator fragments' stores fall in distinct banks.
+      auto staged = [&](int qr, int c) -> float& { return qts[qr * DMAX + (c ^ ((qr & 6) << 2))]; };
+      __syncthreads();  // both warpgroups' dK products are done with Q^T
 #pragma unroll
       for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -406,16 +363,30 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
           const int c = dr + 8 * (e >> 1), qr = qo + 8 * j + 2 * t + (e & 1);
           staged(qr, c) = qa[j][e];
         }
+      __syncthreads();
+      if (dq_vec) {
+#pragma unroll
+        for (int e = tid; e < KQ * DMAX / 4; e += kThreads) {
+          const int qr = e / (DMAX / 4), c = e % (DMAX / 4) * 4;
+          if (qr < rows && c < p.d) {
+            float4 x = *reinterpret_cast<const float4*>(&staged(qr, c));
+            red_add4(dq + qoff + qr * qstride + c, x.x * p.scale, x.y * p.scale, x.z * p.scale,
+                     x.w * p.scale);
+          }
+        }
+      } else {
+        for (int e = tid; e < KQ * DMAX; e += kThreads) {
+          const int qr = e / DMAX, c = e % DMAX;
+          if (qr < rows && c < p.d)
+            atomicAdd(dq + qoff + qr * qstride + c, staged(qr, c) * p.scale);
+        }
+      }
     } else {
       wg_wait<0>();
     }
     wg_pin(dka);
     wg_pin(dva);
     AVJP_WG_MARK(7);
-  }
-  if (WITH_DQ && steps > 0) {
-    __syncthreads();  // the last step's dQ tile is staged
-    flush_dq(steps - 1);
   }
 #pragma unroll
   for (int j = 0; j < ND; ++j)
