@@ -161,15 +161,28 @@ constexpr bool wg_bucket(int dmax) {
 constexpr int wg_kq(int dmax) {
   return dmax >= 128 ? 32 : 64;
 }
+// Q^T and dY^T (D x KQ) are core-matrix tiles with padded strides (wg_dkv.cuh, WgTransposed):
+// the next core matrix along K 36 floats on (not 32), the next band of 8 rows a multiple of 32
+// floats plus 8, so that the scattered stores that transpose Q and dY hit 32 banks.
+constexpr int kWgTLead = 36;
+constexpr int wg_t_stride(int kq) {
+  return ((kq / 4 - 1) * kWgTLead + 32 + 23) / 32 * 32 + 8;
+}
+constexpr int wg_t_floats(int dmax) {
+  return dmax / 8 * wg_t_stride(wg_kq(dmax));
+}
 // Whether the pass keeps K^T (D x kWgKeys) as a tile for dQ^T's A operand (by descriptor); else
 // each step reads K^T fragments out of the K tile (D 128: no room for the tile).
 constexpr bool wg_kt_tile(int dmax) {
   return dmax <= 64;
 }
 constexpr int wg_dkv_smem(int dmax) {
-  return 4 * ((wg_kt_tile(dmax) ? 3 : 2) * kWgKeys * dmax + 4 * wg_kq(dmax) * dmax +
-              wg_kq(dmax) * kWgKeys + 2 * wg_kq(dmax));
+  return 4 * ((wg_kt_tile(dmax) ? 3 : 2) * kWgKeys * dmax + 2 * wg_kq(dmax) * dmax +
+              2 * wg_t_floats(dmax) + wg_kq(dmax) * kWgKeys + 2 * wg_kq(dmax));
 }
+static_assert(wg_t_stride(32) % 32 == 8 && wg_t_stride(64) % 32 == 8 &&
+                  wg_t_stride(32) >= 7 * kWgTLead + 32 && wg_t_stride(64) >= 15 * kWgTLead + 32,
+              "padded transposes");
 static_assert(kWgKeys == 16 * kWarps, "the wgmma pass keeps the warp-row pass's grid");
 
 // The stats pass on warpgroup MMAs (wg_stats.cuh; the plain form at head sizes 64 and 128):

@@ -10,16 +10,18 @@
 //   P^T and dS^T in the accumulators (scale, masks, lse, delta as in the other kernels)
 //   dV_w += P^T dY     A: P^T from the accumulators             B: dY^T (D x KQ, k permuted)
 //   dK_w += dS^T Q     A: dS^T from the accumulators            B: Q^T
-//   WITH_DQ: dQ^T += K^T dS^T over the block's 128 keys, A: K^T fragments read from the K tile,
-//   B: dS (KQ x 128) written by both warpgroups; warpgroup w takes the d rows 64 w .. (D 128)
-//   or the queries 32 w .. (D 64); the block's dQ tile goes through shared memory to global
-//   memory as 16-byte atomics (sum order varies run to run).
+//   WITH_DQ: dQ^T += K^T dS^T over the block's 128 keys, A: K^T fragments read from the K tile
+//   (D 128) or a K^T tile written once (D 64, by descriptor; no room for it at D 128), B: dS (KQ x
+//   128) written by both warpgroups; warpgroup w takes the d rows 64 w .. (D 128) or the queries 32
+//   w .. (D 64); the block's dQ tile goes through shared memory to global memory as 16-byte atomics
+//   (sum order varies run to run).
 // The products chain in the tensor cores, as the mma.sync TF32 mode's do (its drift is far
 // below TF32's operand rounding). S^T and dP^T only need Q and dY: once they are done, the next
 // step's Q and dY tiles copy in by cp.async behind the rest of the step.
 //
 // Shared memory (floats, core-matrix layout): K, V (128 x D), Q, dY (KQ x D), Q^T, dY^T
-// (D x KQ), dS (KQ x 128), lse, delta (KQ): tiles.h, wg_dkv_smem.
+// (D x KQ, strides padded: WgTransposed), dS (KQ x 128), K^T at D 64 (D x 128), lse, delta (KQ):
+// tiles.h, wg_dkv_smem.
 #pragma once
 
 #include "wgmma.cuh"
@@ -57,11 +59,13 @@ struct WgTiles {
   static constexpr int KEYS = ortmlx_avjp_tiles::kWgKeys;    // per block
   static constexpr int KQ = ortmlx_avjp_tiles::wg_kq(DMAX);  // query rows per step
   static constexpr int K = 0, V = K + KEYS * DMAX, Q = V + KEYS * DMAX, Y = Q + KQ * DMAX;
-  static constexpr int QT = Y + KQ * DMAX, YT = QT + KQ * DMAX, DS = YT + KQ * DMAX;
+  static constexpr int T_FLOATS = ortmlx_avjp_tiles::wg_t_floats(DMAX);  // Q^T, dY^T (padded)
+  static constexpr int QT = Y + KQ * DMAX, YT = QT + T_FLOATS, DS = YT + T_FLOATS;
   static constexpr bool KT_TILE = ortmlx_avjp_tiles::wg_kt_tile(DMAX);
   static constexpr int KT = DS + KQ * KEYS, LSE = KT + (KT_TILE ? DMAX * KEYS : 0);
   static constexpr int DELTA = LSE + KQ, FLOATS = DELTA + KQ;
   static_assert(4 * FLOATS == ortmlx_avjp_tiles::wg_dkv_smem(DMAX), "tiles.h layout");
+  static_assert(T_FLOATS >= KQ * DMAX, "dQ is staged in the Q^T tile");
   static_assert(DMAX == 64 || DMAX == 128, "wgmma buckets");
 };
 
@@ -102,10 +106,28 @@ __device__ __forceinline__ float wg_round(float x, bool finite) {
   return __uint_as_float(finite ? round_tf32_finite(x) : cvt_tf32(x));
 }
 
+// The layout of Q^T and dY^T (DMAX x KQ): core matrices as cm_index's, spaced kWgTLead floats
+// apart along K and wg_t_stride(KQ) floats from band to band (tiles.h), so that a warp's
+// transposing stores (8 query rows x 4 chunks of d) fall in 32 banks; with cm_index's 32 and 8 KQ
+// (both 0 mod 32) they fell in 8, 4-way conflicts. The descriptor carries the same offsets.
+template <int KQ>
+struct WgTransposed {
+  static constexpr int LEAD = ortmlx_avjp_tiles::kWgTLead;
+  static constexpr int STRIDE = ortmlx_avjp_tiles::wg_t_stride(KQ);
+  __device__ static __forceinline__ int index(int r, int c) {
+    return (r >> 3) * STRIDE + (c >> 2) * LEAD + (r & 7) * 4 + (c & 3);
+  }
+  // The B operand of k-step j (columns 8 j .. 8 j + 7).
+  __device__ static __forceinline__ unsigned long long desc(const float* t, int j) {
+    return wg_desc_strided(t + 2 * LEAD * j, 4u * LEAD, 4u * STRIDE);
+  }
+};
+
 // Rounds a KQ x DMAX core-matrix tile to TF32 in place and writes its transpose (DMAX x KQ, the
-// K index permuted for accumulator-born A operands) beside it. A thread takes 4 consecutive
-// columns of a row (one 16-byte chunk; lanes run down the 8 rows of a band first, so the
-// 128-bit loads and stores are conflict-free) and scatters them into 4 rows of the transpose.
+// K index permuted for accumulator-born A operands; WgTransposed's layout) beside it. A thread
+// takes 4 consecutive columns of a row (one 16-byte chunk; lanes run down the 8 rows of a band
+// first, so the 128-bit loads and stores are conflict-free) and scatters them into 4 rows of the
+// transpose.
 template <int KQ, int DMAX>
 __device__ __forceinline__ void round_and_transpose(float* tile, float* transposed, bool finite) {
 #pragma unroll
@@ -119,7 +141,7 @@ __device__ __forceinline__ void round_and_transpose(float* tile, float* transpos
     x.z = wg_round(x.z, finite);
     x.w = wg_round(x.w, finite);
     *chunk = x;
-    float* col = transposed + cm_index(d, perm_k(q), KQ);  // rows d .. d + 3: 4 floats apart
+    float* col = transposed + WgTransposed<KQ>::index(d, perm_k(q));  // rows d .. d + 3: 4 apart
     col[0] = x.x;
     col[4] = x.y;
     col[8] = x.z;
@@ -294,13 +316,13 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
     for (int j = 0; j < NQ; ++j) {
       const unsigned a[4] = {__float_as_uint(sa[j][0]), __float_as_uint(sa[j][2]),
                              __float_as_uint(sa[j][1]), __float_as_uint(sa[j][3])};
-      wg_rs(dva, a, wg_desc(yts + 64 * j, KQ));
+      wg_rs(dva, a, WgTransposed<KQ>::desc(yts, j));
     }
 #pragma unroll
     for (int j = 0; j < NQ; ++j) {
       const unsigned a[4] = {__float_as_uint(pa[j][0]), __float_as_uint(pa[j][2]),
                              __float_as_uint(pa[j][1]), __float_as_uint(pa[j][3])};
-      wg_rs(dka, a, wg_desc(qts + 64 * j, KQ));
+      wg_rs(dka, a, WgTransposed<KQ>::desc(qts, j));
     }
     wg_commit();
     AVJP_WG_MARK(5);

@@ -45,13 +45,18 @@ __device__ __forceinline__ int perm_k(int c) {
 // columns: start address, the K-direction offset (128 bytes: the next core matrix along K) in
 // the leading-dimension field and the M/N-direction offset (the next band of 8 rows) in the
 // stride field, no swizzle. Fields hold bytes / 16.
-__device__ __forceinline__ unsigned long long wg_desc(const float* p, int cols) {
+// wg_desc_strided: the same with other offsets (bytes, multiples of 16), for tiles whose core
+// matrices are spaced apart.
+__device__ __forceinline__ unsigned long long wg_desc_strided(const float* p, unsigned k_off,
+                                                              unsigned mn_off) {
   const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  const unsigned long long k_off = 128u, mn_off = 32u * static_cast<unsigned>(cols);
   const unsigned long long lbo = ORTMLX_WG_LBO_IS_K ? k_off : mn_off;
   const unsigned long long sbo = ORTMLX_WG_LBO_IS_K ? mn_off : k_off;
   return static_cast<unsigned long long>((addr & 0x3ffffu) >> 4) | ((lbo >> 4) << 16) |
          ((sbo >> 4) << 32);
+}
+__device__ __forceinline__ unsigned long long wg_desc(const float* p, int cols) {
+  return wg_desc_strided(p, 128u, 32u * static_cast<unsigned>(cols));
 }
 
 // The instructions themselves (the emulator, tools/avjp_cuda_emu/emu.h, brings its own model of
