@@ -86,30 +86,17 @@ __device__ __forceinline__ void fetch_cm(float* dst, const float* src, long long
                                          int d) {
   const bool vec =
       reinterpret_cast<unsigned long long>(src) % 16 == 0 && stride % 4 == 0 && d % 4 == 0;
-  if (vec) {
-    // A thread's chunks (e, e + kThreads, ...) share their column and lie RSTEP rows apart, so
-    // their addresses are the first one's plus whole row steps: no per-chunk index arithmetic
-    // (with two warps a scheduler, the integer chains of the general loop took as long as the
-    // step's S^T and dP^T products).
-    constexpr int RSTEP = 4 * kThreads / DMAX;
-    static_assert(kThreads % (2 * DMAX) == 0 && R % RSTEP == 0, "chunks in whole row steps");
-    int r0, c;
-    cm_chunk<DMAX>(static_cast<int>(threadIdx.x), r0, c);
-    float* out = dst + cm_index(r0, c, DMAX);
-    const float* in = src + r0 * stride + c;
-#pragma unroll
-    for (int k = 0; k < R / RSTEP; ++k) {
-      const bool valid = r0 + k * RSTEP < rows && c < d;
-      cp_async16(out + k * RSTEP * DMAX, valid ? in + k * RSTEP * stride : src, valid);
-    }
-    return;
-  }
   for (int e = threadIdx.x; e < R * DMAX / 4; e += kThreads) {
     int r, c;
     cm_chunk<DMAX>(e, r, c);
-    *reinterpret_cast<float4*>(dst + cm_index(r, c, DMAX)) =
-        r < rows && c < d ? chunk_scalar(src + r * stride + c, c, d)
-                          : make_float4(0.f, 0.f, 0.f, 0.f);
+    const bool valid = r < rows && c < d;
+    float* out = dst + cm_index(r, c, DMAX);
+    if (vec) {
+      cp_async16(out, valid ? src + r * stride + c : src, valid);
+    } else {
+      *reinterpret_cast<float4*>(out) =
+          valid ? chunk_scalar(src + r * stride + c, c, d) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
   }
 }
 
