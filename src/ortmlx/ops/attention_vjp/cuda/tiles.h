@@ -166,7 +166,8 @@ constexpr int wg_kq(int dmax) {
 // floats plus 8, so that the scattered stores that transpose Q and dY hit 32 banks.
 constexpr int kWgTLead = 36;
 constexpr int wg_t_stride(int kq) {
-  return ((kq / 4 - 1) * kWgTLead + 32 + 23) / 32 * 32 + 8;
+  const int band = (kq / 4 - 1) * kWgTLead + 32;  // a band's floats: the last core matrix's end
+  return (band - 8 + 31) / 32 * 32 + 8;           // the least multiple of 32 plus 8 holding it
 }
 constexpr int wg_t_floats(int dmax) {
   return dmax / 8 * wg_t_stride(wg_kq(dmax));
