@@ -312,6 +312,26 @@ inline void wg_wait() {}
 inline void fence_smem_async() {}
 template <int NB>
 inline void wg_pin(float (&)[NB][4]) {}
+// Bulk copies on mbarriers (wgmma.cuh): a copy is a plain copy when issued; the barrier is one
+// 64-bit word, the bytes still to come above the count of completed phases, so that a waiter
+// really waits for the copies of its phase (a wrong parity hangs here as on a GPU).
+inline void mbar_init(unsigned long long* bar) {
+  std::atomic_ref<unsigned long long>(*bar).store(0);
+}
+inline void mbar_expect(unsigned long long* bar, unsigned bytes) {
+  std::atomic_ref<unsigned long long>(*bar).fetch_add(static_cast<unsigned long long>(bytes) << 32);
+}
+inline void mbar_wait(unsigned long long* bar, unsigned parity) {
+  while ((std::atomic_ref<unsigned long long>(*bar).load() & 1u) == parity)
+    std::this_thread::yield();
+}
+inline void bulk_copy(float* dst, const float* src, unsigned bytes, unsigned long long* bar) {
+  std::memcpy(dst, src, bytes);
+  std::atomic_ref<unsigned long long> word(*bar);
+  const unsigned long long left = word.fetch_sub(static_cast<unsigned long long>(bytes) << 32) -
+                                  (static_cast<unsigned long long>(bytes) << 32);
+  if ((left >> 32) == 0) word.fetch_add(1);
+}
 // red.global.add.v4.f32 as four atomic adds.
 inline void red_add4(float* a, float x, float y, float z, float w) {
   atomicAdd(a, x);

@@ -2,10 +2,11 @@
 // (src/ortmlx/ops/attention_vjp/cuda/fused.cpp) launches: stats, then dq and dkv, or (one_pass)
 // dkvq into a zeroed dQ; with avjp_emu_wgmma(1), the passes on warpgroup MMAs where the host
 // takes them (head sizes 33-128): the plain form's stats pass in every precision mode, the
-// dK/dV(/dQ) pass in the TF32 mode. Called from
+// dK/dV(/dQ) pass in the TF32 mode (after the pack pass that writes its step images). Called from
 // check.py through ctypes.
 #include <algorithm>
 #include <functional>
+#include <vector>
 
 #define AVJP_KERNELS_SOURCE
 #include "../../src/ortmlx/ops/attention_vjp/cuda/kernels.cu"
@@ -32,12 +33,23 @@ void launch(int gx, int gy, const std::function<void()>& body) {
       else AVJP_CAT(ortmlx_avjp_stats_d##DM##_, ORTMLX_AVJP_TAG)(q, k, v, y, dy, mask, finite,    \
                                                                  lse, delta, ARGS);               \
     });                                                                                           \
+    /* The wgmma dK/dV pass reads the pack pass's step images. */                                 \
+    constexpr int KQ = ortmlx_avjp_tiles::wg_kq(DM);                                              \
+    std::vector<float> images;                                                                    \
+    if (wg) {                                                                                     \
+      images.resize(static_cast<size_t>(b) * hq * ((sq + KQ - 1) / KQ) *                          \
+                    ortmlx_avjp_tiles::wg_image_floats(DM));                                      \
+      launch((sq + KQ - 1) / KQ, b * hq, [&] {                                                    \
+        AVJP_CAT(ortmlx_avjp_pack_wg_d##DM##_, ORTMLX_AVJP_TAG)                                   \
+        (q, dy, lse, delta, images.data(), ARGS);                                                 \
+      });                                                                                         \
+    }                                                                                             \
     if (one_pass) {                                                                               \
       if (!ortmlx_avjp_tiles::warp_rows(DM)) return 1;                                            \
       std::fill(dq, dq + static_cast<long long>(b) * hq * sq * d, 0.f); /* MLX's init_value */    \
       launch((sk + KV - 1) / KV, b * hk, [&] {                                                    \
         if (wg) AVJP_CAT(ortmlx_avjp_dkvq_wg_d##DM##_, ORTMLX_AVJP_TAG)                           \
-        (q, k, v, dy, mask, finite, lse, delta, dk, dv, dq, ARGS);                                \
+        (images.data(), k, v, mask, finite, dk, dv, dq, ARGS);                                    \
         else AVJP_CAT(ortmlx_avjp_dkvq_d##DM##_, ORTMLX_AVJP_TAG)(q, k, v, dy, mask, finite, lse, \
                                                                   delta, dk, dv, dq, ARGS);       \
       });                                                                                         \
@@ -49,7 +61,7 @@ void launch(int gx, int gy, const std::function<void()>& body) {
     });                                                                                           \
     launch((sk + KV - 1) / KV, b * hk, [&] {                                                      \
       if (wg) AVJP_CAT(ortmlx_avjp_dkv_wg_d##DM##_, ORTMLX_AVJP_TAG)                              \
-      (q, k, v, dy, mask, finite, lse, delta, dk, dv, ARGS);                                      \
+      (images.data(), k, v, mask, finite, dk, dv, ARGS);                                          \
       else AVJP_CAT(ortmlx_avjp_dkv_d##DM##_, ORTMLX_AVJP_TAG)(q, k, v, dy, mask, finite, lse,    \
                                                                delta, dk, dv, ARGS);              \
     });                                                                                           \

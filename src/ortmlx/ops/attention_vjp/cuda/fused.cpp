@@ -154,7 +154,12 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
   // warp-row kernels. Same grids.
   const bool wgmma_on =
       wg_bucket(dmax) && ops::kernel_enabled("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_WGMMA");
-  const bool wgmma = wgmma_on && mode == kModeTf32;
+  // The wgmma dK/dV pass reads step images (one per query tile, wg_image_floats each: about 4x
+  // Q's size) that a pack pass writes first; an MLX array of them must have fewer than 2^31
+  // elements.
+  const int64_t images = static_cast<int64_t>(b) * c.hq * ((sq + wg_kq(dmax) - 1) / wg_kq(dmax));
+  const bool wgmma = wgmma_on && mode == kModeTf32 &&
+                     images * wg_image_floats(dmax) <= std::numeric_limits<int>::max();
   const std::string dkv_kind = wgmma ? "_wg" : "";
   const std::vector<mx::fast::ScalarArg> scalars = {b,
                                                     c.hq,
@@ -187,14 +192,24 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
       block, wg_stats ? wg_stats_smem(dmax, mode != kModeTf32) : stats_bytes(dmax), std::nullopt,
       /*ensure_row_contiguous=*/true, s);
 
+  // The dK/dV pass's inputs: Q, dY, lse and delta, or on warpgroup MMAs their step images.
+  std::vector<mx::array> dkv_inputs = {q, k, v, dy, mask4, finite, stats[0], stats[1]};
+  if (wgmma) {
+    const mx::array packed = mx::fast::precompiled_cuda_kernel(
+        "ortmlx_avjp_pack_wg" + dname, fatbin, {q, dy, stats[0], stats[1]},
+        {{static_cast<int>(images * wg_image_floats(dmax))}}, {mx::float32}, scalars,
+        {tiles(sq, wg_kq(dmax)) * kThreads, b * c.hq, 1}, block, wg_pack_smem(dmax), std::nullopt,
+        true, s)[0];
+    dkv_inputs = {packed, k, v, mask4, finite};
+  }
+
   std::array<std::optional<mx::array>, 3> grads;
   if (c.wants(0) && (c.wants(1) || c.wants(2)) && warp_rows(dmax) &&
       ops::kernel_enabled("ONNXRUNTIME_EP_MLX_ATTENTION_VJP_ONE_PASS")) {
     // dQ by atomics in the dK/dV pass (kernels.cu, dkvq): MLX zeroes the outputs first.
     const std::vector<mx::array> all = mx::fast::precompiled_cuda_kernel(
-        "ortmlx_avjp_dkvq" + dkv_kind + dname, fatbin,
-        {q, k, v, dy, mask4, finite, stats[0], stats[1]}, {k.shape(), v.shape(), q.shape()},
-        {mx::float32, mx::float32, mx::float32}, scalars,
+        "ortmlx_avjp_dkvq" + dkv_kind + dname, fatbin, dkv_inputs,
+        {k.shape(), v.shape(), q.shape()}, {mx::float32, mx::float32, mx::float32}, scalars,
         {tiles(sk, key_rows(dmax)) * kThreads, b * c.hk, 1}, block,
         wgmma ? wg_dkv_smem(dmax) : dkvq_bytes(dmax), 0.f, true, s);
     grads = {all[2], all[0], all[1]};
@@ -206,8 +221,7 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
   }
   if ((c.wants(1) || c.wants(2)) && !grads[1]) {
     const std::vector<mx::array> dkv = mx::fast::precompiled_cuda_kernel(
-        "ortmlx_avjp_dkv" + dkv_kind + dname, fatbin,
-        {q, k, v, dy, mask4, finite, stats[0], stats[1]}, {k.shape(), v.shape()},
+        "ortmlx_avjp_dkv" + dkv_kind + dname, fatbin, dkv_inputs, {k.shape(), v.shape()},
         {mx::float32, mx::float32}, scalars, {tiles(sk, key_rows(dmax)) * kThreads, b * c.hk, 1},
         block, wgmma ? wg_dkv_smem(dmax) : dkv_bytes(dmax), std::nullopt, true, s);
     grads[1] = dkv[0];

@@ -873,35 +873,39 @@ __device__ void dkv_kernel(const float* q, const float* k, const float* v, const
     if constexpr (kWarpRows<DMAX>) wr_dkv<DMAX, true>(q, k, v, dy, lse, delta, p, dk, dv, dq); \
   }
 
-// The plain form's stats pass (wg_stats.cuh) and the dK/dV pass (wg_dkv.cuh, without and with dQ)
-// on warpgroup MMAs: the TF32 mode, head sizes 64 and 128 (empty kernels in the other buckets:
-// the host never launches them there).
-#define AVJP_WG_ENTRIES(DMAX)                                                                \
-  extern "C" __global__ void __launch_bounds__(kThreads)                                     \
-      AVJP_CAT(ortmlx_avjp_stats_wg_d##DMAX##_, ORTMLX_AVJP_TAG)(                            \
-          const float* q, const float* k, const float* v, const float* y, const float* dy,   \
-          const void* mask, const int* finite, float* lse, float* delta, AVJP_SCALARS) {     \
-    AVJP_PROBLEM(mask, finite);                                                              \
-    (void)v;                                                                                 \
-    if constexpr (kWgBucket<DMAX>) wg_stats<DMAX>(q, k, y, dy, p, lse, delta);               \
-  }                                                                                          \
-  extern "C" __global__ void __launch_bounds__(kThreads)                                     \
-      AVJP_CAT(ortmlx_avjp_dkv_wg_d##DMAX##_, ORTMLX_AVJP_TAG)(                              \
-          const float* q, const float* k, const float* v, const float* dy, const void* mask, \
-          const int* finite, const float* lse, const float* delta, float* dk, float* dv,     \
-          AVJP_SCALARS) {                                                                    \
-    AVJP_PROBLEM(mask, finite);                                                              \
-    if constexpr (kWgBucket<DMAX>)                                                           \
-      wg_dkv_kernel<DMAX, false>(q, k, v, dy, lse, delta, p, dk, dv, nullptr);               \
-  }                                                                                          \
-  extern "C" __global__ void __launch_bounds__(kThreads)                                     \
-      AVJP_CAT(ortmlx_avjp_dkvq_wg_d##DMAX##_, ORTMLX_AVJP_TAG)(                             \
-          const float* q, const float* k, const float* v, const float* dy, const void* mask, \
-          const int* finite, const float* lse, const float* delta, float* dk, float* dv,     \
-          float* dq, AVJP_SCALARS) {                                                         \
-    AVJP_PROBLEM(mask, finite);                                                              \
-    if constexpr (kWgBucket<DMAX>)                                                           \
-      wg_dkv_kernel<DMAX, true>(q, k, v, dy, lse, delta, p, dk, dv, dq);                     \
+// The plain form's stats pass (wg_stats.cuh), and the dK/dV pass (wg_dkv.cuh, without and with
+// dQ) with the pack pass that writes its step images, on warpgroup MMAs: the TF32 mode, head sizes
+// 64 and 128 (empty kernels in the other buckets: the host never launches them there).
+#define AVJP_WG_ENTRIES(DMAX)                                                                    \
+  extern "C" __global__ void __launch_bounds__(kThreads)                                         \
+      AVJP_CAT(ortmlx_avjp_stats_wg_d##DMAX##_, ORTMLX_AVJP_TAG)(                                \
+          const float* q, const float* k, const float* v, const float* y, const float* dy,       \
+          const void* mask, const int* finite, float* lse, float* delta, AVJP_SCALARS) {         \
+    AVJP_PROBLEM(mask, finite);                                                                  \
+    (void)v;                                                                                     \
+    if constexpr (kWgBucket<DMAX>) wg_stats<DMAX>(q, k, y, dy, p, lse, delta);                   \
+  }                                                                                              \
+  extern "C" __global__ void __launch_bounds__(kThreads)                                         \
+      AVJP_CAT(ortmlx_avjp_pack_wg_d##DMAX##_, ORTMLX_AVJP_TAG)(                                 \
+          const float* q, const float* dy, const float* lse, const float* delta, float* images,  \
+          AVJP_SCALARS) {                                                                        \
+    const int finite[1] = {1};                                                                   \
+    AVJP_PROBLEM(nullptr, finite);                                                               \
+    if constexpr (kWgBucket<DMAX>) wg_pack<DMAX>(q, dy, lse, delta, p, images);                  \
+  }                                                                                              \
+  extern "C" __global__ void __launch_bounds__(kThreads)                                         \
+      AVJP_CAT(ortmlx_avjp_dkv_wg_d##DMAX##_, ORTMLX_AVJP_TAG)(                                  \
+          const float* images, const float* k, const float* v, const void* mask,                 \
+          const int* finite, float* dk, float* dv, AVJP_SCALARS) {                               \
+    AVJP_PROBLEM(mask, finite);                                                                  \
+    if constexpr (kWgBucket<DMAX>) wg_dkv_kernel<DMAX, false>(images, k, v, p, dk, dv, nullptr); \
+  }                                                                                              \
+  extern "C" __global__ void __launch_bounds__(kThreads)                                         \
+      AVJP_CAT(ortmlx_avjp_dkvq_wg_d##DMAX##_, ORTMLX_AVJP_TAG)(                                 \
+          const float* images, const float* k, const float* v, const void* mask,                 \
+          const int* finite, float* dk, float* dv, float* dq, AVJP_SCALARS) {                    \
+    AVJP_PROBLEM(mask, finite);                                                                  \
+    if constexpr (kWgBucket<DMAX>) wg_dkv_kernel<DMAX, true>(images, k, v, p, dk, dv, dq);       \
   }
 
 // Whether every element of Q, K, V, Y and dY is finite (the `finite` flag every pass takes):

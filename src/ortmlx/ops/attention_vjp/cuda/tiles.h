@@ -153,7 +153,8 @@ constexpr int dkvq_bytes(int dmax) {
 
 // The dK/dV pass on warpgroup MMAs (wg_dkv.cuh; the TF32 mode at head sizes 64 and 128): 128
 // keys per block (2 warpgroups of 64), query rows per step, and its shared memory: K, V
-// (128 x D), Q, dY, Q^T, dY^T (KQ x D each), dS (KQ x 128), lse, delta (KQ).
+// (128 x D), [K^T], dS (KQ x 128), a step image (wg_image_floats) with a second lse/delta
+// buffer, two mbarriers.
 constexpr int kWgKeys = 128;
 constexpr bool wg_bucket(int dmax) {
   return dmax == 64 || dmax == 128;
@@ -177,9 +178,19 @@ constexpr int wg_t_floats(int dmax) {
 constexpr bool wg_kt_tile(int dmax) {
   return dmax <= 64;
 }
+// A step's image, as the pack pass (wg_pack) writes it for each query tile and the dK/dV pass
+// copies it in by two bulk copies: Q and dY (KQ x D core-matrix tiles, rounded to TF32), lse and
+// delta (KQ each), Q^T and dY^T (padded). Floats; every part a multiple of 4 (16-byte copies).
+constexpr int wg_image_floats(int dmax) {
+  return 2 * wg_kq(dmax) * dmax + 2 * wg_kq(dmax) + 2 * wg_t_floats(dmax);
+}
+constexpr int wg_pack_smem(int dmax) {
+  return 4 * wg_image_floats(dmax);
+}
 constexpr int wg_dkv_smem(int dmax) {
-  return 4 * ((wg_kt_tile(dmax) ? 3 : 2) * kWgKeys * dmax + 2 * wg_kq(dmax) * dmax +
-              2 * wg_t_floats(dmax) + wg_kq(dmax) * kWgKeys + 2 * wg_kq(dmax));
+  return 4 * ((wg_kt_tile(dmax) ? 3 : 2) * kWgKeys * dmax + wg_kq(dmax) * kWgKeys +
+              wg_image_floats(dmax) + 2 * wg_kq(dmax)) +
+         16;
 }
 static_assert(wg_t_stride(32) % 32 == 8 && wg_t_stride(64) % 32 == 8 &&
                   wg_t_stride(32) >= 7 * kWgTLead + 32 && wg_t_stride(64) >= 15 * kWgTLead + 32,
@@ -208,6 +219,7 @@ static_assert(stats_smem(256) <= 227 * 1024 && dq_smem(256) <= 227 * 1024 &&
                   wr_dq_smem(128) <= 227 * 1024 && wr_dkv_smem(128) <= 227 * 1024 &&
                   wr_dkvq_smem(128) <= 227 * 1024 && wr_dkvq_smem(64) <= 227 * 1024 &&
                   wg_dkv_smem(128) <= 227 * 1024 && wg_dkv_smem(64) <= 227 * 1024 &&
+                  wg_pack_smem(128) <= 227 * 1024 && wg_pack_smem(64) <= 227 * 1024 &&
                   wg_stats_smem(128, true) <= 227 * 1024 && wg_stats_smem(64, true) <= 227 * 1024,
               "tiles exceed sm_90 shared memory");
 

@@ -16,12 +16,19 @@
 //   w .. (D 64); the block's dQ tile goes through shared memory to global memory as 16-byte atomics
 //   (sum order varies run to run).
 // The products chain in the tensor cores, as the mma.sync TF32 mode's do (its drift is far
-// below TF32's operand rounding). S^T and dP^T only need Q and dY: once they are done, the next
-// step's Q and dY tiles copy in by cp.async behind the rest of the step.
+// below TF32's operand rounding).
 //
-// Shared memory (floats, core-matrix layout): K, V (128 x D), Q, dY (KQ x D), Q^T, dY^T
-// (D x KQ, strides padded: WgTransposed), dS (KQ x 128), K^T at D 64 (D x 128), lse, delta (KQ):
-// tiles.h, wg_dkv_smem.
+// What a step reads comes ready from the pack pass (wg_pack, one block a query tile, run first):
+// Q and dY rounded to TF32 in the core-matrix layout, their transposes (the B operands of dV and
+// dK) and the rows' lse and delta, as one image per query tile in global memory
+// (tiles.h, wg_image_floats), so that the step neither rounds nor transposes, and its tiles arrive
+// by bulk copies (TMA) that one thread issues on two mbarriers: Q, dY, lse, delta (barrier 0)
+// once S^T and dP^T are done with the last ones (lse and delta into the other of two buffers: the
+// softmax still reads the last), Q^T and dY^T (barrier 1) once dV and dK are.
+//
+// Shared memory (floats, core-matrix layout): K, V (128 x D), K^T at D 64 (D x 128), dS (KQ x
+// 128; dQ is staged there too), the image's Q, dY (KQ x D), Q^T, dY^T (D x KQ, strides padded:
+// WgTransposed), two lse/delta buffers (2 KQ each), the mbarriers: WgTiles, tiles.h wg_dkv_smem.
 #pragma once
 
 #include "wgmma.cuh"
@@ -56,16 +63,20 @@ constexpr bool kWgBucket = ortmlx_avjp_tiles::wg_bucket(DMAX);
 
 template <int DMAX>
 struct WgTiles {
-  static constexpr int KEYS = ortmlx_avjp_tiles::kWgKeys;    // per block
-  static constexpr int KQ = ortmlx_avjp_tiles::wg_kq(DMAX);  // query rows per step
-  static constexpr int K = 0, V = K + KEYS * DMAX, Q = V + KEYS * DMAX, Y = Q + KQ * DMAX;
+  static constexpr int KEYS = ortmlx_avjp_tiles::kWgKeys;                // per block
+  static constexpr int KQ = ortmlx_avjp_tiles::wg_kq(DMAX);              // query rows per step
   static constexpr int T_FLOATS = ortmlx_avjp_tiles::wg_t_floats(DMAX);  // Q^T, dY^T (padded)
-  static constexpr int QT = Y + KQ * DMAX, YT = QT + T_FLOATS, DS = YT + T_FLOATS;
   static constexpr bool KT_TILE = ortmlx_avjp_tiles::wg_kt_tile(DMAX);
-  static constexpr int KT = DS + KQ * KEYS, LSE = KT + (KT_TILE ? DMAX * KEYS : 0);
-  static constexpr int DELTA = LSE + KQ, FLOATS = DELTA + KQ;
+  static constexpr int K = 0, V = K + KEYS * DMAX, KT = V + KEYS * DMAX;
+  static constexpr int DS = KT + (KT_TILE ? DMAX * KEYS : 0);
+  // The image (wg_pack's order; offsets within it: I_*), then the second lse/delta buffer.
+  static constexpr int I_Q = 0, I_Y = KQ * DMAX, I_LSE = 2 * KQ * DMAX, I_QT = I_LSE + 2 * KQ;
+  static constexpr int I_YT = I_QT + T_FLOATS, IMAGE = I_YT + T_FLOATS;
+  static constexpr int IMG = DS + KQ * KEYS, LSE2 = IMG + IMAGE, BARS = LSE2 + 2 * KQ;
+  static constexpr int FLOATS = BARS + 4;  // two 8-byte mbarriers
+  static_assert(IMAGE == ortmlx_avjp_tiles::wg_image_floats(DMAX), "tiles.h image");
   static_assert(4 * FLOATS == ortmlx_avjp_tiles::wg_dkv_smem(DMAX), "tiles.h layout");
-  static_assert(T_FLOATS >= KQ * DMAX, "dQ is staged in the Q^T tile");
+  static_assert(KEYS >= DMAX, "dQ is staged in the dS tile");
   static_assert(DMAX == 64 || DMAX == 128, "wgmma buckets");
 };
 
@@ -149,21 +160,52 @@ __device__ __forceinline__ void round_and_transpose(float* tile, float* transpos
   }
 }
 
+// The pack pass: block (query tile, B * HQ) writes the tile's step image (WgTiles: Q and dY
+// rounded to TF32 in the core-matrix layout, lse, delta, Q^T, dY^T; zeros beyond the rows and
+// the head size) to image blockIdx.y * gridDim.x + blockIdx.x of `images`, built in shared
+// memory and stored as whole 16-byte chunks. Rounding by cvt.rna (Inf and NaN kept).
+template <int DMAX>
+__device__ __forceinline__ void wg_pack(const float* q, const float* dy, const float* lse,
+                                        const float* delta, const Problem& p, float* images) {
+  using T = WgTiles<DMAX>;
+  constexpr int KQ = T::KQ;
+  const int tid = static_cast<int>(threadIdx.x), bh = blockIdx.y, tile = blockIdx.x;
+  const int bi = bh / p.hq, h = bh % p.hq, i0 = tile * KQ, rows = min(KQ, p.sq - i0);
+  const long long qoff = p.offset(bi, h, i0, p.hq, p.sq), qstride = p.row_stride(p.hq);
+  float* img = avjp_smem;
+  fetch_cm<KQ, DMAX>(img + T::I_Q, q + qoff, qstride, rows, p.d);
+  fetch_cm<KQ, DMAX>(img + T::I_Y, dy + qoff, qstride, rows, p.d);
+  cp_async_commit();
+  if (tid < KQ) {
+    const long long row = static_cast<long long>(bh) * p.sq + i0 + tid;
+    img[T::I_LSE + tid] = tid < rows ? lse[row] : 0.f;
+    img[T::I_LSE + KQ + tid] = tid < rows ? delta[row] : 0.f;
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  round_and_transpose<KQ, DMAX>(img + T::I_Q, img + T::I_QT, false);
+  round_and_transpose<KQ, DMAX>(img + T::I_Y, img + T::I_YT, false);
+  __syncthreads();
+  float4* out = reinterpret_cast<float4*>(images + (static_cast<long long>(bh) * gridDim.x + tile) *
+                                                       T::IMAGE);
+  for (int e = tid; e < T::IMAGE / 4; e += kThreads)
+    out[e] = reinterpret_cast<const float4*>(img)[e];
+}
+
 template <int DMAX, bool WITH_DQ>
-__device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, const float* v,
-                                              const float* dy, const float* lse, const float* delta,
+__device__ __forceinline__ void wg_dkv_kernel(const float* images, const float* k, const float* v,
                                               const Problem& p, float* dk, float* dv, float* dq) {
   using T = WgTiles<DMAX>;
   constexpr int KEYS = T::KEYS, KQ = T::KQ, NQ = KQ / 8, ND = DMAX / 8;
   float* ks = avjp_smem + T::K;
   float* vs = avjp_smem + T::V;
-  float* qs = avjp_smem + T::Q;
-  float* ys = avjp_smem + T::Y;
-  float* qts = avjp_smem + T::QT;
-  float* yts = avjp_smem + T::YT;
   float* dss = avjp_smem + T::DS;
-  float* lse_s = avjp_smem + T::LSE;
-  float* delta_s = avjp_smem + T::DELTA;
+  float* img = avjp_smem + T::IMG;
+  float* qs = img + T::I_Q;
+  float* ys = img + T::I_Y;
+  float* qts = img + T::I_QT;
+  float* yts = img + T::I_YT;
+  unsigned long long* bars = reinterpret_cast<unsigned long long*>(avjp_smem + T::BARS);
 
   const int tid = static_cast<int>(threadIdx.x), wg = tid / 128, warp = tid % 128 / 32;
   const int g = tid % 32 / 4, t = tid % 4;
@@ -171,6 +213,7 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
   const int bi = bg / p.hk, gk = bg % p.hk, group = p.hq / p.hk;
   const int j0 = tile * KEYS, cols = min(KEYS, p.sk - j0);
   const int kw = 64 * wg;  // the warpgroup's first key in the tile
+  const int qtiles = (p.sq + KQ - 1) / KQ;
   const long long qstride = p.row_stride(p.hq), kstride = p.row_stride(p.hk);
   const long long koff = p.offset(bi, gk, j0, p.hk, p.sk);
 
@@ -178,6 +221,10 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
   const bool dq_vec = WITH_DQ && reinterpret_cast<unsigned long long>(dq) % 16 == 0 &&
                       qstride % 4 == 0 && p.d % 4 == 0;
 
+  if (tid == 0) {
+    mbar_init(&bars[0]);
+    mbar_init(&bars[1]);
+  }
   // K and V, rounded to TF32 once.
   fetch_cm<KEYS, DMAX>(ks, k + koff, kstride, cols, p.d);
   fetch_cm<KEYS, DMAX>(vs, v + koff, kstride, cols, p.d);
@@ -197,8 +244,8 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
       const int c = e % DMAX, key = e / DMAX;
       kts[cm_index(c, key, KEYS)] = ks[cm_index(key, c, DMAX)];
     }
-    fence_smem_async();  // read by the products after the steps' barriers
   }
+  fence_smem_async();  // K, V (and K^T) are read by the products after the steps' barriers
 
   float dka[ND][4], dva[ND][4];
   zero_rows(dka);
@@ -211,38 +258,43 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
     h = gk * group + n / tiles;
     return min(KQ, p.sq - i0);
   };
-  float lse_r = 0.f, delta_r = 0.f;  // thread r < KQ: row r of the fetched step
-  auto fetch = [&](int n) {
+  // Step n's image in global memory, and its lse/delta buffer in shared memory.
+  auto image = [&](int n) {
     int i0, h;
-    const int rows = step_rows(n, i0, h);
-    const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
-    fetch_cm<KQ, DMAX>(qs, q + qoff, qstride, rows, p.d);
-    fetch_cm<KQ, DMAX>(ys, dy + qoff, qstride, rows, p.d);
-    cp_async_commit();
-    if (tid < KQ) {
-      const long long row = (static_cast<long long>(bi) * p.hq + h) * p.sq + i0 + tid;
-      lse_r = tid < rows ? lse[row] : 0.f;
-      delta_r = tid < rows ? delta[row] : 0.f;
-    }
+    step_rows(n, i0, h);
+    return images + ((static_cast<long long>(bi) * p.hq + h) * qtiles + i0 / KQ) * T::IMAGE;
   };
-  if (steps > 0) fetch(0);
+  auto lse_buffer = [&](int n) { return n % 2 == 0 ? img + T::I_LSE : avjp_smem + T::LSE2; };
+  // Thread 0 only, after a barrier that ends the reads of what the copies overwrite.
+  auto fetch_rows = [&](int n) {  // Q, dY, lse, delta: barrier 0
+    const float* src = image(n);
+    constexpr unsigned QY = 4u * 2 * KQ * DMAX, LD = 4u * 2 * KQ;
+    fence_smem_async();
+    mbar_expect(&bars[0], QY + LD);
+    bulk_copy(qs, src + T::I_Q, QY, &bars[0]);
+    bulk_copy(lse_buffer(n), src + T::I_LSE, LD, &bars[0]);
+  };
+  auto fetch_transposed = [&](int n) {  // Q^T, dY^T: barrier 1
+    constexpr unsigned TT = 4u * 2 * T::T_FLOATS;
+    fence_smem_async();
+    mbar_expect(&bars[1], TT);
+    bulk_copy(qts, image(n) + T::I_QT, TT, &bars[1]);
+  };
+  __syncthreads();  // the barriers are initialised
+  if (tid == 0 && steps > 0) {
+    fetch_rows(0);
+    fetch_transposed(0);
+  }
   AVJP_WG_MARK_START;
 
   for (int n = 0; n < steps; ++n) {
     int i0, h;
     const int rows = step_rows(n, i0, h);
-    cp_async_wait<0>();
-    __syncthreads();  // Q and dY of this step are in; every product of the last step is done
+    const unsigned parity = n & 1;
+    const float* lse_s = lse_buffer(n);
+    const float* delta_s = lse_s + KQ;
+    mbar_wait(&bars[0], parity);  // this step's Q, dY, lse, delta are in
     AVJP_WG_MARK(0);
-    round_and_transpose<KQ, DMAX>(qs, qts, finite);
-    round_and_transpose<KQ, DMAX>(ys, yts, finite);
-    if (tid < KQ) {
-      lse_s[tid] = lse_r;
-      delta_s[tid] = delta_r;
-    }
-    fence_smem_async();
-    __syncthreads();
-    AVJP_WG_MARK(1);
 
     // Every warpgroup runs every product of every step (a branch around wgmma makes ptxas
     // serialize them): a pair it need not compute (beyond the keys, hidden) gets P = dS = 0.
@@ -262,10 +314,12 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
     wg_wait<0>();
     wg_pin(sa);
     wg_pin(pa);
+    AVJP_WG_MARK(1);
+    // Both warpgroups are done with Q and dY, and the last step with dS (dQ's staging) and the
+    // other lse/delta buffer: the next step's rows copy in.
+    __syncthreads();
+    if (tid == 0 && n + 1 < steps) fetch_rows(n + 1);
     AVJP_WG_MARK(2);
-    __syncthreads();  // both warpgroups are done with Q and dY: the next step's copy in
-    if (n + 1 < steps) fetch(n + 1);
-    AVJP_WG_MARK(3);
 
     // P^T and dS^T in place (rounded to TF32: the A operands of dV and dK), dS into its tile.
     // Without a mask tensor (the common case) branch-free: selects for the keys and rows beyond
@@ -310,7 +364,8 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
       softmax(std::false_type{});
     else
       softmax(std::true_type{});
-    AVJP_WG_MARK(4);
+    AVJP_WG_MARK(3);
+    mbar_wait(&bars[1], parity);  // this step's Q^T and dY^T are in
     wg_fence();
 #pragma unroll
     for (int j = 0; j < NQ; ++j) {
@@ -325,7 +380,7 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
       wg_rs(dka, a, WgTransposed<KQ>::desc(qts, j));
     }
     wg_commit();
-    AVJP_WG_MARK(5);
+    AVJP_WG_MARK(4);
     if (WITH_DQ) {
       fence_smem_async();
       __syncthreads();  // both warpgroups' dS columns are written
@@ -370,14 +425,16 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
       }
       wg_wait<0>();
       wg_pin(qa);
-      AVJP_WG_MARK(6);
-      // The block's dQ tile (KQ x D) through shared memory (the Q^T tile, free now), so that
+      AVJP_WG_MARK(5);
+      // Both warpgroups are done with Q^T and dY^T (dV, dK) and with dS (dQ^T): the next step's
+      // transposes copy in, and the block's dQ tile (KQ x D) goes through the dS tile, so that
       // its sums reach global memory as 4-float atomics: a quarter of the scalar ones.
+      __syncthreads();
+      if (tid == 0 && n + 1 < steps) fetch_transposed(n + 1);
       const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
-      // Row-major [query][d] in the Q^T tile, the columns XOR-swizzled by the query so that the
-      // accumulator fragments' stores fall in distinct banks.
-      auto staged = [&](int qr, int c) -> float& { return qts[qr * DMAX + (c ^ ((qr & 6) << 2))]; };
-      __syncthreads();  // both warpgroups' dK products are done with Q^T
+      // Row-major [query][d], the columns XOR-swizzled by the query so that the accumulator
+      // fragments' stores fall in distinct banks.
+      auto staged = [&](int qr, int c) -> float& { return dss[qr * DMAX + (c ^ ((qr & 6) << 2))]; };
 #pragma unroll
       for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -405,10 +462,12 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* q, const float* k, co
       }
     } else {
       wg_wait<0>();
+      __syncthreads();  // both warpgroups are done with Q^T and dY^T
+      if (tid == 0 && n + 1 < steps) fetch_transposed(n + 1);
     }
     wg_pin(dka);
     wg_pin(dva);
-    AVJP_WG_MARK(7);
+    AVJP_WG_MARK(6);
   }
 #pragma unroll
   for (int j = 0; j < ND; ++j)
