@@ -28,6 +28,9 @@ void launch(int gx, int gy, const std::function<void()>& body) {
     launch((sq + BQ - 1) / BQ, b * hq, [&] {                                                      \
       if (recompute) AVJP_CAT(ortmlx_avjp_stats_recompute_d##DM##_, ORTMLX_AVJP_TAG)              \
       (q, k, v, y, dy, mask, finite, lse, delta, ARGS);                                           \
+      else if (wg_on && ortmlx_avjp_tiles::wg_stats_two_blocks(DM, !wg))                          \
+          AVJP_CAT(ortmlx_avjp_stats_wg2_d##DM##_, ORTMLX_AVJP_TAG)(q, k, v, y, dy, mask, finite, \
+                                                                    lse, delta, ARGS);            \
       else if (wg_on) AVJP_CAT(ortmlx_avjp_stats_wg_d##DM##_, ORTMLX_AVJP_TAG)(                   \
           q, k, v, y, dy, mask, finite, lse, delta, ARGS);                                        \
       else AVJP_CAT(ortmlx_avjp_stats_d##DM##_, ORTMLX_AVJP_TAG)(q, k, v, y, dy, mask, finite,    \

@@ -182,14 +182,18 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
   // Pass 1: lse and delta per (batch, query head, row).
   const mx::Shape rows_shape = {b * c.hq * sq};
   const bool wg_stats = wgmma_on && !c.recompute;
+  const bool split = mode != kModeTf32;
   const std::string stats_name =
       std::string(c.recompute ? "ortmlx_avjp_stats_recompute" : "ortmlx_avjp_stats") +
-      (wg_stats ? "_wg" : "") + dname;
+      (!wg_stats                          ? ""
+       : wg_stats_two_blocks(dmax, split) ? "_wg2"
+                                          : "_wg") +
+      dname;
   static_assert(kWgKeys == query_rows(128) && kWgKeys == query_rows(64), "one stats grid");
   const std::vector<mx::array> stats = mx::fast::precompiled_cuda_kernel(
       stats_name, fatbin, {q, k, v, y ? *y : dy, dy, mask4, finite}, {rows_shape, rows_shape},
       {mx::float32, mx::float32}, scalars, {tiles(sq, query_rows(dmax)) * kThreads, b * c.hq, 1},
-      block, wg_stats ? wg_stats_smem(dmax, mode != kModeTf32) : stats_bytes(dmax), std::nullopt,
+      block, wg_stats ? wg_stats_smem(dmax, split) : stats_bytes(dmax), std::nullopt,
       /*ensure_row_contiguous=*/true, s);
 
   // The dK/dV pass's inputs: Q, dY, lse and delta, or on warpgroup MMAs their step images.

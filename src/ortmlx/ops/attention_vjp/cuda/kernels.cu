@@ -885,6 +885,16 @@ __device__ void dkv_kernel(const float* q, const float* k, const float* v, const
     (void)v;                                                                                     \
     if constexpr (kWgBucket<DMAX>) wg_stats<DMAX>(q, k, y, dy, p, lse, delta);                   \
   }                                                                                              \
+  /* The TF32 mode where it runs two blocks an SM (tiles.h, wg_stats_two_blocks). */             \
+  extern "C" __global__ void __launch_bounds__(kThreads, 2)                                      \
+      AVJP_CAT(ortmlx_avjp_stats_wg2_d##DMAX##_, ORTMLX_AVJP_TAG)(                               \
+          const float* q, const float* k, const float* v, const float* y, const float* dy,       \
+          const void* mask, const int* finite, float* lse, float* delta, AVJP_SCALARS) {         \
+    AVJP_PROBLEM(mask, finite);                                                                  \
+    (void)v;                                                                                     \
+    if constexpr (kWgStatsTwoBlocks<DMAX> && kWgBucket<DMAX>)                                    \
+      wg_stats_tf32<DMAX>(q, k, y, dy, p, lse, delta);                                           \
+  }                                                                                              \
   extern "C" __global__ void __launch_bounds__(kThreads)                                         \
       AVJP_CAT(ortmlx_avjp_pack_wg_d##DMAX##_, ORTMLX_AVJP_TAG)(                                 \
           const float* q, const float* dy, const float* lse, const float* delta, float* images,  \

@@ -247,27 +247,38 @@ __device__ __forceinline__ void wg_stats_kernel(const float* q, const float* k, 
   }
 }
 
-// The pass in the problem's precision (tiles.h: key rows per tile, stages).
+// The pass in the problem's precision (tiles.h: key rows per tile, stages). The TF32 mode's
+// tiling is the same in wg_stats and wg_stats_tf32 (the entry for two blocks an SM, tiles.h).
 template <int DMAX>
 struct WgStatsTiles {
   static constexpr int TF32_KEYS = ortmlx_avjp_tiles::wg_stats_keys(DMAX, false);
+  static constexpr int TF32_STAGES = ortmlx_avjp_tiles::wg_stats_stages(DMAX, false);
   static constexpr int SPLIT_KEYS = ortmlx_avjp_tiles::wg_stats_keys(DMAX, true);
-  static constexpr int STAGES = ortmlx_avjp_tiles::kWgStatsStages;
+  static constexpr int SPLIT_STAGES = ortmlx_avjp_tiles::wg_stats_stages(DMAX, true);
 };
+template <int DMAX>
+constexpr bool kWgStatsTwoBlocks = ortmlx_avjp_tiles::wg_stats_two_blocks(DMAX, false);
+template <int DMAX>
+__device__ __forceinline__ void wg_stats_tf32(const float* q, const float* k, const float* y,
+                                              const float* dy, const Problem& p, float* lse,
+                                              float* delta) {
+  using T = WgStatsTiles<DMAX>;
+  wg_stats_kernel<DMAX, kTf32, T::TF32_KEYS, T::TF32_STAGES>(q, k, y, dy, p, lse, delta);
+}
 template <int DMAX>
 __device__ void wg_stats(const float* q, const float* k, const float* y, const float* dy,
                          const Problem& p, float* lse, float* delta) {
   using T = WgStatsTiles<DMAX>;
-  constexpr int TF32_KEYS = T::TF32_KEYS, SPLIT_KEYS = T::SPLIT_KEYS, kWgStatsStages = T::STAGES;
+  constexpr int KEYS = T::SPLIT_KEYS, STAGES = T::SPLIT_STAGES;
   const Precision prec = p.precision();
   if (prec == kTf32)
-    wg_stats_kernel<DMAX, kTf32, TF32_KEYS, kWgStatsStages>(q, k, y, dy, p, lse, delta);
+    wg_stats_tf32<DMAX>(q, k, y, dy, p, lse, delta);
   else if (prec == kSplit)
-    wg_stats_kernel<DMAX, kSplit, SPLIT_KEYS, kWgStatsStages>(q, k, y, dy, p, lse, delta);
+    wg_stats_kernel<DMAX, kSplit, KEYS, STAGES>(q, k, y, dy, p, lse, delta);
   else if (prec == kSplitTf32Inputs)
-    wg_stats_kernel<DMAX, kSplitTf32Inputs, SPLIT_KEYS, kWgStatsStages>(q, k, y, dy, p, lse, delta);
+    wg_stats_kernel<DMAX, kSplitTf32Inputs, KEYS, STAGES>(q, k, y, dy, p, lse, delta);
   else
-    wg_stats_kernel<DMAX, kSplitSafe, SPLIT_KEYS, kWgStatsStages>(q, k, y, dy, p, lse, delta);
+    wg_stats_kernel<DMAX, kSplitSafe, KEYS, STAGES>(q, k, y, dy, p, lse, delta);
 }
 
 }  // namespace
