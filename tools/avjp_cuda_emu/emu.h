@@ -332,15 +332,13 @@ inline void bulk_copy(float* dst, const float* src, unsigned bytes, unsigned lon
                                   (static_cast<unsigned long long>(bytes) << 32);
   if ((left >> 32) == 0) word.fetch_add(1);
 }
-// A bulk reduce-add as atomic adds, done when issued.
-inline void bulk_reduce_add(float* dst, const float* src, unsigned bytes) {
-  for (unsigned i = 0; i < bytes / 4; ++i) atomicAdd(dst + i, src[i]);
+// red.global.add.v4.f32 as four atomic adds.
+inline void red_add4(float* a, float x, float y, float z, float w) {
+  atomicAdd(a, x);
+  atomicAdd(a + 1, y);
+  atomicAdd(a + 2, z);
+  atomicAdd(a + 3, w);
 }
-inline void bulk_commit() {}
-template <int N>
-inline void bulk_wait_read() {}
-template <int N>
-inline void bulk_wait() {}
 // ex2.approx-based __expf as the exact exponential (its error is far below TF32's).
 inline float __expf(float x) {
   return std::exp(x);

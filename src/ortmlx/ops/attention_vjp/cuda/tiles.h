@@ -153,7 +153,7 @@ constexpr int dkvq_bytes(int dmax) {
 
 // The dK/dV pass on warpgroup MMAs (wg_dkv.cuh; the TF32 mode at head sizes 64 and 128): 128
 // keys per block (2 warpgroups of 64), query rows per step, and its shared memory: K, V
-// (128 x D), [K^T], dS (KQ x 128; dQ's staging), a step image (wg_image_floats) with a second
+// (128 x D), [K^T], dS (KQ x 128), a step image (wg_image_floats) with a second
 // lse/delta buffer, two mbarriers.
 constexpr int kWgKeys = 128;
 constexpr bool wg_bucket(int dmax) {
@@ -187,12 +187,8 @@ constexpr int wg_image_floats(int dmax) {
 constexpr int wg_pack_smem(int dmax) {
   return 4 * wg_image_floats(dmax);
 }
-// dS (KQ x kWgKeys), where the block's dQ tile (KQ x D) is staged too, rows padded by 4 floats.
-constexpr int wg_ds_floats(int dmax) {
-  return wg_kq(dmax) * (kWgKeys > dmax + 4 ? kWgKeys : dmax + 4);
-}
 constexpr int wg_dkv_smem(int dmax) {
-  return 4 * ((wg_kt_tile(dmax) ? 3 : 2) * kWgKeys * dmax + wg_ds_floats(dmax) +
+  return 4 * ((wg_kt_tile(dmax) ? 3 : 2) * kWgKeys * dmax + wg_kq(dmax) * kWgKeys +
               wg_image_floats(dmax) + 2 * wg_kq(dmax)) +
          16;
 }

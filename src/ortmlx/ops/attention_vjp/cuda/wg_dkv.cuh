@@ -13,8 +13,8 @@
 //   WITH_DQ: dQ^T += K^T dS^T over the block's 128 keys, A: K^T fragments read from the K tile
 //   (D 128) or a K^T tile written once (D 64, by descriptor; no room for it at D 128), B: dS (KQ x
 //   128) written by both warpgroups; warpgroup w takes the d rows 64 w .. (D 128) or the queries 32
-//   w .. (D 64); the block's dQ tile goes through shared memory to global memory as bulk
-//   reduce-adds, a row each (sum order varies run to run).
+//   w .. (D 64); the block's dQ tile goes through shared memory to global memory as 16-byte atomics
+//   (sum order varies run to run).
 // The products chain in the tensor cores, as the mma.sync TF32 mode's do (its drift is far
 // below TF32's operand rounding).
 //
@@ -24,7 +24,8 @@
 // (tiles.h, wg_image_floats), so that the step neither rounds nor transposes, and its tiles arrive
 // by bulk copies (TMA) that one thread issues on two mbarriers: Q, dY, lse, delta (barrier 0)
 // once S^T and dP^T are done with the last ones (lse and delta into the other of two buffers: the
-// softmax still reads the last), Q^T and dY^T (barrier 1) once dV and dK are.
+// softmax still reads the last), Q^T and dY^T (barrier 1) once dV and dK are (with dQ: before
+// the dQ^T products, so that the copy runs under them and dQ's atomics).
 //
 // Shared memory (floats, core-matrix layout): K, V (128 x D), K^T at D 64 (D x 128), dS (KQ x
 // 128; dQ is staged there too), the image's Q, dY (KQ x D), Q^T, dY^T (D x KQ, strides padded:
@@ -72,12 +73,11 @@ struct WgTiles {
   // The image (wg_pack's order; offsets within it: I_*), then the second lse/delta buffer.
   static constexpr int I_Q = 0, I_Y = KQ * DMAX, I_LSE = 2 * KQ * DMAX, I_QT = I_LSE + 2 * KQ;
   static constexpr int I_YT = I_QT + T_FLOATS, IMAGE = I_YT + T_FLOATS;
-  static constexpr int DQ_LD = DMAX + 4;  // dQ's staged rows (in the dS tile)
-  static constexpr int IMG = DS + ortmlx_avjp_tiles::wg_ds_floats(DMAX), LSE2 = IMG + IMAGE;
-  static constexpr int BARS = LSE2 + 2 * KQ;
+  static constexpr int IMG = DS + KQ * KEYS, LSE2 = IMG + IMAGE, BARS = LSE2 + 2 * KQ;
   static constexpr int FLOATS = BARS + 4;  // two 8-byte mbarriers
   static_assert(IMAGE == ortmlx_avjp_tiles::wg_image_floats(DMAX), "tiles.h image");
   static_assert(4 * FLOATS == ortmlx_avjp_tiles::wg_dkv_smem(DMAX), "tiles.h layout");
+  static_assert(KEYS >= DMAX, "dQ is staged in the dS tile");
   static_assert(DMAX == 64 || DMAX == 128, "wgmma buckets");
 };
 
@@ -218,7 +218,7 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* images, const float* 
   const long long qstride = p.row_stride(p.hq), kstride = p.row_stride(p.hk);
   const long long koff = p.offset(bi, gk, j0, p.hk, p.sk);
 
-  // dQ's rows take bulk reduce-adds where they are 16-byte aligned.
+  // dQ's rows take 16-byte atomics where they are 16-byte aligned.
   const bool dq_vec = WITH_DQ && reinterpret_cast<unsigned long long>(dq) % 16 == 0 &&
                       qstride % 4 == 0 && p.d % 4 == 0;
 
@@ -315,7 +315,6 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* images, const float* 
     wg_wait<0>();
     wg_pin(sa);
     wg_pin(pa);
-    if (WITH_DQ) bulk_wait_read<0>();  // the last step's dQ reduce-adds are done reading dS
     AVJP_WG_MARK(1);
     // Both warpgroups are done with Q and dY, and the last step with dS (dQ's staging) and the
     // other lse/delta buffer: the next step's rows copy in.
@@ -385,7 +384,9 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* images, const float* 
     AVJP_WG_MARK(4);
     if (WITH_DQ) {
       fence_smem_async();
-      __syncthreads();  // both warpgroups' dS columns are written
+      wg_wait<0>();     // this warpgroup's dV and dK products are done with Q^T and dY^T
+      __syncthreads();  // both warpgroups' dS columns are written, and their dV and dK done:
+      if (tid == 0 && n + 1 < steps) fetch_transposed(n + 1);  // the next transposes copy in
       // dQ^T (d rows x queries) over the block's 128 keys: D 128, warpgroup w takes the d rows
       // 64 w..; D 64, the queries 32 w... Keys beyond `cols` have zero K rows and dS.
       const int m0 = DMAX == 128 ? 64 * wg : 0, qo = DMAX == 128 ? 0 : 32 * wg;
@@ -394,7 +395,6 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* images, const float* 
       if constexpr (T::KT_TILE) {
         // A (all D rows, the keys as K) by descriptor from the K^T tile.
         const float* kts = avjp_smem + T::KT;
-        wg_wait<0>();
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < KEYS / 8; ++kk)
@@ -403,9 +403,8 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* images, const float* 
         wg_commit();
       } else {
         // A from K^T fragments loaded here: issued 4 k-steps a group with at most two groups in
-        // flight, so their registers (and dV/dK's A operands, waited for first) stay within
+        // flight, so their registers (and dV/dK's A operands, waited for above) stay within
         // budget.
-        wg_wait<0>();
 #pragma unroll
         for (int kc = 0; kc < KEYS / 32; ++kc) {
           unsigned a[4][4];
@@ -428,32 +427,36 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* images, const float* 
       wg_wait<0>();
       wg_pin(qa);
       AVJP_WG_MARK(5);
-      // Both warpgroups are done with Q^T and dY^T (dV, dK) and with dS (dQ^T): the next step's
-      // transposes copy in, and the block's dQ tile (KQ x D, scaled) goes through the dS tile
-      // (rows DQ_LD floats apart: the fragments' stores fall in 32 banks) to global memory, as
-      // one bulk reduce-add a row where the rows are 16-byte aligned (issued by the row's thread,
-      // which waits for its reads of the tile before the next step's barrier), else as atomics.
+      // Both warpgroups are done with dS (dQ^T): the block's dQ tile (KQ x D) goes through it,
+      // so that its sums reach global memory as 4-float atomics: a quarter of the scalar ones.
       __syncthreads();
-      if (tid == 0 && n + 1 < steps) fetch_transposed(n + 1);
       const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
+      // Row-major [query][d], the columns XOR-swizzled by the query so that the accumulator
+      // fragments' stores fall in distinct banks.
+      auto staged = [&](int qr, int c) -> float& { return dss[qr * DMAX + (c ^ ((qr & 6) << 2))]; };
 #pragma unroll
       for (int j = 0; j < 4; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int c = dr + 8 * (e >> 1), qr = qo + 8 * j + 2 * t + (e & 1);
-          dss[qr * T::DQ_LD + c] = qa[j][e] * p.scale;
+          staged(qr, c) = qa[j][e];
         }
-      fence_smem_async();
       __syncthreads();
       if (dq_vec) {
-        if (tid < rows) {
-          bulk_reduce_add(dq + qoff + tid * qstride, dss + tid * T::DQ_LD, 4u * p.d);
-          bulk_commit();
+#pragma unroll
+        for (int e = tid; e < KQ * DMAX / 4; e += kThreads) {
+          const int qr = e / (DMAX / 4), c = e % (DMAX / 4) * 4;
+          if (qr < rows && c < p.d) {
+            float4 x = *reinterpret_cast<const float4*>(&staged(qr, c));
+            red_add4(dq + qoff + qr * qstride + c, x.x * p.scale, x.y * p.scale, x.z * p.scale,
+                     x.w * p.scale);
+          }
         }
       } else {
         for (int e = tid; e < KQ * DMAX; e += kThreads) {
           const int qr = e / DMAX, c = e % DMAX;
-          if (qr < rows && c < p.d) atomicAdd(dq + qoff + qr * qstride + c, dss[qr * T::DQ_LD + c]);
+          if (qr < rows && c < p.d)
+            atomicAdd(dq + qoff + qr * qstride + c, staged(qr, c) * p.scale);
         }
       }
     } else {
@@ -465,7 +468,6 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* images, const float* 
     wg_pin(dva);
     AVJP_WG_MARK(6);
   }
-  if (WITH_DQ) bulk_wait<0>();
 #pragma unroll
   for (int j = 0; j < ND; ++j)
 #pragma unroll

@@ -62,6 +62,13 @@ __device__ __forceinline__ unsigned long long wg_desc(const float* p, int cols) 
 // The instructions themselves (the emulator, tools/avjp_cuda_emu/emu.h, brings its own model of
 // each: products of the same fragments and descriptors, computed when issued).
 #if !defined(ORTMLX_AVJP_EMU)
+// *a += (x, y, z, w) as one 16-byte reduction (sm_90; a 16-byte aligned).
+__device__ __forceinline__ void red_add4(float* a, float x, float y, float z, float w) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(a), "f"(x), "f"(y), "f"(z),
+               "f"(w)
+               : "memory");
+}
+
 __device__ __forceinline__ void wg_fence() {
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 }
@@ -113,26 +120,6 @@ __device__ __forceinline__ void bulk_copy(float* dst, const float* src, unsigned
           "r"(smem_address(dst)),
       "l"(src), "r"(bytes), "r"(smem_address(bar))
       : "memory");
-}
-// *dst += src elementwise, `bytes` of floats from shared to global memory by the TMA unit
-// (sm_90): the copy reads shared memory after the call, until bulk_wait_read<0> returns in the
-// issuing thread (commit closes its group); bulk_wait<0> also waits for the global writes.
-__device__ __forceinline__ void bulk_reduce_add(float* dst, const float* src, unsigned bytes) {
-  asm volatile(
-      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(dst),
-      "r"(smem_address(src)), "r"(bytes)
-      : "memory");
-}
-__device__ __forceinline__ void bulk_commit() {
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void bulk_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
-}
-template <int N>
-__device__ __forceinline__ void bulk_wait() {
-  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
 }
 // Keeps the compiler from moving reads of accumulators above the wait that completes them.
 template <int NB>
