@@ -34,26 +34,6 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
-template <typename Launch>
-double median_ms(Launch&& launch) {
-  cudaEvent_t t0, t1;
-  cudaEventCreate(&t0);
-  cudaEventCreate(&t1);
-  launch();
-  std::vector<float> times;
-  for (int r = 0; r < 11; ++r) {
-    cudaEventRecord(t0);
-    launch();
-    cudaEventRecord(t1);
-    cudaEventSynchronize(t1);
-    float t;
-    cudaEventElapsedTime(&t, t0, t1);
-    times.push_back(t);
-  }
-  std::sort(times.begin(), times.end());
-  return times[5];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -84,7 +64,7 @@ int main(int argc, char** argv) {
   for (const int mode : {t::kModeTf32, t::kModeExact}) {
     const bool split = mode != t::kModeTf32;
 #define SCALARS b, hq, hk, s, s, d, 4, causal, 0, 1, 1, 1, 1, mode, scale
-    const double base = median_ms([&] {
+    const double base = median_ms(11, [&] {
       stats<<<grid, kThreads, t::stats_bytes(DMAX)>>>(q, k, v, y, dy, nullptr, finite, lse0, delta0,
                                                       SCALARS);
     });
@@ -95,8 +75,9 @@ int main(int argc, char** argv) {
       const int bytes = t::wg_stats_layout(DMAX, split, bk, stages);
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
       cudaMemset(lse1, 0, nr * 4);
-      const double ms = median_ms(
-          [&] { kernel<<<grid, kThreads, bytes>>>(q, k, y, dy, finite, lse1, delta1, SCALARS); });
+      const double ms = median_ms(11, [&] {
+        kernel<<<grid, kThreads, bytes>>>(q, k, y, dy, finite, lse1, delta1, SCALARS);
+      });
       const cudaError_t err = cudaDeviceSynchronize();
       std::printf(
           "   wg BK %3d stages %d blocks>=%d %.3f ms  %4.0f TFLOP/s  %.2fx  |dlse| %.1e "
@@ -105,15 +86,16 @@ int main(int argc, char** argv) {
           max_abs_diff(host(lse1, nr), want_lse), max_abs_diff(host(delta1, nr), want_delta),
           cudaGetErrorString(err));
     };
-    constexpr int TK = WgStatsTiles<DMAX>::TF32_KEYS, SK = WgStatsTiles<DMAX>::SPLIT_KEYS;
-    constexpr int ST = WgStatsTiles<DMAX>::STAGES;
+    using T = WgStatsTiles<DMAX>;
+    constexpr int TK = T::TF32_KEYS, TS = T::TF32_STAGES, TB = kWgStatsTwoBlocks<DMAX> ? 2 : 1;
+    constexpr int SK = T::SPLIT_KEYS, SS = T::SPLIT_STAGES;
     if (!split) {
-      variant(stats_variant<kTf32, TK, ST, 1>, TK, ST, 1);  // the library's
-      variant(stats_variant<kTf32, 64, 3, 1>, 64, 3, 1);
+      variant(stats_variant<kTf32, TK, TS, TB>, TK, TS, TB);  // the library's
+      variant(stats_variant<kTf32, 128, 2, 1>, 128, 2, 1);
       variant(stats_variant<kTf32, 64, 3, 2>, 64, 3, 2);
       variant(stats_variant<kTf32, 32, 3, 2>, 32, 3, 2);
     } else {
-      variant(stats_variant<kSplit, SK, ST, 1>, SK, ST, 1);  // the library's
+      variant(stats_variant<kSplit, SK, SS, 1>, SK, SS, 1);  // the library's
       variant(stats_variant<kSplit, SK, 3, 1>, SK, 3, 1);
 #undef SCALARS
     }

@@ -1,10 +1,11 @@
 // Host helpers of the standalone timing tools (dkv_timing.cu, stats_timing.cu): their command
-// line (B HQ HK S D causal), device arrays of uniform random floats in [-1, 1] and copies back to
-// the host.
+// line (B HQ HK S D causal), device arrays of uniform random floats in [-1, 1], copies back to
+// the host and the median time of a launch.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -41,4 +42,25 @@ inline bool read_problem(int argc, char** argv, int dmax, int (*dmax_of)(int), T
     return false;
   }
   return true;
+}
+
+// The median of `runs` timed calls of `launch` (CUDA events around each), after one untimed.
+template <typename Launch>
+double median_ms(int runs, Launch&& launch) {
+  cudaEvent_t t0, t1;
+  cudaEventCreate(&t0);
+  cudaEventCreate(&t1);
+  launch();
+  std::vector<float> times;
+  for (int r = 0; r < runs; ++r) {
+    cudaEventRecord(t0);
+    launch();
+    cudaEventRecord(t1);
+    cudaEventSynchronize(t1);
+    float t;
+    cudaEventElapsedTime(&t, t0, t1);
+    times.push_back(t);
+  }
+  std::sort(times.begin(), times.end());
+  return times[runs / 2];
 }
