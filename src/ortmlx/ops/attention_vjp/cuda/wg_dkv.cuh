@@ -24,8 +24,8 @@
 // (tiles.h, wg_image_floats), so that the step neither rounds nor transposes, and its tiles arrive
 // by bulk copies (TMA) that one thread issues on two mbarriers: Q, dY, lse, delta (barrier 0)
 // once S^T and dP^T are done with the last ones (lse and delta into the other of two buffers: the
-// softmax still reads the last), Q^T and dY^T (barrier 1) once dV and dK are (with dQ: before
-// the dQ^T products, so that the copy runs under them and dQ's atomics).
+// softmax still reads the last), Q^T and dY^T (barrier 1) once dV and dK (with dQ: and dQ^T)
+// are.
 //
 // Shared memory (floats, core-matrix layout): K, V (128 x D), K^T at D 64 (D x 128), dS (KQ x
 // 128; dQ is staged there too), the image's Q, dY (KQ x D), Q^T, dY^T (D x KQ, strides padded:
@@ -384,9 +384,7 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* images, const float* 
     AVJP_WG_MARK(4);
     if (WITH_DQ) {
       fence_smem_async();
-      wg_wait<0>();     // this warpgroup's dV and dK products are done with Q^T and dY^T
-      __syncthreads();  // both warpgroups' dS columns are written, and their dV and dK done:
-      if (tid == 0 && n + 1 < steps) fetch_transposed(n + 1);  // the next transposes copy in
+      __syncthreads();  // both warpgroups' dS columns are written
       // dQ^T (d rows x queries) over the block's 128 keys: D 128, warpgroup w takes the d rows
       // 64 w..; D 64, the queries 32 w... Keys beyond `cols` have zero K rows and dS.
       const int m0 = DMAX == 128 ? 64 * wg : 0, qo = DMAX == 128 ? 0 : 32 * wg;
@@ -395,6 +393,7 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* images, const float* 
       if constexpr (T::KT_TILE) {
         // A (all D rows, the keys as K) by descriptor from the K^T tile.
         const float* kts = avjp_smem + T::KT;
+        wg_wait<0>();
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < KEYS / 8; ++kk)
@@ -403,8 +402,9 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* images, const float* 
         wg_commit();
       } else {
         // A from K^T fragments loaded here: issued 4 k-steps a group with at most two groups in
-        // flight, so their registers (and dV/dK's A operands, waited for above) stay within
+        // flight, so their registers (and dV/dK's A operands, waited for first) stay within
         // budget.
+        wg_wait<0>();
 #pragma unroll
         for (int kc = 0; kc < KEYS / 32; ++kc) {
           unsigned a[4][4];
@@ -427,9 +427,11 @@ __device__ __forceinline__ void wg_dkv_kernel(const float* images, const float* 
       wg_wait<0>();
       wg_pin(qa);
       AVJP_WG_MARK(5);
-      // Both warpgroups are done with dS (dQ^T): the block's dQ tile (KQ x D) goes through it,
-      // so that its sums reach global memory as 4-float atomics: a quarter of the scalar ones.
+      // Both warpgroups are done with Q^T and dY^T (dV, dK) and with dS (dQ^T): the next step's
+      // transposes copy in, and the block's dQ tile (KQ x D) goes through the dS tile, so that
+      // its sums reach global memory as 4-float atomics: a quarter of the scalar ones.
       __syncthreads();
+      if (tid == 0 && n + 1 < steps) fetch_transposed(n + 1);
       const long long qoff = p.offset(bi, h, i0, p.hq, p.sq);
       // Row-major [query][d], the columns XOR-swizzled by the query so that the accumulator
       // fragments' stores fall in distinct banks.
