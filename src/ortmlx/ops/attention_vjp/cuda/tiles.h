@@ -202,7 +202,8 @@ static_assert(kWgKeys == 16 * kWarps, "the wgmma pass keeps the warp-row pass's 
 // wg_stats_keys rows through wg_stats_stages buffers. Shared memory: Q (kWgKeys x D) and the
 // stages (keys x D each), each with a lo plane beside it in the 3xTF32 modes (`split`). The TF32
 // mode at D 64 runs two blocks an SM (an entry of its own, launch bounds for two): 64-key tiles in
-// 3 stages, measured 1.15x-1.3x faster there than 128-key tiles in 2 stages with one block.
+// 3 stages, 1.1x-1.3x faster than 128-key tiles in 2 stages with one block when timed alone
+// (tools/wgmma_probe/stats_timing.cu), 1.0x-1.2x in the EP (H100).
 constexpr int kWgStatsStages = 2;
 constexpr bool wg_stats_two_blocks(int dmax, bool split) {
   return !split && dmax <= 64;
