@@ -157,9 +157,10 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
   // The wgmma dK/dV pass reads step images (one per query tile, wg_image_floats each: about 4x
   // Q's size) that a pack pass writes first; an MLX array of them must have fewer than 2^31
   // elements.
-  const int64_t images = static_cast<int64_t>(b) * c.hq * ((sq + wg_kq(dmax) - 1) / wg_kq(dmax));
+  const int64_t image_count =
+      static_cast<int64_t>(b) * c.hq * ((sq + wg_kq(dmax) - 1) / wg_kq(dmax));
   const bool wgmma = wgmma_on && mode == kModeTf32 &&
-                     images * wg_image_floats(dmax) <= std::numeric_limits<int>::max();
+                     image_count * wg_image_floats(dmax) <= std::numeric_limits<int>::max();
   const std::string dkv_kind = wgmma ? "_wg" : "";
   const std::vector<mx::fast::ScalarArg> scalars = {b,
                                                     c.hq,
@@ -201,7 +202,7 @@ std::vector<mx::array> cuda_fused(const Config& c, const std::vector<mx::array>&
   if (wgmma) {
     const mx::array packed = mx::fast::precompiled_cuda_kernel(
         "ortmlx_avjp_pack_wg" + dname, fatbin, {q, dy, stats[0], stats[1]},
-        {{static_cast<int>(images * wg_image_floats(dmax))}}, {mx::float32}, scalars,
+        {{static_cast<int>(image_count * wg_image_floats(dmax))}}, {mx::float32}, scalars,
         {tiles(sq, wg_kq(dmax)) * kThreads, b * c.hq, 1}, block, wg_pack_smem(dmax), std::nullopt,
         true, s)[0];
     dkv_inputs = {packed, k, v, mask4, finite};

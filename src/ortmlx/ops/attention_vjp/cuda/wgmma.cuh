@@ -31,6 +31,11 @@
 
 namespace {
 
+// The shared-memory address (state space offset) of a pointer into shared memory.
+__device__ __forceinline__ unsigned smem_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
 __device__ __forceinline__ int cm_index(int r, int c, int cols) {
   return (r >> 3) * (8 * cols) + (c >> 2) * 32 + (r & 7) * 4 + (c & 3);
 }
@@ -49,7 +54,7 @@ __device__ __forceinline__ int perm_k(int c) {
 // matrices are spaced apart.
 __device__ __forceinline__ unsigned long long wg_desc_strided(const float* p, unsigned k_off,
                                                               unsigned mn_off) {
-  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  const unsigned addr = smem_address(p);
   const unsigned long long lbo = ORTMLX_WG_LBO_IS_K ? k_off : mn_off;
   const unsigned long long sbo = ORTMLX_WG_LBO_IS_K ? mn_off : k_off;
   return static_cast<unsigned long long>((addr & 0x3ffffu) >> 4) | ((lbo >> 4) << 16) |
@@ -90,9 +95,6 @@ __device__ __forceinline__ void fence_smem_async() {
 // bytes to come (mbar_expect) and issues the copies, each of which completes its bytes on it; a
 // phase is over when both have happened, and every waiter passes mbar_wait(bar, parity of the
 // phase). Addresses and sizes are multiples of 16 bytes.
-__device__ __forceinline__ unsigned smem_address(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void mbar_init(unsigned long long* bar) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_address(bar)) : "memory");
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
